@@ -1,0 +1,23 @@
+"""AG-UI protocol server in front of an A2A 1.0 agent runtime.
+
+``create_app(Config(...))`` returns an ``aiohttp.web.Application`` that can run
+on its own or be mounted in another application with ``add_subapp``.
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["Config", "create_app", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    # Lazy, so that `python -m aguiadapter diagram` and the pure layers do not
+    # pay for importing the web stack.
+    if name == "create_app":
+        from .web.app import create_app
+
+        return create_app
+    if name == "Config":
+        from .config import Config
+
+        return Config
+    raise AttributeError(name)

@@ -1,0 +1,138 @@
+"""Command line: ``aguiadapter [serve] [options]`` and ``aguiadapter diagram``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from aiohttp import web
+
+from . import __version__
+from . import config as cfg
+
+log = logging.getLogger("aguiadapter")
+
+
+def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
+    """The argument parser; defaults come from the environment."""
+    parser = argparse.ArgumentParser(
+        prog="aguiadapter",
+        description="AG-UI server in front of an A2A 1.0 agent runtime.",
+    )
+    parser.add_argument("command", nargs="?", choices=("serve", "diagram"), default="serve",
+                        help="serve (default) or print the thread state diagram (mermaid)")
+    parser.add_argument("--host", default=env.get(cfg.ENV_HOST, "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(env.get(cfg.ENV_PORT, "8000")))
+    parser.add_argument("--a2a-url", default=env.get(cfg.ENV_A2A_URL) or None,
+                        help="A2A runtime URL (default: the embedded demo runtime)")
+    parser.add_argument("--a2a-token", default=env.get(cfg.ENV_A2A_TOKEN) or None,
+                        help=f"bearer token for the runtime (or ${cfg.ENV_A2A_TOKEN})")
+    parser.add_argument("--config-dir", type=Path, default=None,
+                        help="iac-code config folder (default $IAC_CODE_CONFIG_DIR or ~/.iac-code)")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="thread state folder (default <config-dir>/agui)")
+    parser.add_argument("--allowed-cwd", action="append", default=None, metavar="DIR",
+                        help="allowed workspace root (repeatable; default: any absolute path)")
+    parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
+    parser.add_argument("--log-level", default="INFO",
+                        choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    parser.add_argument("--spawn-iac-code", action="store_true",
+                        help="start and supervise a local `iac-code a2a` child")
+    parser.add_argument("--version", action="version", version=f"aguiadapter {__version__}")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> cfg.Config:
+    """Turn parsed options (and the environment) into a :class:`Config`."""
+    config_dir = args.config_dir or cfg.default_config_dir(env)
+    state_dir = args.state_dir or cfg.default_state_dir(config_dir, env)
+    allowed = tuple(args.allowed_cwd or cfg.split_allowed_cwds(env.get(cfg.ENV_ALLOWED_CWDS)))
+    return cfg.Config(
+        state_dir=state_dir,
+        a2a_url=args.a2a_url,
+        a2a_token=args.a2a_token,
+        auth_token=env.get(cfg.ENV_AUTH_TOKEN) or None,
+        allowed_cwds=allowed,
+        heartbeat_seconds=args.heartbeat_seconds,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m aguiadapter`` and ``aguiadapter``."""
+    args = build_parser().parse_args(argv)
+    if args.command == "diagram":
+        from .threads.diagram import render_mermaid
+
+        sys.stdout.write(render_mermaid())
+        return 0
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = config_from_args(args)
+    try:
+        asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+async def serve(config: cfg.Config, host: str, port: int, *, spawn_iac_code: bool = False) -> None:
+    """Run the server until SIGINT or SIGTERM."""
+    from .web.app import create_app
+
+    child = None
+    if spawn_iac_code:
+        from .iac_process import IacCodeProcess
+
+        child = IacCodeProcess()
+        url, token = await child.start()
+        config = cfg.Config(**{**_fields(config), "a2a_url": url, "a2a_token": token})
+    app = create_app(config)
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        _print_banner(app, site, config)
+        await _wait_for_signal()
+        print("aguiadapter: shutting down", flush=True)
+    finally:
+        await runner.cleanup()
+        if child is not None:
+            await child.stop()
+
+
+def _fields(config: cfg.Config) -> dict[str, object]:
+    import attrs
+
+    return attrs.asdict(config, recurse=False)
+
+
+def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -> None:
+    from .web.keys import BACKEND
+
+    started = app[BACKEND]
+    runtime = started.client.url if started.client is not None else "?"
+    kind = "embedded demo runtime" if config.a2a_url is None else "A2A runtime"
+    roots = ", ".join(config.allowed_cwds) or "any absolute path"
+    print(f"aguiadapter {__version__} listening on {site.name}", flush=True)
+    print(f"  runtime: {kind} at {runtime}", flush=True)
+    print(f"  state:   {config.state_dir / 'threads'}", flush=True)
+    print(f"  auth:    {'bearer token required' if config.auth_token else 'none'}; "
+          f"workspaces: {roots}", flush=True)
+
+
+async def _wait_for_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,62 @@
+"""Settings of one adapter instance, and where they come from.
+
+Command-line options win over environment variables, which win over the
+defaults. Environment variables use the names of the reference product so
+that this server is a drop-in replacement for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+MAX_BODY_BYTES = 12 * 1024 * 1024
+MAX_CANCEL_BODY_BYTES = 64 * 1024
+
+ENV_AUTH_TOKEN = "IAC_CODE_AGUI_AUTH_TOKEN"
+ENV_HOST = "IAC_CODE_AGUI_HOST"
+ENV_PORT = "IAC_CODE_AGUI_PORT"
+ENV_A2A_URL = "IAC_CODE_AGUI_A2A_URL"
+ENV_A2A_TOKEN = "IAC_CODE_AGUI_A2A_TOKEN"
+ENV_STATE_DIR = "IAC_CODE_AGUI_STATE_DIR"
+ENV_ALLOWED_CWDS = "IAC_CODE_AGUI_ALLOWED_CWDS"
+ENV_CONFIG_DIR = "IAC_CODE_CONFIG_DIR"
+
+
+@attrs.frozen
+class Config:
+    """Everything ``create_app`` needs; secrets are excluded from ``repr``."""
+
+    state_dir: Path
+    a2a_url: str | None = None
+    a2a_token: str | None = attrs.field(default=None, repr=False)
+    auth_token: str | None = attrs.field(default=None, repr=False)
+    allowed_cwds: tuple[str, ...] = ()
+    heartbeat_seconds: float = 15.0
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_cancel_body_bytes: int = MAX_CANCEL_BODY_BYTES
+    interrupt_ttl_seconds: float = 3600.0
+
+
+def default_config_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """``$IAC_CODE_CONFIG_DIR`` or ``~/.iac-code``, as the reference product."""
+    configured = env.get(ENV_CONFIG_DIR, "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".iac-code"
+
+
+def default_state_dir(config_dir: Path | None = None, env: Mapping[str, str] = os.environ) -> Path:
+    """``$IAC_CODE_AGUI_STATE_DIR`` or ``<config-dir>/agui``."""
+    configured = env.get(ENV_STATE_DIR, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    return (config_dir or default_config_dir(env)) / "agui"
+
+
+def split_allowed_cwds(value: str | None) -> tuple[str, ...]:
+    """``IAC_CODE_AGUI_ALLOWED_CWDS`` holds roots separated by ``os.pathsep``."""
+    if not value:
+        return ()
+    return tuple(part for part in value.split(os.pathsep) if part.strip())

@@ -1,0 +1,319 @@
+"""A2A 1.0 (iac-code vocabulary) → AG-UI 1.0, as a pure object.
+
+:class:`RunTranslator` takes the ``result`` objects of one A2A stream, one at a
+time, and hands back the AG-UI events they mean. It does no I/O and keeps no
+clock: the service feeds it, writes what it returns, and reads
+:attr:`RunTranslator.outcome` once the runtime has said how the turn ended.
+Terminal events (``RUN_FINISHED`` / ``RUN_ERROR``) are not its business: the
+thread machine emits them on its transitions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import attrs
+
+from ..a2a import wire
+from ..protocol.events import ARTIFACT_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT, Event
+from .spans import SpanTracker
+
+OutcomeKind = Literal["success", "interrupt", "failed", "canceled"]
+
+
+class IdentityMismatch(Exception):
+    """An A2A event names a task or context other than the one of this run."""
+
+
+@attrs.frozen
+class TurnOutcome:
+    """How the runtime ended the turn (or paused it for input)."""
+
+    kind: OutcomeKind
+    inputs: tuple[dict[str, Any], ...] = ()
+    detail: str | None = None
+
+
+@attrs.define
+class RunIdentity:
+    """The identifiers that tie one AG-UI run to its A2A task."""
+
+    thread_id: str
+    run_id: str
+    execution_id: str
+    context_id: str
+    ros_invocation_id: str
+    task_id: str | None = None
+    session_id: str | None = None
+
+
+_USAGE_KEYS = ("inputTokens", "outputTokens", "totalTokens", "cachedInputTokens", "reasoningTokens")
+_ERROR_STATES = frozenset({wire.FAILED, wire.REJECTED, wire.AUTH_REQUIRED})
+
+
+class RunTranslator:
+    """Translate one run's A2A results into AG-UI events."""
+
+    def __init__(self, identity: RunIdentity, *, known_session: bool = False) -> None:
+        self.identity = identity
+        self.spans = SpanTracker(f"{identity.run_id}")
+        self.outcome: TurnOutcome | None = None
+        #: Set when a task or session id was learned; the service persists it.
+        self.identity_changed = False
+        self._session_announced = False
+        self._streamed_since_final = ""
+        self._usage: dict[str, int] = {}
+        self._usage_labels: dict[str, str] = {}
+        self._known_session = known_session
+
+    # ----------------------------------------------------------------- input
+    def feed(self, result: dict[str, Any]) -> list[Event]:
+        """Translate one A2A ``result`` object."""
+        out: list[Event] = []
+        update = result.get("statusUpdate")
+        if update is not None:
+            self._check_identity(update.get("taskId"), update.get("contextId"))
+            self._status_update(update, out)
+        elif "artifactUpdate" in result:
+            artifact_update = result["artifactUpdate"]
+            self._check_identity(artifact_update.get("taskId"), artifact_update.get("contextId"))
+            out.append(_artifact_event(artifact_update))
+        elif "task" in result:
+            task = result["task"]
+            self._check_identity(task.get("id"), task.get("contextId"))
+            self._end_state(task.get("status") or {}, _iac(task), out)
+        elif "message" in result:
+            self._final_text(_text_of(result["message"]), out)
+            self.outcome = TurnOutcome("success")
+        if self.identity_changed and not self._session_announced:
+            self._announce_session(out, final=False)
+        return out
+
+    def finish(self) -> list[Event]:
+        """Close every open span; call before the terminal event."""
+        out: list[Event] = []
+        if not self._session_announced and self.identity.task_id is not None:
+            self._announce_session(out, final=True)
+        self.spans.close_all(out)
+        return out
+
+    def usage(self) -> list[dict[str, Any]]:
+        """Token usage summed over the run, as AG-UI ``TokenUsage`` entries."""
+        if not self._usage:
+            return []
+        return [{**self._usage_labels, **self._usage}]
+
+    # --------------------------------------------------------------- helpers
+    def _check_identity(self, task_id: Any, context_id: Any) -> None:
+        ident = self.identity
+        if context_id != ident.context_id:
+            raise IdentityMismatch(f"context {context_id!r} is not {ident.context_id!r}")
+        if task_id != ident.task_id:
+            if ident.task_id is not None or not isinstance(task_id, str) or not task_id:
+                raise IdentityMismatch(f"task {task_id!r} is not {ident.task_id!r}")
+            ident.task_id = task_id
+            self.identity_changed = True
+
+    def _status_update(self, update: dict[str, Any], out: list[Event]) -> None:
+        status = update.get("status") or {}
+        iac = _iac(update)
+        if iac:
+            self._metadata(iac, out)
+        message = status.get("message")
+        state = status.get("state")
+        if message is not None and state == wire.WORKING:
+            if iac.get("assistantFinal"):
+                self._final_text(_text_of(message), out)
+            else:
+                self._text_parts(message.get("parts") or (), out)
+        if state != wire.WORKING and state != wire.SUBMITTED:
+            self._end_state(status, iac, out)
+
+    def _metadata(self, iac: dict[str, Any], out: list[Event]) -> None:
+        session_id = iac.get("iacCodeSessionId")
+        if session_id is not None and session_id != self.identity.session_id:
+            self._learn_session(session_id)
+        thinking = iac.get("thinking")
+        if thinking is not None:
+            text = thinking.get("text")
+            if text:
+                rid = self.spans.open_reasoning(out)
+                out.append({"type": "REASONING_MESSAGE_CONTENT", "messageId": rid, "delta": text})
+        tool = iac.get("tool")
+        if tool is not None:
+            self._tool(tool, out)
+        usage = iac.get("usage")
+        if usage is not None:
+            self._add_usage(usage)
+
+    def _learn_session(self, session_id: Any) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            return
+        if self._known_session and self.identity.session_id is not None:
+            raise IdentityMismatch("the iac-code session changed")
+        self.identity.session_id = session_id
+        self.identity_changed = True
+
+    def _text_parts(self, parts: Any, out: list[Event]) -> None:
+        for part in parts:
+            text = part.get("text")
+            if text:
+                message_id = self.spans.open_text(out)
+                out.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})
+                self._streamed_since_final += text
+
+    def _final_text(self, text: str, out: list[Event]) -> None:
+        # The runtime repeats the whole reply once it is complete; show only
+        # what the deltas did not already carry.
+        streamed = self._streamed_since_final
+        self._streamed_since_final = ""
+        if streamed and not text.startswith(streamed):
+            return
+        rest = text[len(streamed):]
+        if rest:
+            message_id = self.spans.open_text(out)
+            out.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": rest})
+        self.spans.close_text(out)
+
+    def _tool(self, tool: dict[str, Any], out: list[Event]) -> None:
+        status = tool.get("status")
+        tool_call_id = tool.get("toolUseId")
+        if not isinstance(tool_call_id, str) or not tool_call_id:
+            return
+        spans = self.spans
+        if status == "started" or status == "input_delta":
+            if status == "started" or tool_call_id not in spans.open_tools:
+                spans.open_tool(out, tool_call_id, str(tool.get("name") or "tool"))
+        elif status == "input_complete":
+            spans.open_tool(out, tool_call_id, str(tool.get("name") or "tool"))
+            args = tool.get("toolInput")
+            if args is None:
+                args = tool.get("inputSummary")
+            if args is not None:
+                delta = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                if delta:
+                    out.append({"type": "TOOL_CALL_ARGS", "toolCallId": tool_call_id, "delta": delta})
+            spans.close_tool(out, tool_call_id)
+        elif status == "completed" or status == "failed":
+            spans.close_tool(out, tool_call_id)
+            spans.close_messages(out)
+            result = tool.get("result")
+            content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+            out.append(
+                {
+                    "type": "TOOL_CALL_RESULT",
+                    "messageId": spans.new_id("t"),
+                    "toolCallId": tool_call_id,
+                    "content": content,
+                    "role": "tool",
+                }
+            )
+        elif status == "progress":
+            value = {key: item for key, item in tool.items() if key != "status" and item is not None}
+            value["schemaVersion"] = 1
+            value["toolCallId"] = value.pop("toolUseId")
+            out.append({"type": "CUSTOM", "name": TOOL_PROGRESS_EVENT, "value": value})
+
+    def _add_usage(self, usage: dict[str, Any]) -> None:
+        totals = self._usage
+        for key in _USAGE_KEYS:
+            amount = usage.get(key)
+            if isinstance(amount, (int, float)) and not isinstance(amount, bool):
+                totals[key] = totals.get(key, 0) + int(amount)
+        for label in ("provider", "model"):
+            value = usage.get(label)
+            if isinstance(value, str) and value:
+                self._usage_labels[label] = value
+
+    def _end_state(self, status: dict[str, Any], iac: dict[str, Any], out: list[Event]) -> None:
+        state = status.get("state")
+        if state == wire.INPUT_REQUIRED:
+            envelope = iac.get("input")
+            if isinstance(envelope, dict) and envelope.get("required") is True:
+                self.outcome = TurnOutcome("interrupt", inputs=(envelope,))
+            else:
+                self.outcome = TurnOutcome("success")
+        elif state == wire.COMPLETED:
+            message = status.get("message")
+            if message is not None:
+                self._final_text(_text_of(message), out)
+            self.outcome = TurnOutcome("success")
+        elif state == wire.CANCELED:
+            self.outcome = TurnOutcome("canceled", detail=_text_of(status.get("message")))
+        elif state in _ERROR_STATES:
+            self.outcome = TurnOutcome("failed", detail=_text_of(status.get("message")) or state)
+
+    def _announce_session(self, out: list[Event], *, final: bool) -> None:
+        ident = self.identity
+        if ident.task_id is None or (ident.session_id is None and not final):
+            return
+        self._session_announced = True
+        value = {
+            "schemaVersion": 1,
+            "threadId": ident.thread_id,
+            "aguiRunId": ident.run_id,
+            "executionId": ident.execution_id,
+            "contextId": ident.context_id,
+            "taskId": ident.task_id,
+            "rosInvocationId": ident.ros_invocation_id,
+            "sessionId": ident.session_id,
+        }
+        out.append({"type": "CUSTOM", "name": SESSION_EVENT, "value": _compact(value)})
+
+
+def _iac(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = obj.get("metadata")
+    if not metadata:
+        return {}
+    iac = metadata.get(wire.IAC_CODE_KEY)
+    return iac if isinstance(iac, dict) else {}
+
+
+def _text_of(message: Any) -> str:
+    if not isinstance(message, dict):
+        return ""
+    return "".join(
+        part["text"] for part in message.get("parts") or () if isinstance(part.get("text"), str)
+    )
+
+
+def _compact(value: dict[str, Any]) -> dict[str, Any]:
+    return {key: item for key, item in value.items() if item is not None}
+
+
+def _artifact_event(update: dict[str, Any]) -> Event:
+    artifact = update.get("artifact") or {}
+    value: dict[str, Any] = {
+        "schemaVersion": 1,
+        "taskId": update.get("taskId"),
+        "artifactId": artifact.get("artifactId"),
+        "name": artifact.get("name"),
+        "description": artifact.get("description"),
+        "parts": [_artifact_part(part) for part in artifact.get("parts") or ()],
+        "metadata": artifact.get("metadata"),
+        "append": update.get("append"),
+        "lastChunk": update.get("lastChunk"),
+    }
+    return {"type": "CUSTOM", "name": ARTIFACT_EVENT, "value": _compact(value)}
+
+
+def _artifact_part(part: dict[str, Any]) -> dict[str, Any]:
+    # Raw bytes are not relayed: a UI fetches the file through its uri.
+    projected: dict[str, Any] = {
+        "mediaType": part.get("mediaType"),
+        "filename": part.get("filename"),
+        "metadata": part.get("metadata"),
+    }
+    if "text" in part:
+        projected["kind"] = "text"
+        projected["text"] = part["text"]
+    elif "url" in part:
+        projected["kind"] = "url"
+        projected["url"] = part["url"]
+    elif "data" in part:
+        projected["kind"] = "data"
+        projected["data"] = part["data"]
+    else:
+        projected["kind"] = "file"
+    return _compact(projected)

@@ -1,0 +1,102 @@
+"""Span bookkeeping: what is open in the current run, and how to close it.
+
+AG-UI requires that no text message, reasoning span, tool call or step is open
+when a run ends. :class:`SpanTracker` opens spans on demand and hands out the
+closing events, so the translator never has to remember what it left open.
+"""
+
+from __future__ import annotations
+
+from ..protocol.events import Event
+
+
+class SpanTracker:
+    """Open AG-UI spans of one run, with id allocation for new messages."""
+
+    __slots__ = ("_prefix", "_counter", "text_id", "reasoning_id", "open_tools", "open_steps")
+
+    def __init__(self, id_prefix: str) -> None:
+        self._prefix = id_prefix
+        self._counter = 0
+        self.text_id: str | None = None
+        self.reasoning_id: str | None = None
+        self.open_tools: dict[str, str] = {}
+        self.open_steps: list[str] = []
+
+    def new_id(self, kind: str) -> str:
+        """A message id unique within the thread (the prefix holds the run id)."""
+        self._counter += 1
+        return f"{self._prefix}-{kind}{self._counter}"
+
+    def open_text(self, out: list[Event]) -> str:
+        """Return the open assistant message id, opening one if needed."""
+        if self.text_id is None:
+            self.close_reasoning(out)
+            self.text_id = self.new_id("m")
+            out.append({"type": "TEXT_MESSAGE_START", "messageId": self.text_id, "role": "assistant"})
+        return self.text_id
+
+    def close_text(self, out: list[Event]) -> None:
+        """Close the open assistant message, if any."""
+        if self.text_id is not None:
+            out.append({"type": "TEXT_MESSAGE_END", "messageId": self.text_id})
+            self.text_id = None
+
+    def open_reasoning(self, out: list[Event]) -> str:
+        """Return the open reasoning message id, opening span and message if needed."""
+        if self.reasoning_id is None:
+            self.close_text(out)
+            rid = self.reasoning_id = self.new_id("r")
+            out.append({"type": "REASONING_START", "messageId": rid})
+            out.append({"type": "REASONING_MESSAGE_START", "messageId": rid, "role": "reasoning"})
+        return self.reasoning_id
+
+    def close_reasoning(self, out: list[Event]) -> None:
+        """Close the open reasoning message and its span, if any."""
+        rid = self.reasoning_id
+        if rid is not None:
+            out.append({"type": "REASONING_MESSAGE_END", "messageId": rid})
+            out.append({"type": "REASONING_END", "messageId": rid})
+            self.reasoning_id = None
+
+    def close_messages(self, out: list[Event]) -> None:
+        """Close text and reasoning (a tool call or a step boundary follows)."""
+        self.close_text(out)
+        self.close_reasoning(out)
+
+    def open_tool(self, out: list[Event], tool_call_id: str, name: str) -> None:
+        """Start a tool call unless it is already open."""
+        if tool_call_id in self.open_tools:
+            return
+        self.close_messages(out)
+        self.open_tools[tool_call_id] = name
+        out.append({"type": "TOOL_CALL_START", "toolCallId": tool_call_id, "toolCallName": name})
+
+    def close_tool(self, out: list[Event], tool_call_id: str) -> None:
+        """End a tool call's argument phase, if it is open."""
+        if self.open_tools.pop(tool_call_id, None) is not None:
+            out.append({"type": "TOOL_CALL_END", "toolCallId": tool_call_id})
+
+    def open_step(self, out: list[Event], name: str) -> None:
+        """Start a step unless a step of that name is open."""
+        if name not in self.open_steps:
+            self.close_messages(out)
+            self.open_steps.append(name)
+            out.append({"type": "STEP_STARTED", "stepName": name})
+
+    def close_step(self, out: list[Event], name: str) -> None:
+        """Finish a step; one never opened in this run is opened first (balance)."""
+        if name not in self.open_steps:
+            self.open_step(out, name)
+        self.close_messages(out)
+        self.open_steps.remove(name)
+        out.append({"type": "STEP_FINISHED", "stepName": name})
+
+    def close_all(self, out: list[Event]) -> None:
+        """Close everything, innermost first, before a terminal event."""
+        self.close_messages(out)
+        for tool_call_id in list(self.open_tools):
+            self.close_tool(out, tool_call_id)
+        for name in reversed(self.open_steps):
+            out.append({"type": "STEP_FINISHED", "stepName": name})
+        self.open_steps.clear()

@@ -1,0 +1,67 @@
+"""The application factory: standalone or mounted as a sub-app."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from ..a2a.client import A2AClient
+from ..config import Config
+from ..threads.service import ThreadService
+from ..threads.store import FileThreadStore, ThreadStore
+from . import handlers
+from .keys import BACKEND, CONFIG, Backend
+
+log = logging.getLogger(__name__)
+
+
+def create_app(config: Config, *, store: ThreadStore | None = None) -> web.Application:
+    """An ``aiohttp`` application serving the AG-UI interface.
+
+    Without ``config.a2a_url`` the embedded demo runtime is started on
+    loopback for the lifetime of the app. The app keeps nothing in globals:
+    several instances can live in one process, and mounting it with
+    ``parent.add_subapp("/agui", app)`` works as is (the body limits are
+    enforced per request, whatever the parent's ``client_max_size``).
+    """
+    app = web.Application()
+    app[CONFIG] = config
+    app[BACKEND] = Backend()
+    app.router.add_get("/health", handlers.health)
+    app.router.add_post("/", handlers.run)
+    app.cleanup_ctx.append(_runtime_context(config, store))
+    app.on_shutdown.append(_stop_runs)
+    return app
+
+
+def _runtime_context(config: Config, store: ThreadStore | None):  # type: ignore[no-untyped-def]
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        demo = None
+        url = config.a2a_url
+        if url is None:
+            from ..demo.runtime import DemoRuntime
+
+            demo = DemoRuntime()
+            url = await demo.start()
+            log.info("embedded demo runtime on %s", url)
+        client = A2AClient(url, token=config.a2a_token)
+        started = app[BACKEND]
+        started.client = client
+        started.service = ThreadService(store or FileThreadStore(config.state_dir), client)
+        try:
+            yield
+        finally:
+            started.client = started.service = None
+            await client.close()
+            if demo is not None:
+                await demo.close()
+
+    return context
+
+
+async def _stop_runs(app: web.Application) -> None:
+    service = app[BACKEND].service
+    if service is not None:
+        await service.shutdown()

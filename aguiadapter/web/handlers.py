@@ -1,0 +1,109 @@
+"""HTTP handlers: health, runs, and the JSON error responses before a stream."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from typing import Any
+
+from aiohttp import web
+
+from .. import __version__
+from ..errors import AdapterError, ErrorCode
+from ..i18n import negotiate_language, render_error
+from ..protocol.inputs import canonical_digest, check_cwd, parse_run_input, peek_preferred_language
+from .keys import CONFIG, backend
+from .sse import SseWriter
+
+
+def error_response(error: AdapterError, language: str) -> web.Response:
+    """``{"error": {"code", "message"}}`` with the code's HTTP status."""
+    body = {"error": {"code": error.code.name, "message": render_error(error, language)}}
+    return web.json_response(body, status=error.code.status)
+
+
+def request_language(request: web.Request, payload: Any = None) -> str:
+    """``preferredLanguage`` of the body over ``Accept-Language`` over English."""
+    preferred = peek_preferred_language(payload) if payload is not None else None
+    return negotiate_language(preferred, request.headers.get("Accept-Language"))
+
+
+def check_auth(request: web.Request) -> None:
+    """Bearer auth when a token is configured (constant-time compare)."""
+    token = request.config_dict[CONFIG].auth_token
+    if not token:
+        return
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise AdapterError(ErrorCode.UNAUTHORIZED)
+
+
+async def read_json_body(request: web.Request, limit: int) -> Any:
+    """The JSON body, read with a hard size limit (also as a sub-app)."""
+    if request.content_type != "application/json":
+        raise AdapterError(ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+    if request.content_length is not None and request.content_length > limit:
+        raise AdapterError(ErrorCode.REQUEST_TOO_LARGE)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await request.content.read(65536)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > limit:
+            raise AdapterError(ErrorCode.REQUEST_TOO_LARGE)
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise AdapterError(ErrorCode.INVALID_JSON) from exc
+
+
+async def health(request: web.Request) -> web.Response:
+    """Open health check with protocol and runtime reachability."""
+    client, _ = backend(request)
+    reachable = await client.health()
+    return web.json_response(
+        {
+            "status": "ok" if reachable else "degraded",
+            "protocol": "ag-ui",
+            "protocolVersion": "1.0",
+            "serverVersion": __version__,
+            "a2a": {"url": client.url, "reachable": reachable},
+        }
+    )
+
+
+async def run(request: web.Request) -> web.StreamResponse:
+    """``POST /``: admit a ``RunAgentInput`` and stream the run as SSE."""
+    config = request.config_dict[CONFIG]
+    _, service = backend(request)
+    language = request_language(request)
+    payload: Any = None
+    try:
+        check_auth(request)
+        payload = await read_json_body(request, config.max_body_bytes)
+        language = request_language(request, payload)
+        run_input = parse_run_input(payload)
+        cwd = check_cwd(run_input.forwarded_props.iac_code.cwd, config.allowed_cwds)
+        ticket = await service.admit(run_input, canonical_digest(payload), language, cwd)
+    except AdapterError as exc:
+        return error_response(exc, language)
+    task = asyncio.current_task()
+    sink = SseWriter(
+        request,
+        heartbeat_seconds=config.heartbeat_seconds,
+        on_disconnect=task.cancel if task is not None else None,
+    )
+    try:
+        await service.run(ticket, sink)
+    except AdapterError as exc:
+        if not sink.prepared:
+            return error_response(exc, language)
+        raise
+    finally:
+        await sink.close()
+    return sink.response

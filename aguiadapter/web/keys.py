@@ -1,0 +1,34 @@
+"""Typed application keys: everything a handler reads from its app."""
+
+from __future__ import annotations
+
+import attrs
+from aiohttp import web
+
+from ..a2a.client import A2AClient
+from ..config import Config
+from ..threads.service import ThreadService
+
+
+@attrs.define
+class Backend:
+    """What the app starts on startup: the A2A client and the thread service.
+
+    The app's keys are fixed before it starts; this holder is filled in when
+    it does, so nothing is written to a frozen application.
+    """
+
+    client: A2AClient | None = None
+    service: ThreadService | None = None
+
+
+CONFIG = web.AppKey("aguiadapter.config", Config)
+BACKEND = web.AppKey("aguiadapter.backend", Backend)
+
+
+def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:
+    """The started client and service of the app that serves ``request``."""
+    started = request.config_dict[BACKEND]
+    if started.client is None or started.service is None:
+        raise web.HTTPServiceUnavailable()
+    return started.client, started.service

@@ -1,0 +1,44 @@
+"""Shared fixtures: the demo runtime and the adapter on real loopback sockets."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.adapter import RunningAdapter, start_adapter
+
+
+@pytest.fixture
+async def demo() -> AsyncIterator[DemoRuntime]:
+    """The embedded demo runtime, as a separate A2A server on loopback."""
+    runtime = DemoRuntime()
+    await runtime.start()
+    try:
+        yield runtime
+    finally:
+        await runtime.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A workspace folder inside the allowed root."""
+    path = tmp_path / "workspaces" / "session-1"
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+async def adapter(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[RunningAdapter]:
+    """The adapter in front of the demo runtime, state under ``tmp_path``."""
+    running = await start_adapter(
+        tmp_path / "state",
+        demo.url,
+        allowed_cwds=(str(tmp_path / "workspaces"),),
+    )
+    try:
+        yield running
+    finally:
+        await running.close()

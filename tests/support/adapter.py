@@ -1,0 +1,105 @@
+"""Run the adapter on a real loopback socket, and talk to it like a client."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import attrs
+from aiohttp import web
+
+from aguiadapter.config import Config
+from aguiadapter.web.app import create_app
+
+from .agui import check_stream
+
+
+def run_body(
+    *,
+    thread_id: str,
+    text: str | None,
+    cwd: str,
+    run_id: str | None = None,
+    message_id: str | None = None,
+    **iac: Any,
+) -> dict[str, Any]:
+    """A RunAgentInput shaped like the protocol reference's minimal request."""
+    messages = []
+    if text is not None:
+        messages.append(
+            {"id": message_id or f"msg-{uuid.uuid4()}", "role": "user", "content": text}
+        )
+    return {
+        "threadId": thread_id,
+        "runId": run_id or f"run-{uuid.uuid4()}",
+        "state": {},
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "forwardedProps": {
+            "iacCode": {"schemaVersion": 1, "rosInvocationId": "invocation-1", "cwd": cwd, **iac}
+        },
+    }
+
+
+@attrs.define
+class Reply:
+    """What came back for one POST."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.body)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The stream's events, judged by :func:`check_stream`."""
+        assert self.status == 200, self.body
+        return check_stream(self.body)
+
+
+@attrs.define
+class RunningAdapter:
+    """An adapter app served on a free loopback port."""
+
+    url: str
+    app: web.Application
+    runner: web.AppRunner
+    session: aiohttp.ClientSession
+    config: Config
+
+    async def post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> Reply:
+        """POST JSON (or raw bytes) and read the whole reply."""
+        all_headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        all_headers.update(headers or {})
+        data = body if isinstance(body, bytes) else __import__("json").dumps(body).encode()
+        async with self.session.post(
+            self.url + path.lstrip("/"), data=data, headers=all_headers
+        ) as resp:
+            return Reply(resp.status, dict(resp.headers), await resp.read())
+
+    async def run(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Reply:
+        """POST a run to ``/``."""
+        return await self.post("/", body, headers)
+
+    async def close(self) -> None:
+        await self.session.close()
+        await self.runner.cleanup()
+
+
+async def start_adapter(state_dir: Path, a2a_url: str | None, **config: Any) -> RunningAdapter:
+    """Start ``create_app`` on a free port; the caller closes it."""
+    cfg = Config(state_dir=state_dir, a2a_url=a2a_url, **config)
+    app = create_app(cfg)
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    session = aiohttp.ClientSession()
+    return RunningAdapter(f"http://127.0.0.1:{port}/", app, runner, session, cfg)
