@@ -1,0 +1,443 @@
+"""A2A 1.0 JSON-RPC client over aiohttp.
+
+Every runtime event of every run passes through :func:`iter_sse_data` and
+:meth:`A2AClient.stream_message`, so the streaming path stays small: the body
+is read line by line, each event is decoded with one ``json.loads`` and its
+``result`` dict is handed out as is (no model objects).
+
+Nothing here logs: request bodies carry secrets in ``message.metadata`` and
+the headers carry the bearer token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
+
+import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
+
+from aguiadapter.a2a.wire import (
+    A2A_VERSION,
+    CANCEL_TASK,
+    GET_TASK,
+    SEND_MESSAGE,
+    SEND_STREAMING_MESSAGE,
+    STREAM_END_STATES,
+    SUBSCRIBE_TO_TASK,
+    VERSION_HEADER,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = [
+    "A2AClient",
+    "A2AError",
+    "A2AHttpError",
+    "A2ARpcError",
+    "A2AUnavailable",
+    "iter_sse_data",
+]
+
+# A whole artifact (e.g. a base64 image part) can arrive on one `data:` line.
+MAX_SSE_LINE: Final = 64 * 1024 * 1024
+_HEALTH_TIMEOUT: Final = 3.0
+_SSE_TYPE: Final = "text/event-stream"
+# What a dead, unreachable or misbehaving peer looks like from aiohttp.
+_TRANSPORT_ERRORS: Final = (aiohttp.ClientError, HttpProcessingError, OSError, asyncio.TimeoutError)
+
+
+class A2AError(Exception):
+    """Base class of every error raised by :class:`A2AClient`."""
+
+
+class A2AUnavailable(A2AError):
+    """The runtime cannot serve the call right now.
+
+    Raised on connection refused/reset, timeouts, HTTP 5xx, 401/403, a reply
+    that is not JSON, and a stream that ends before a terminal or interrupt
+    state. ``status`` is the HTTP status when there was one.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class A2AHttpError(A2AError):
+    """A non-2xx HTTP reply that is neither a JSON-RPC error nor "unavailable".
+
+    For instance a 400 or 409 from an iac-code extra route; ``body`` holds the
+    decoded JSON reply.
+    """
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"HTTP {status} from the A2A runtime")
+        self.status = status
+        self.body = body
+
+
+class A2ARpcError(A2AError):
+    """A JSON-RPC error object sent by the runtime.
+
+    ``reason`` is ``data[0].reason`` (the google.rpc.ErrorInfo reason A2A 1.0
+    servers attach, e.g. ``TASK_NOT_FOUND``) when present.
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"JSON-RPC error {code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data
+        self.reason = _error_reason(data)
+
+    @classmethod
+    def from_error(cls, error: Any) -> A2ARpcError:
+        """Build from a JSON-RPC ``error`` member, tolerating odd shapes."""
+        if not isinstance(error, dict):
+            return cls(0, str(error))
+        code = error.get("code")
+        message = error.get("message")
+        return cls(
+            code if isinstance(code, int) else 0,
+            message if isinstance(message, str) else "",
+            error.get("data"),
+        )
+
+
+def _error_reason(data: Any) -> str | None:
+    first = data[0] if isinstance(data, list) and data else data
+    reason = first.get("reason") if isinstance(first, dict) else None
+    return reason if isinstance(reason, str) else None
+
+
+async def iter_sse_data(
+    content: aiohttp.StreamReader, *, max_line: int = MAX_SSE_LINE
+) -> AsyncGenerator[bytes, None]:
+    """Yield the ``data`` of each server-sent event read from ``content``.
+
+    Several ``data:`` lines of one event are joined with ``\\n``. Comments
+    (``:`` lines, used as heartbeats) and the other fields (``event``, ``id``,
+    ``retry``) are skipped: A2A puts everything in ``data``. An event cut off
+    by the end of the body (no blank line after it) is dropped, as the SSE
+    specification requires. LF and CRLF line ends are accepted; a line longer
+    than ``max_line`` bytes raises :class:`A2AUnavailable`.
+    """
+    # Lines are split here rather than with StreamReader.readline(): one C-level
+    # split per network chunk is cheaper, and readline() caps lines at 128 KiB
+    # on aiohttp releases whose readline() takes no length argument.
+    split = _LineSplitter(max_line).feed
+    pending: list[bytes] = []
+    while chunk := await content.readany():
+        for line in split(chunk):
+            if line.startswith(b"data:"):
+                # The single space after the colon is syntax, not part of the value.
+                pending.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif not line:
+                if pending:
+                    yield pending[0] if len(pending) == 1 else b"\n".join(pending)
+                    pending.clear()
+            elif line == b"data":
+                pending.append(b"")
+
+
+class _LineSplitter:
+    """Cuts a byte stream into lines (LF or CRLF ends removed) across chunks."""
+
+    __slots__ = ("_max", "_partial", "_size")
+
+    def __init__(self, max_line: int) -> None:
+        self._max = max_line
+        self._partial: list[bytes] = []  # pieces of a line that spans chunks
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines that ``chunk`` completes."""
+        if b"\n" not in chunk:
+            self._keep(chunk, self._size + len(chunk))
+            return []
+        if self._partial:
+            # Joined once the line is complete, so a long line costs linear time.
+            self._partial.append(chunk)
+            chunk = b"".join(self._partial)
+            self._partial.clear()
+        lines = chunk.split(b"\n")
+        last = lines.pop()
+        self._size = 0
+        if last:
+            self._keep(last, len(last))
+        return [line[:-1] if line[-1:] == b"\r" else line for line in lines]
+
+    def _keep(self, piece: bytes, size: int) -> None:
+        # Bounds the memory an unterminated line can take.
+        if size > self._max:
+            raise A2AUnavailable(f"A2A runtime sent an SSE line over {self._max} bytes")
+        self._partial.append(piece)
+        self._size = size
+
+
+def _decode_result(data: bytes) -> dict[str, Any]:
+    """The ``result`` of one JSON-RPC response; raises on ``error``."""
+    try:
+        # Decoding first is faster than json.loads(bytes), which sniffs the encoding.
+        obj = json.loads(data.decode())
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+        raise A2AUnavailable("A2A runtime sent an event that is not JSON") from exc
+    if type(obj) is dict:
+        result = obj.get("result")
+        if type(result) is dict:
+            return result
+        if "error" in obj:
+            raise A2ARpcError.from_error(obj["error"])
+    raise A2AUnavailable("A2A runtime sent an event that is not a JSON-RPC response")
+
+
+def _ends_stream(result: dict[str, Any], ended: bool) -> bool:
+    """Whether the stream may end after ``result`` (A2A 1.0 has no ``final`` flag)."""
+    holder = result.get("statusUpdate") or result.get("task")
+    if holder is None:
+        # A direct Message answer ends the exchange; artifacts move no state.
+        return True if "message" in result else ended
+    status = holder.get("status") if isinstance(holder, dict) else None
+    state = status.get("state") if isinstance(status, dict) else None
+    return isinstance(state, str) and state in STREAM_END_STATES
+
+
+def _loads_reply(raw: bytes, status: int) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise A2AUnavailable(
+            f"A2A runtime replied HTTP {status} without JSON", status=status
+        ) from exc
+
+
+class A2AClient:
+    """JSON-RPC 2.0 client for one A2A 1.0 runtime endpoint.
+
+    ``url`` is the JSON-RPC endpoint (``POST``); ``/health`` and the iac-code
+    extra routes are resolved against it. ``max_streams`` caps the
+    connections this client opens (0 = no cap); a request that waits longer
+    than ``connect_timeout`` for a free connection fails with
+    :class:`A2AUnavailable`. ``request_timeout`` bounds GetTask, CancelTask and
+    :meth:`post_json`; streams and :meth:`send_message` (which blocks until the
+    turn stops) have no read timeout because runs can be long and silent.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        session: aiohttp.ClientSession | None = None,
+        connect_timeout: float = 10.0,
+        max_streams: int = 0,
+        request_timeout: float | None = 60.0,
+    ) -> None:
+        self._url = url
+        self._base = url.rstrip("/")
+        self._session = session
+        self._owns_session = session is None
+        self._max_streams = max_streams
+        self._ids = itertools.count(1)
+        headers = {VERSION_HEADER: A2A_VERSION, "Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._json_headers = {**headers, "Accept": "application/json"}
+        self._sse_headers = {**headers, "Accept": _SSE_TYPE}
+        self._open_timeout = aiohttp.ClientTimeout(
+            total=None, connect=connect_timeout, sock_connect=connect_timeout, sock_read=None
+        )
+        self._unary_timeout = aiohttp.ClientTimeout(
+            total=request_timeout, connect=connect_timeout, sock_connect=connect_timeout
+        )
+        self._health_timeout = aiohttp.ClientTimeout(total=min(_HEALTH_TIMEOUT, connect_timeout))
+
+    @property
+    def url(self) -> str:
+        """The JSON-RPC endpoint this client posts to."""
+        return self._url
+
+    def __repr__(self) -> str:
+        return f"A2AClient({self._url!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- public API ---------------------------------------------------------
+
+    def stream_message(self, message: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+        """SendStreamingMessage: yield each ``result`` of the event stream.
+
+        Each item holds one of ``task``, ``statusUpdate``, ``artifactUpdate``,
+        ``message``. A JSON-RPC error, before or during the stream, raises
+        :class:`A2ARpcError`. Close the generator (``aclose()``, or
+        ``contextlib.aclosing``) to drop the connection early.
+        """
+        return self._stream(SEND_STREAMING_MESSAGE, {"message": message})
+
+    def subscribe(self, task_id: str) -> AsyncGenerator[dict[str, Any], None]:
+        """SubscribeToTask: same contract as :meth:`stream_message`."""
+        return self._stream(SUBSCRIBE_TO_TASK, {"id": task_id})
+
+    async def send_message(self, message: dict[str, Any]) -> dict[str, Any]:
+        """SendMessage (non-streaming); returns the JSON-RPC ``result``."""
+        return await self._call(SEND_MESSAGE, {"message": message}, self._open_timeout)
+
+    async def get_task(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
+        """GetTask; returns the Task dict."""
+        params: dict[str, Any] = {"id": task_id}
+        if history_length is not None:
+            params["historyLength"] = history_length
+        return await self._call(GET_TASK, params, self._unary_timeout)
+
+    async def cancel_task(self, task_id: str) -> dict[str, Any]:
+        """CancelTask; returns the Task dict."""
+        return await self._call(CANCEL_TASK, {"id": task_id}, self._unary_timeout)
+
+    async def health(self) -> bool:
+        """``GET <base>/health``: True on a 2xx reply, False on anything else."""
+        try:
+            session = self._get_session()
+            async with session.get(
+                f"{self._base}/health", headers=self._json_headers, timeout=self._health_timeout
+            ) as resp:
+                return 200 <= resp.status < 300
+        except (*_TRANSPORT_ERRORS, ValueError, RuntimeError):
+            # Refused, timed out, bad URL, closed session: all mean "not healthy".
+            return False
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a plain JSON body to an extra route of the runtime (not JSON-RPC).
+
+        Returns the decoded JSON object. Non-2xx replies raise
+        :class:`A2AUnavailable` (401/403/5xx) or :class:`A2AHttpError`.
+        """
+        url = f"{self._base}/{path.lstrip('/')}"
+        resp = await self._send(url, body, self._json_headers, self._unary_timeout, path)
+        async with resp:
+            obj = await self._read_reply(resp, path)
+        if not 200 <= resp.status < 300:
+            raise A2AHttpError(resp.status, obj)
+        if not isinstance(obj, dict):
+            raise A2AUnavailable(f"{path}: reply is not a JSON object", status=resp.status)
+        return obj
+
+    async def close(self) -> None:
+        """Close the HTTP session if this client created it."""
+        session, self._session = self._session, None
+        if session is not None and self._owns_session:
+            await session.close()
+
+    # -- plumbing -----------------------------------------------------------
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        session = self._session
+        if session is None:
+            # limit=0: aiohttp's default cap of 100 would stall the 101st stream.
+            connector = aiohttp.TCPConnector(limit=self._max_streams, limit_per_host=0)
+            session = self._session = aiohttp.ClientSession(connector=connector)
+            self._owns_session = True
+        return session
+
+    def _rpc_body(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+
+    async def _send(
+        self,
+        url: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        timeout: aiohttp.ClientTimeout,
+        what: str,
+    ) -> aiohttp.ClientResponse:
+        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        try:
+            return await self._get_session().post(url, data=data, headers=headers, timeout=timeout)
+        except _TRANSPORT_ERRORS as exc:
+            raise A2AUnavailable(f"{what}: A2A runtime unreachable ({type(exc).__name__})") from exc
+
+    async def _read_reply(self, resp: aiohttp.ClientResponse, what: str) -> Any:
+        """Decode a JSON reply; the statuses meaning "unavailable" raise first."""
+        status = resp.status
+        if status in (401, 403) or status >= 500:
+            raise A2AUnavailable(f"{what}: A2A runtime answered HTTP {status}", status=status)
+        try:
+            raw = await resp.read()
+        except _TRANSPORT_ERRORS as exc:
+            raise A2AUnavailable(f"{what}: reply cut off ({type(exc).__name__})") from exc
+        return _loads_reply(raw, status)
+
+    def _check_rpc_reply(
+        self, resp: aiohttp.ClientResponse, obj: Any, method: str
+    ) -> dict[str, Any]:
+        if isinstance(obj, dict):
+            if "error" in obj:
+                raise A2ARpcError.from_error(obj["error"])
+            if not 200 <= resp.status < 300:
+                raise A2AHttpError(resp.status, obj)
+            result = obj.get("result")
+            if isinstance(result, dict):
+                return result
+        elif not 200 <= resp.status < 300:
+            raise A2AHttpError(resp.status, obj)
+        raise A2AUnavailable(f"{method}: reply is not a JSON-RPC response", status=resp.status)
+
+    async def _call(
+        self, method: str, params: dict[str, Any], timeout: aiohttp.ClientTimeout
+    ) -> dict[str, Any]:
+        body = self._rpc_body(method, params)
+        resp = await self._send(self._url, body, self._json_headers, timeout, method)
+        async with resp:
+            obj = await self._read_reply(resp, method)
+        return self._check_rpc_reply(resp, obj, method)
+
+    async def _open_stream(self, method: str, params: dict[str, Any]) -> aiohttp.ClientResponse:
+        """POST a streaming call; return the response once it is known to be SSE."""
+        body = self._rpc_body(method, params)
+        resp = await self._send(self._url, body, self._sse_headers, self._open_timeout, method)
+        if 200 <= resp.status < 300 and resp.content_type == _SSE_TYPE:
+            return resp
+        # Errors to streaming calls come back as one application/json object.
+        async with resp:
+            obj = await self._read_reply(resp, method)
+        self._check_rpc_reply(resp, obj, method)
+        raise A2AUnavailable(f"{method}: expected an event stream, got {resp.content_type}")
+
+    async def _stream(
+        self, method: str, params: dict[str, Any]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        resp = await self._open_stream(method, params)
+        ended = at_eof = False
+        try:
+            async with aclosing(iter_sse_data(resp.content)) as events:
+                async for data in events:
+                    result = _decode_result(data)
+                    ended = _ends_stream(result, ended)
+                    yield result
+            at_eof = True
+        except _TRANSPORT_ERRORS as exc:
+            raise A2AUnavailable(f"{method}: stream broken ({type(exc).__name__})") from exc
+        finally:
+            # close() drops the socket at once (the server sees the client go);
+            # release() keeps a fully read connection for reuse.
+            if at_eof:
+                resp.release()
+            else:
+                resp.close()
+        if not ended:
+            raise A2AUnavailable(f"{method}: stream ended before a terminal or interrupt state")
