@@ -1,0 +1,102 @@
+"""The adapter end to end in front of the real `iac-code a2a` runtime."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.agui import texts, types
+from tests.support.iac_runtime import IacRuntime
+from tests.support.model_stub import ModelStub
+
+
+@pytest.fixture
+async def iac_adapter(tmp_path: Path, iac_runtime: IacRuntime) -> AsyncIterator[RunningAdapter]:
+    """The adapter pointed at the real runtime, with its bearer token."""
+    running = await start_adapter(
+        tmp_path / "state",
+        iac_runtime.url,
+        a2a_token=iac_runtime.token,
+        allowed_cwds=(str(iac_runtime.workspaces_root),),
+    )
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    (event,) = [e for e in events if e.get("name") == "iac-code.session.v1"]
+    return dict(event["value"])
+
+
+async def test_a_normal_turn_relays_the_runtime_text_once(
+    iac_adapter: RunningAdapter, iac_workspace: Path
+) -> None:
+    reply = await iac_adapter.run(
+        run_body(thread_id="e2e-normal", text="[scenario:normal] Say hello.", cwd=str(iac_workspace))
+    )
+    events = reply.events()
+    text = texts(events)
+    assert text and text.count(text[:12]) == 1, "the final full-text repeat must not be shown twice"
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    usage = events[-1]["usage"][0]
+    assert usage["inputTokens"] > 0 and isinstance(usage["inputTokens"], int)
+    session = session_of(events)
+    assert session["sessionId"] and session["taskId"]
+
+
+async def test_a_second_turn_continues_the_same_session(
+    iac_adapter: RunningAdapter, iac_workspace: Path, model_stub: ModelStub
+) -> None:
+    cwd = str(iac_workspace)
+    first = (await iac_adapter.run(run_body(thread_id="e2e-two", text="[scenario:normal] one", cwd=cwd))).events()
+    second = (await iac_adapter.run(run_body(thread_id="e2e-two", text="[scenario:normal] two", cwd=cwd))).events()
+    one, two = session_of(first), session_of(second)
+    assert one["contextId"] == two["contextId"] and one["sessionId"] == two["sessionId"]
+    assert one["taskId"] != two["taskId"] and one["executionId"] != two["executionId"]
+    # The model saw turn 1 when it answered turn 2: the runtime kept the session.
+    last = model_stub.calls_with("two")[-1]
+    assert any("one" in str(message.get("content")) for message in last.body["messages"])
+
+
+async def test_a_tool_turn_reports_call_and_result(iac_adapter: RunningAdapter, iac_workspace: Path) -> None:
+    (iac_workspace / "main.tf").write_text("# empty\n")
+    events = (
+        await iac_adapter.run(
+            run_body(thread_id="e2e-tool", text="[scenario:readonly-tool] list", cwd=str(iac_workspace))
+        )
+    ).events()
+    kinds = types(events)
+    assert kinds.index("TOOL_CALL_START") < kinds.index("TOOL_CALL_END") < kinds.index("TOOL_CALL_RESULT")
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert "main.tf" in result["content"]
+
+
+async def test_a_client_that_disconnects_leaves_no_task_running(
+    iac_adapter: RunningAdapter, iac_runtime: IacRuntime, iac_workspace: Path
+) -> None:
+    body = run_body(thread_id="e2e-gone", text="[scenario:slow seconds=20] talk", cwd=str(iac_workspace))
+    task_id = None
+    async with aiohttp.ClientSession() as session:
+        async with session.post(iac_adapter.url, json=body) as resp:
+            seen = b""
+            while b"TEXT_MESSAGE_CONTENT" not in seen:
+                seen += await asyncio.wait_for(resp.content.readany(), 30)
+    for line in seen.decode().splitlines():
+        if "iac-code.session.v1" in line:
+            task_id = line.split('"taskId":"')[1].split('"')[0]
+    assert task_id is not None
+    state = None
+    for _ in range(100):
+        state = (await iac_runtime.rpc("GetTask", {"id": task_id}))["result"]["status"]["state"]
+        if state == "TASK_STATE_CANCELED":
+            break
+        await asyncio.sleep(0.1)
+    assert state == "TASK_STATE_CANCELED"

@@ -1,0 +1,384 @@
+"""Run the real A2A runtime (``iac-code a2a``) as a child process for e2e tests.
+
+The child listens on a free loopback port, authenticates with a random bearer
+token, talks only to the model stub, and keeps all its state (config, logs,
+sessions, workspaces) under one temporary root. Its environment is built from
+scratch so that no proxy, cloud credential or telemetry endpoint of the caller
+leaks in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+
+if TYPE_CHECKING:  # annotations only: no runtime dependency on typing_extensions
+    from typing_extensions import Self
+
+LOOPBACK = "127.0.0.1"
+BIN_ENV = "AGUIADAPTER_IAC_CODE_BIN"
+A2A_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+START_TIMEOUT_SECONDS = 30.0
+STOP_TIMEOUT_SECONDS = 5.0
+SPAWN_ATTEMPTS = 3  # free_port() can race with another process grabbing the port
+TURN_TIMEOUT_SECONDS = 30.0
+# iac-code ships OpenTelemetry export to a public endpoint; these switch it off.
+# Without them every turn also stalls for seconds on the failing export.
+_NO_TELEMETRY = {
+    "DISABLE_TELEMETRY": "1",
+    "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "OTEL_SDK_DISABLED": "true",
+}
+
+
+def find_iac_code() -> str | None:
+    """The ``iac-code`` executable: $AGUIADAPTER_IAC_CODE_BIN, next to this
+    Python (a tox/venv install), or on PATH; None when there is none."""
+    override = os.environ.get(BIN_ENV)
+    if override:
+        return override if os.access(override, os.X_OK) else None
+    # Not resolved: a venv's python is a symlink and the venv's bin dir is what we want.
+    beside = Path(sys.executable).parent / "iac-code"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("iac-code")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def user_message(
+    text: str, context_id: str, cwd: Path | str, task_id: str | None = None
+) -> dict[str, Any]:
+    """An A2A 1.0 ROLE_USER text message carrying the iac-code options it needs."""
+    message: dict[str, Any] = {
+        "messageId": f"msg-{uuid.uuid4().hex}",
+        "contextId": context_id,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+        "metadata": {"iac_code": {"cwd": str(cwd)}},
+    }
+    if task_id is not None:
+        message["taskId"] = task_id
+    return message
+
+
+def permission_answer(envelope: dict[str, Any], decision: str, cwd: Path | str) -> dict[str, Any]:
+    """The ROLE_USER message answering a permission ``input`` envelope."""
+    task_id = envelope["requestTaskId"]
+    answer = {
+        "schemaVersion": 1,
+        "kind": "permission",
+        "requestTaskId": task_id,
+        "inputId": envelope["inputId"],
+        "toolUseId": envelope["toolUseId"],
+        "decision": decision,
+    }
+    message = user_message("", envelope["contextId"], cwd, task_id=task_id)
+    message["parts"] = [{"data": answer, "mediaType": "application/json"}]
+    return message
+
+
+class IacRuntime:
+    """One ``iac-code a2a`` child process.
+
+    ``async with IacRuntime(model_url) as runtime:`` starts it (health wait and
+    warm-up turn included) and stops it on exit. ``url`` is the A2A JSON-RPC
+    endpoint, ``token`` the bearer token, ``headers`` the request headers.
+    """
+
+    def __init__(
+        self,
+        model_url: str,
+        root: Path | None = None,
+        executable: str | None = None,
+        model: str = "stub-model",
+        warm_up: bool = True,
+        start_timeout: float = START_TIMEOUT_SECONDS,
+    ) -> None:
+        self.model_url = model_url
+        # A root we made ourselves is ours to delete; a caller's root (pytest's
+        # tmp_path) is kept so its logs can be read after a failure.
+        self._owns_root = root is None
+        self.root = Path(root or tempfile.mkdtemp(prefix="iac-runtime-"))
+        self.executable = executable or find_iac_code()
+        self.model = model
+        self.warm_up_enabled = warm_up
+        self.start_timeout = start_timeout
+        self.token = secrets.token_urlsafe(24)
+        self.port = 0
+        self.log_path = self.root / "iac-code.log"
+        self.timings: dict[str, float] = {}
+        self._process: subprocess.Popen[bytes] | None = None
+
+    # -- addresses and files
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}/"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {**A2A_HEADERS, "Authorization": f"Bearer {self.token}"}
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "config"
+
+    @property
+    def workspaces_root(self) -> Path:
+        """Parent of every ``workspace()``: the root an adapter must allow as cwd."""
+        return self.root / "workspaces"
+
+    def workspace(self, name: str) -> Path:
+        """A fresh, empty folder to use as a turn's ``cwd`` (unique per call)."""
+        self.workspaces_root.mkdir(parents=True, exist_ok=True)
+        prefix = f"{_safe(name)}-"
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.workspaces_root))
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the child's stdout/stderr, for failure messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no output captured)"
+        return "\n".join(text.splitlines()[-lines:]) or "(no output captured)"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    # -- lifecycle
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        if self.executable is None:
+            raise RuntimeError(f"iac-code executable not found (set ${BIN_ENV})")
+        started = time.monotonic()
+        try:
+            await self._spawn_until_healthy()
+            self.timings["startup"] = time.monotonic() - started
+            if self.warm_up_enabled:
+                await self.warm_up()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Terminate the child (its process group), kill it if it lingers."""
+        await self._end_child()
+        if self._owns_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    async def warm_up(self) -> None:
+        """One throwaway turn: the first run after start takes seconds (imports,
+        session setup), and tests should not pay that inside their timeouts."""
+        started = time.monotonic()
+        cwd = self.workspace("warm-up")
+        message = user_message("[scenario:normal] warm-up", f"warm-up-{uuid.uuid4().hex}", cwd)
+        responses = await self.send_streaming(message)
+        states = [r["result"]["statusUpdate"]["status"]["state"] for r in _updates(responses)]
+        if not states or states[-1] != "TASK_STATE_INPUT_REQUIRED":
+            raise RuntimeError(f"warm-up turn did not finish: {responses}\n{self.log_tail()}")
+        self.timings["warm_up"] = time.monotonic() - started
+
+    async def _end_child(self) -> None:
+        process, self._process = self._process, None
+        atexit.unregister(self._kill_now)
+        if process is not None and process.poll() is None:
+            await _end_process(process)
+
+    async def _spawn_until_healthy(self) -> None:
+        for attempt in range(1, SPAWN_ATTEMPTS + 1):
+            self._spawn()
+            try:
+                await self._wait_healthy()
+                return
+            except RuntimeError:
+                port_taken = "address already in use" in self.log_tail().lower()
+                if not port_taken or attempt == SPAWN_ATTEMPTS:
+                    raise
+                await self._end_child()
+
+    def _spawn(self) -> None:
+        assert self.executable is not None
+        self.port = free_port()
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            self.executable, "a2a", "--host", LOOPBACK, "--port", str(self.port),
+            "--thinking-exposure", "all",
+        ]  # fmt: skip
+        with self.log_path.open("wb") as log:
+            # Own process group, so stop() also ends shells the runtime spawned.
+            self._process = subprocess.Popen(
+                command, cwd=self.root, env=self._environment(), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        # Last resort if the test process ends without running stop().
+        atexit.register(self._kill_now)
+
+    def _kill_now(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            _signal_group(self._process, signal.SIGKILL)
+
+    def _environment(self) -> dict[str, str]:
+        home = self.root / "home"
+        tmp = self.root / "tmp"
+        home.mkdir(exist_ok=True)
+        tmp.mkdir(exist_ok=True)
+        bin_dir = str(Path(self.executable or "").parent)
+        return {
+            # PATH is kept (the bash tool needs coreutils); nothing else is inherited.
+            "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", os.defpath)]),
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
+            "LANG": "C.UTF-8",
+            "NO_PROXY": "*",  # belt and braces: no proxy variable is passed anyway
+            "IAC_CODE_CONFIG_DIR": str(self.config_dir),
+            "IAC_CODE_PROVIDER": "openai_compatible",
+            "IAC_CODE_MODEL": self.model,
+            "IAC_CODE_BASE_URL": self.model_url,
+            "IAC_CODE_API_KEY": "dummy-key",
+            "IACCODE_A2A_HTTP_TOKEN": self.token,
+            **_NO_TELEMETRY,
+        }
+
+    async def _wait_healthy(self) -> None:
+        # /health needs the bearer token in 0.16.0 (401 without it).
+        deadline = time.monotonic() + self.start_timeout
+        health = f"http://{LOOPBACK}:{self.port}/health"
+        auth = {"Authorization": f"Bearer {self.token}"}
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while time.monotonic() < deadline:
+                self._raise_if_dead()
+                try:
+                    async with session.get(health, headers=auth) as response:
+                        if response.status == 200:
+                            return
+                except (aiohttp.ClientError, asyncio.TimeoutError):
+                    pass  # not listening yet
+                await asyncio.sleep(0.1)
+        raise RuntimeError(
+            f"iac-code a2a not healthy after {self.start_timeout:g} s on {health}\n"
+            f"--- {self.log_path} (tail)\n{self.log_tail()}\n"
+            f"(more in {self.config_dir / 'logs'})"
+        )
+
+    def _raise_if_dead(self) -> None:
+        if self._process is not None and self._process.poll() is not None:
+            raise RuntimeError(
+                f"iac-code a2a exited with code {self._process.returncode} during startup\n"
+                f"--- {self.log_path} (tail)\n{self.log_tail()}\n"
+                f"(more in {self.config_dir / 'logs'})"
+            )
+
+    # -- a minimal A2A 1.0 JSON-RPC client (enough for harness checks)
+
+    async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A non-streaming call (``GetTask``, ``CancelTask``, ``SendMessage``...);
+        returns the JSON-RPC response object."""
+        body = _request(method, params)
+        async with (
+            aiohttp.ClientSession(timeout=_timeout(TURN_TIMEOUT_SECONDS)) as session,
+            session.post(self.url, json=body, headers=self.headers) as response,
+        ):
+            return dict(await response.json(content_type=None))
+
+    async def send_streaming(
+        self, message: dict[str, Any], timeout: float = TURN_TIMEOUT_SECONDS
+    ) -> list[dict[str, Any]]:
+        """``SendStreamingMessage``: every JSON-RPC response object received, in
+        order, until the server closes the stream."""
+        return [response async for response in self.stream(message, timeout)]
+
+    async def stream(
+        self, message: dict[str, Any], timeout: float = TURN_TIMEOUT_SECONDS
+    ) -> AsyncIterator[dict[str, Any]]:
+        """``SendStreamingMessage`` as it arrives. A refused request comes back as
+        one ``application/json`` error object, which is yielded as is. Closing
+        the generator early (``aclose()``) drops the connection, like a client
+        that goes away."""
+        body = _request("SendStreamingMessage", {"message": message})
+        async with (
+            aiohttp.ClientSession(timeout=_timeout(timeout)) as session,
+            session.post(self.url, json=body, headers=self.headers) as response,
+        ):
+            if not response.content_type.startswith("text/event-stream"):
+                yield dict(await response.json(content_type=None))
+                return
+            async for event in _sse_json(response.content):
+                yield event
+
+
+async def _sse_json(stream: aiohttp.StreamReader) -> AsyncIterator[dict[str, Any]]:
+    """Yield each SSE event's ``data`` as parsed JSON (multi-line data joined)."""
+    data: list[str] = []
+    async for raw in stream:
+        line = raw.decode().rstrip("\r\n")
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line and data:
+            yield json.loads("\n".join(data))
+            data = []
+    if data:
+        yield json.loads("\n".join(data))
+
+
+def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    request_id = f"req-{uuid.uuid4().hex[:12]}"
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def _timeout(seconds: float) -> aiohttp.ClientTimeout:
+    # Bounded, so a runtime that hangs fails the test instead of stalling the run.
+    return aiohttp.ClientTimeout(total=seconds)
+
+
+def _updates(responses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in responses if "statusUpdate" in r.get("result", {})]
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:60] or "ws"
+
+
+async def _end_process(process: subprocess.Popen[bytes]) -> None:
+    _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    while process.poll() is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    if process.poll() is None:
+        _signal_group(process, signal.SIGKILL)
+        await asyncio.to_thread(process.wait, STOP_TIMEOUT_SECONDS)
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(process.pid, sig)  # the group we created with start_new_session
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,367 @@
+"""A scripted OpenAI-compatible chat-completions server for end-to-end tests.
+
+The real A2A runtime (``iac-code a2a``) is pointed at this stub instead of a
+model. The stub picks its reply from a marker in the latest user message:
+
+* ``[scenario:normal]``                 a few text deltas
+* ``[scenario:reasoning]``              ``reasoning_content`` deltas, then text
+* ``[scenario:readonly-tool]``          a ``list_files`` call with ``{"path": "."}``
+* ``[scenario:permission file=NAME]``   a ``write_file`` call (asks permission)
+* ``[scenario:bash cmd=COMMAND]``       a ``bash`` call (asks permission when it
+                                        mutates); ``cmd`` takes the rest of the
+                                        marker, so it must come last and must
+                                        not contain ``]``
+* ``[scenario:slow seconds=N]``         one text delta every 0.2 s for N seconds
+
+When the last message is a tool result the stub closes the turn with a short
+text that quotes the result. Without a marker it sends a short default text.
+
+The server runs on its own event loop in a background thread: it must keep
+answering while a test awaits the runtime, whatever event loop (and
+pytest-asyncio loop scope) that test runs in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+if TYPE_CHECKING:  # annotations only: no runtime dependency on typing_extensions
+    from typing_extensions import Self
+
+LOOPBACK = "127.0.0.1"
+MODEL_NAME = "stub-model"
+DEFAULT_TEXT = "Hello from the scripted model."
+NORMAL_TEXT = "Hello! This is a scripted reply."
+REASONING = ("Thinking about the answer.", "Reasoned answer.")
+SLOW_TICK_SECONDS = 0.2
+
+_MARKER = re.compile(r"\[scenario:(?P<name>[a-z-]+)(?P<args>[^\]]*)\]")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A marker parsed from a user message."""
+
+    name: str
+    args: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RecordedCall:
+    """One chat-completions request the stub received, and how it answered."""
+
+    path: str
+    body: dict[str, Any]
+    reply: str  # scenario name, "tool-result" or "default"
+    outcome: str = "streaming"  # then "completed", or "disconnected" if the client hung up
+
+    @property
+    def completed(self) -> bool:
+        return self.outcome == "completed"
+
+    def contains(self, text: str) -> bool:
+        return any(text in message_text(m) for m in self.body.get("messages", []))
+
+
+def parse_scenario(text: str) -> Scenario | None:
+    """Return the first ``[scenario:...]`` marker in ``text``, if any."""
+    match = _MARKER.search(text)
+    if match is None:
+        return None
+    return Scenario(match["name"], _parse_args(match["args"].strip()))
+
+
+def _parse_args(raw: str) -> dict[str, str]:
+    # `cmd=` swallows the rest of the marker, so shell commands may contain spaces.
+    args: dict[str, str] = {}
+    head, sep, command = raw.partition("cmd=")
+    for token in head.split():
+        key, _, value = token.partition("=")
+        args[key] = value
+    if sep:
+        args["cmd"] = command.strip()
+    return args
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """Plain text of an OpenAI message whose content is a string or a part list."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def latest_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return message_text(message)
+    return ""
+
+
+# ---------------------------------------------------------------- chunk making
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": MODEL_NAME,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _usage_chunk(output_tokens: int) -> dict[str, Any]:
+    usage = {
+        "prompt_tokens": 100,
+        "completion_tokens": output_tokens,
+        "total_tokens": 100 + output_tokens,
+    }
+    return {**_chunk({}), "choices": [], "usage": usage}
+
+
+def _pieces(text: str, count: int = 3) -> list[str]:
+    """Split text into ``count`` roughly equal, non-empty pieces."""
+    size = max(1, -(-len(text) // count))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def text_chunks(text: str) -> list[dict[str, Any]]:
+    return [_chunk({"role": "assistant", "content": p}) for p in _pieces(text)]
+
+
+def reasoning_chunks(text: str) -> list[dict[str, Any]]:
+    return [_chunk({"role": "assistant", "reasoning_content": p}) for p in _pieces(text)]
+
+
+def written_content(file_name: str) -> str:
+    """What the ``permission`` scenario asks ``write_file`` to write."""
+    return f"written by the model stub for {file_name}\n"
+
+
+def tool_call_chunks(name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    """A tool call streamed as the OpenAI API does: id and name first, then JSON pieces."""
+    call_id = f"call_{uuid.uuid4().hex[:24]}"
+    head = {"index": 0, "id": call_id, "type": "function"}
+    first = _chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
+    rest = [
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+        for piece in _pieces(json.dumps(arguments))
+    ]
+    return [first, *rest]
+
+
+def scripted_reply(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Pick the reply for a request: (reply label, chunks before finish/usage).
+
+    The finish reason follows from the chunks: ``tool_calls`` when one is present.
+    ``slow`` is not handled here because it is paced, see ``_stream_slow``.
+    """
+    if messages and messages[-1].get("role") == "tool":
+        result = message_text(messages[-1]).strip().splitlines() or ["(empty)"]
+        return "tool-result", text_chunks(f"Finished: {result[0][:80]}")
+    scenario = parse_scenario(latest_user_text(messages))
+    if scenario is None:
+        return "default", text_chunks(DEFAULT_TEXT)
+    return scenario.name, _scenario_chunks(scenario)
+
+
+def _scenario_chunks(scenario: Scenario) -> list[dict[str, Any]]:
+    args = scenario.args
+    if scenario.name == "normal":
+        return text_chunks(NORMAL_TEXT)
+    if scenario.name == "reasoning":
+        return reasoning_chunks(REASONING[0]) + text_chunks(REASONING[1])
+    if scenario.name == "readonly-tool":
+        return tool_call_chunks("list_files", {"path": "."})
+    if scenario.name == "permission":
+        file_name = args.get("file", "x.txt")
+        arguments = {"path": file_name, "content": written_content(file_name)}
+        return text_chunks("I will write the file.") + tool_call_chunks("write_file", arguments)
+    if scenario.name == "bash":
+        return tool_call_chunks("bash", {"command": args.get("cmd", "true")})
+    return text_chunks(f"Hello from the scripted model ({scenario.name}).")
+
+
+# ---------------------------------------------------------------- the server
+
+
+class ModelStub:
+    """The stub server. ``start()``/``stop()`` are blocking and thread-safe.
+
+    Use it as a (sync or async) context manager, or call ``start``/``stop``.
+    ``url`` is the OpenAI base URL to give the runtime (``.../v1``).
+    """
+
+    def __init__(self, host: str = LOOPBACK, tick_seconds: float = SLOW_TICK_SECONDS) -> None:
+        self.host = host
+        self.tick_seconds = tick_seconds
+        self.port = 0
+        self._calls: list[RecordedCall] = []
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> Self:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+        self._thread = threading.Thread(
+            target=self._serve, args=(ready, errors), name="model-stub", daemon=True
+        )
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("model stub did not start within 10 s")
+        if errors:
+            raise RuntimeError("model stub failed to start") from errors[0]
+        return self
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        self._loop = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+    def _serve(self, ready: threading.Event, errors: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._listen())
+        except (OSError, RuntimeError) as exc:  # e.g. bind failure: reported by start()
+            errors.append(exc)
+            ready.set()
+            loop.close()
+            return
+        ready.set()
+        loop.run_forever()
+        loop.close()
+
+    async def _listen(self) -> None:
+        app = web.Application()
+        for path in ("/chat/completions", "/v1/chat/completions"):
+            app.router.add_post(path, self._handle)
+        # A short shutdown timeout: a test may leave a `slow` stream running.
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, 0)  # port 0: the OS picks a free one
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def _shutdown(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- recorded requests (tests assert on these)
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        with self._lock:
+            return list(self._calls)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request body received, oldest first."""
+        return [call.body for call in self.calls]
+
+    def calls_with(self, text: str) -> list[RecordedCall]:
+        """Calls whose messages contain ``text`` (use a unique word per test)."""
+        return [call for call in self.calls if call.contains(text)]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._calls.clear()
+
+    async def wait_for_calls(
+        self, text: str, count: int = 1, timeout: float = 10.0
+    ) -> list[RecordedCall]:
+        """Wait until ``count`` calls containing ``text`` arrived (for flows that
+        do not block on the model, e.g. a disconnect test). Never blocks the loop:
+        the code under test may share it."""
+        deadline = time.monotonic() + timeout
+        while len(calls := self.calls_with(text)) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"expected {count} model calls with {text!r}, got {calls}")
+            await asyncio.sleep(0.05)
+        return calls
+
+    # -- request handling
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        messages = body.get("messages", [])
+        scenario = parse_scenario(latest_user_text(messages))
+        is_slow = scenario is not None and scenario.name == "slow"
+        is_slow = is_slow and messages[-1].get("role") != "tool"
+        label, chunks = ("slow", []) if is_slow else scripted_reply(messages)
+        call = RecordedCall(request.path, body, label)
+        with self._lock:
+            self._calls.append(call)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        try:
+            if is_slow:
+                assert scenario is not None
+                await self._stream_slow(response, float(scenario.args.get("seconds", "5")))
+            else:
+                await self._stream(response, chunks)
+            call.outcome = "completed"
+        except ConnectionResetError:
+            # The runtime hung up (a cancelled turn): disconnect tests look for this.
+            call.outcome = "disconnected"
+        return response
+
+    async def _stream(self, response: web.StreamResponse, chunks: list[dict[str, Any]]) -> None:
+        for chunk in chunks:
+            await _send(response, chunk)
+        has_tool = any("tool_calls" in c["choices"][0]["delta"] for c in chunks)
+        await _finish(response, "tool_calls" if has_tool else "stop", len(chunks))
+
+    async def _stream_slow(self, response: web.StreamResponse, seconds: float) -> None:
+        ticks = max(1, round(seconds / self.tick_seconds))
+        for tick in range(ticks):
+            await _send(response, _chunk({"role": "assistant", "content": f"tick {tick} "}))
+            await asyncio.sleep(self.tick_seconds)
+        await _finish(response, "stop", ticks)
+
+
+async def _send(response: web.StreamResponse, payload: dict[str, Any]) -> None:
+    await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+
+
+async def _finish(response: web.StreamResponse, reason: str, output_tokens: int) -> None:
+    await _send(response, _chunk({}, finish=reason))
+    await _send(response, _usage_chunk(output_tokens))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
