@@ -1,0 +1,231 @@
+"""Runs over HTTP: the adapter on a real socket in front of the demo A2A runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.threads.store import FileThreadStore
+from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.agui import parse_sse, texts, types
+
+
+def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    (event,) = [e for e in events if e.get("name") == "iac-code.session.v1"]
+    return dict(event["value"])
+
+
+async def test_a_normal_turn_streams_a_complete_valid_run(adapter: RunningAdapter, workspace: Path) -> None:
+    body = run_body(thread_id="thread-1", text="hello there", cwd=str(workspace))
+    reply = await adapter.run(body)
+    assert reply.headers["Content-Type"].startswith("text/event-stream")
+    assert reply.headers["Cache-Control"] == "no-cache"
+    assert reply.headers["X-Accel-Buffering"] == "no"
+    events = reply.events()
+    assert events[0] == {
+        "type": "RUN_STARTED",
+        "threadId": "thread-1",
+        "runId": body["runId"],
+        "protocolVersion": "1.0",
+    }
+    assert "hello there" in texts(events)
+    finished = events[-1]
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"] == {"type": "success"}
+    assert all(isinstance(value, int) for value in finished["usage"][0].values() if not isinstance(value, str))
+
+
+async def test_reasoning_and_tool_turns_map_to_standard_events(adapter: RunningAdapter, workspace: Path) -> None:
+    think = (await adapter.run(run_body(thread_id="t-think", text="think twice", cwd=str(workspace)))).events()
+    assert "REASONING_MESSAGE_CONTENT" in types(think)
+    tool = (await adapter.run(run_body(thread_id="t-tool", text="tool", cwd=str(workspace)))).events()
+    kinds = types(tool)
+    assert ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"] == [k for k in kinds if k.startswith("TOOL_CALL_") and k != "TOOL_CALL_RESULT"]
+    assert "TOOL_CALL_RESULT" in kinds
+    names = {e.get("name") for e in tool}
+    assert {"iac-code.tool-progress.v1", "iac-code.artifact.v1"} <= names
+
+
+async def test_turns_of_one_thread_share_context_and_session_but_not_execution(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    first = session_of((await adapter.run(run_body(thread_id="t2", text="one", cwd=str(workspace)))).events())
+    second = session_of((await adapter.run(run_body(thread_id="t2", text="two", cwd=str(workspace)))).events())
+    assert first["contextId"] == second["contextId"]
+    assert first["sessionId"] == second["sessionId"]
+    assert first["executionId"] != second["executionId"]
+    assert first["taskId"] != second["taskId"]
+
+
+async def test_a_whole_conversation_sends_only_the_newest_user_message(
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    first = run_body(thread_id="t3", text="first question", cwd=str(workspace), message_id="u1")
+    events = (await adapter.run(first)).events()
+    conversation = first["messages"] + [
+        {"id": "a1", "role": "assistant", "content": texts(events)},
+        {"id": "u2", "role": "user", "content": "second question"},
+    ]
+    second = {**first, "runId": "run-2", "messages": conversation, "protocolVersion": "1.0"}
+    assert "second question" in texts((await adapter.run(second)).events())
+    assert [message["messageId"] for message in demo.state.received] == ["u1", "u2"]
+    again = {**second, "runId": "run-3"}
+    reply = await adapter.run(again)
+    assert reply.status == 400 and reply.json()["error"]["code"] == "INVALID_INPUT"
+
+
+async def test_heartbeats_keep_a_quiet_stream_alive(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
+    running = await start_adapter(tmp_path / "state", demo.url, heartbeat_seconds=0.2)
+    try:
+        async with running.session.post(
+            running.url,
+            json=run_body(thread_id="t-hb", text="slow 1.2", cwd=str(workspace)),
+        ) as resp:
+            body = await resp.read()
+    finally:
+        await running.close()
+    _, comments = parse_sse(body)
+    # The demo's slow script pauses 0.2 s between deltas, so heartbeats only
+    # appear where nothing else was written for the whole interval.
+    assert all(comment == ": heartbeat" for comment in comments)
+
+
+async def test_a_silent_runtime_gets_heartbeats(tmp_path: Path, workspace: Path) -> None:
+    quiet = await _silent_runtime()
+    running = await start_adapter(tmp_path / "state", quiet.url, heartbeat_seconds=0.2)
+    try:
+        async with running.session.post(
+            running.url, json=run_body(thread_id="t-quiet", text="hi", cwd=str(workspace))
+        ) as resp:
+            chunks = b""
+            while chunks.count(b": heartbeat\n\n") < 2:
+                chunks += await asyncio.wait_for(resp.content.readany(), 5)
+    finally:
+        await running.close()
+        await quiet.close()
+    assert chunks.startswith(b"data: {\"type\":\"RUN_STARTED\"")
+
+
+async def test_a_client_that_disconnects_gets_its_a2a_task_cancelled(
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    body = run_body(thread_id="t-gone", text="slow 30", cwd=str(workspace))
+    async with aiohttp.ClientSession() as session:
+        async with session.post(adapter.url, json=body) as resp:
+            seen = b""
+            while b"TEXT_MESSAGE_CONTENT" not in seen:
+                seen += await resp.content.readany()
+    # The response is closed here, mid-run.
+    store = FileThreadStore(adapter.config.state_dir)
+    for _ in range(100):
+        states = [task.state for task in demo.state.tasks.values()]
+        record = await store.load("t-gone")
+        if states == ["TASK_STATE_CANCELED"] and record is not None and record.state == "terminal":
+            break
+        await asyncio.sleep(0.05)
+    assert states == ["TASK_STATE_CANCELED"]
+    assert record is not None and record.state == "terminal" and record.last_error == "CANCELLED"
+    # The thread is free again for the next turn.
+    assert (await adapter.run(run_body(thread_id="t-gone", text="again", cwd=str(workspace)))).status == 200
+
+
+async def test_thread_files_are_private_and_hold_no_secret(adapter: RunningAdapter, demo: DemoRuntime, workspace: Path) -> None:
+    secrets = {"llmApiKey": "sk-test-" + uuid.uuid4().hex}
+    cloud = {"accessKeyId": "AKID" + uuid.uuid4().hex, "accessKeySecret": "SECRET" + uuid.uuid4().hex,
+             "securityToken": "STS" + uuid.uuid4().hex}
+    body = run_body(thread_id="t-secret", text="hi", cwd=str(workspace), alibabaCloud=cloud, **secrets)
+    reply = await adapter.run(body)
+    assert reply.status == 200
+    store = FileThreadStore(adapter.config.state_dir)
+    path = store.path_for("t-secret")
+    content = path.read_text()
+    for secret in [*secrets.values(), cloud["accessKeySecret"], cloud["securityToken"]]:
+        assert secret not in content
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    # ... and yet the runtime received them.
+    (message,) = demo.state.received
+    options = message["metadata"]["iac_code"]
+    assert options["iac_code_api_key"] == secrets["llmApiKey"]
+    assert options["alibaba_cloud_access_key_secret"] == cloud["accessKeySecret"]
+
+
+async def test_state_survives_a_restart_and_is_loaded_lazily(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
+    first = await start_adapter(tmp_path / "state", demo.url)
+    try:
+        one = session_of((await first.run(run_body(thread_id="t-r", text="one", cwd=str(workspace)))).events())
+    finally:
+        await first.close()
+    second = await start_adapter(tmp_path / "state", demo.url)
+    try:
+        two = session_of((await second.run(run_body(thread_id="t-r", text="two", cwd=str(workspace)))).events())
+    finally:
+        await second.close()
+    assert one["contextId"] == two["contextId"] and one["sessionId"] == two["sessionId"]
+
+
+async def test_a_corrupt_thread_file_fails_that_thread_alone(adapter: RunningAdapter, workspace: Path) -> None:
+    store = FileThreadStore(adapter.config.state_dir)
+    assert (await adapter.run(run_body(thread_id="t-bad", text="x", cwd=str(workspace)))).status == 200
+    store.path_for("t-bad").write_text("{not json")
+    reply = await adapter.run(run_body(thread_id="t-bad", text="y", cwd=str(workspace)))
+    assert reply.status == 409 and reply.json()["error"]["code"] == "EXECUTION_LOST"
+    assert (await adapter.run(run_body(thread_id="t-good", text="y", cwd=str(workspace)))).status == 200
+
+
+async def test_thread_file_names_cannot_escape_or_collide(tmp_path: Path) -> None:
+    store = FileThreadStore(tmp_path)
+    names = {store.path_for(t).name for t in ["../../etc/passwd", "Thread", "thread", "a/b", "a\\b", ""]}
+    assert len(names) == 6
+    assert all("/" not in name and "\\" not in name and not name.startswith(".") for name in names)
+    assert all(store.path_for(t).parent == store.threads_dir for t in ["../x", "/abs"])
+
+
+async def test_health_reports_protocol_and_runtime(adapter: RunningAdapter, demo: DemoRuntime) -> None:
+    async with adapter.session.get(adapter.url + "health") as resp:
+        body = await resp.json()
+    assert body["protocol"] == "ag-ui" and body["protocolVersion"] == "1.0"
+    assert body["a2a"] == {"url": demo.url, "reachable": True}
+    assert body["status"] == "ok" and body["serverVersion"]
+
+
+async def _silent_runtime() -> Any:
+    """An A2A server that opens a task and then says nothing for a long time."""
+    from aiohttp import web
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        rpc = await request.json()
+        message = rpc["params"]["message"]
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        task = {"task": {"id": "task-q", "contextId": message["contextId"], "status": {"state": "TASK_STATE_SUBMITTED"}}}
+        await resp.write(f"data: {json.dumps({'jsonrpc': '2.0', 'id': rpc['id'], 'result': task})}\n\n".encode())
+        await asyncio.sleep(30)
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/", handle)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    class Quiet:
+        url = f"http://127.0.0.1:{port}/"
+
+        async def close(self) -> None:
+            await runner.cleanup()
+
+    return Quiet()
+
+
+def test_os_supports_private_modes() -> None:
+    assert os.name == "posix", "the file store's 0600/0700 modes are POSIX modes"
