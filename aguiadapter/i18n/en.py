@@ -1,0 +1,78 @@
+"""English messages, the fallback catalog: every message id is defined here."""
+
+from __future__ import annotations
+
+MESSAGES: dict[str, str] = {
+    # Default messages of the error codes (aguiadapter.errors.ErrorCode).
+    "unauthorized": "Missing or invalid bearer token.",
+    "unsupported_media_type": "The request body must be sent as application/json.",
+    "request_too_large": "The request body is too large.",
+    "invalid_json": "The request body is not valid JSON.",
+    "invalid_input": "Invalid AG-UI RunAgentInput envelope.",
+    "not_found": "Not found.",
+    "duplicate_run_id": "This run ID has already been used for the same request.",
+    "run_id_conflict": "This run ID has already been used for a different request on this thread.",
+    "thread_busy": "Another run is already active on this thread.",
+    "thread_binding_conflict": "This thread is bound to a different working directory or user.",
+    "resume_required": (
+        "This thread is waiting for an answer to a pending interrupt; send a resume."
+    ),
+    "incomplete_resume": "The resume must answer every pending interrupt exactly once.",
+    "unknown_interrupt": "The resume refers to an interrupt that is not pending.",
+    "resume_payload_invalid": (
+        "The resume payload is missing or does not match the interrupt's response schema."
+    ),
+    "resume_already_applied": "This interrupt response has already been applied.",
+    "execution_expired": "The interrupt has expired.",
+    "execution_lost": "The execution can no longer be recovered.",
+    "execution_not_found": "Execution not found.",
+    "state_persistence_failed": "The adapter could not save its recovery state reliably.",
+    "a2a_unavailable": "The agent runtime is unavailable.",
+    "a2a_protocol_error": "The agent runtime returned an inconsistent response.",
+    "a2a_execution_failed": "The agent run failed.",
+    "cancelled": "The execution was cancelled.",
+    "internal_error": "Internal error.",
+    # The request envelope.
+    "input_not_object": "The request body must be a JSON object.",
+    "input_field_missing": "Required field {path} is missing.",
+    "input_unknown_field": "Unknown field {path}.",
+    "input_expected_string": "{path} must be a string.",
+    "input_expected_integer": "{path} must be an integer.",
+    "input_expected_boolean": "{path} must be true or false.",
+    "input_expected_object": "{path} must be a JSON object.",
+    "input_expected_array": "{path} must be an array.",
+    "input_expected_string_or_array": "{path} must be a string or an array.",
+    "input_string_empty": "{path} must not be empty.",
+    "input_string_too_long": "{path} must be at most {max_length} characters long.",
+    "input_string_control_chars": "{path} must not contain control characters.",
+    "input_integer_not_positive": "{path} must be a positive integer.",
+    "input_bad_value": "{path} must be one of: {allowed}.",
+    "input_invalid_value": "{path} is not valid.",
+    "input_tools_unsupported": "{path}: client-side tools are not supported; send an empty list.",
+    "input_user_message_required": "A new run needs a user message in {path}.",
+    # Raised by the thread service (no path): the latest user message is missing or was
+    # already sent on an earlier run.
+    "new_run_requires_user_message": "A new run needs a new user message in messages.",
+    # The content of a user message.
+    "input_user_content_empty": "{path} is empty: a user message needs text or an image.",
+    "input_user_content_type": "{path} must be a string or a list of content parts.",
+    "input_content_part_unsupported": (
+        "{path}: {kind} content is not supported; send text or inline images."
+    ),
+    "input_image_source_unsupported": (
+        "{path}: images must be sent inline as base64 data; {kind} sources are not accepted."
+    ),
+    "input_image_type_unsupported": (
+        "{path}: image type {mime_type} is not supported; use PNG, JPEG, GIF or WebP."
+    ),
+    "input_image_bad_base64": "{path} is not valid base64.",
+    "input_image_content_mismatch": "{path} does not contain a valid {mime_type} image.",
+    "input_image_too_large": "{path}: the image is larger than {limit_mib} MiB once decoded.",
+    "input_images_total_too_large": (
+        "{path}: the images of one message must not exceed {limit_mib} MiB in total."
+    ),
+    # The working directory.
+    "input_cwd_not_absolute": "{path} must be an absolute path without '..' segments.",
+    "input_cwd_outside_roots": "{path} is outside the allowed workspace directories.",
+    "input_cwd_not_directory": "{path} exists but is not a directory.",
+}

@@ -1,0 +1,69 @@
+"""简体中文消息：与英文目录的 id 和占位符一一对应。"""
+
+from __future__ import annotations
+
+MESSAGES: dict[str, str] = {
+    # 错误码的默认消息（aguiadapter.errors.ErrorCode）。
+    "unauthorized": "缺少 Bearer 令牌，或令牌无效。",
+    "unsupported_media_type": "请求体必须以 application/json 格式发送。",
+    "request_too_large": "请求体过大。",
+    "invalid_json": "请求体不是合法的 JSON。",
+    "invalid_input": "AG-UI RunAgentInput 请求格式无效。",
+    "not_found": "未找到请求的资源。",
+    "duplicate_run_id": "该 run ID 已用于相同的请求。",
+    "run_id_conflict": "该 run ID 已在此会话中用于另一个不同的请求。",
+    "thread_busy": "此会话已有正在进行的 run，请稍后再试。",
+    "thread_binding_conflict": "此会话已绑定到其他工作目录或用户。",
+    "resume_required": "此会话正在等待对中断的答复，请发送 Resume 请求。",
+    "incomplete_resume": "Resume 必须对每个待处理的中断恰好答复一次。",
+    "unknown_interrupt": "Resume 引用的中断不存在或已不在等待答复。",
+    "resume_payload_invalid": "Resume 缺少 payload，或 payload 不符合该中断要求的格式。",
+    "resume_already_applied": "该中断的答复已经生效，无需重复提交。",
+    "execution_expired": "该中断已过期。",
+    "execution_lost": "该执行已无法恢复。",
+    "execution_not_found": "未找到该执行。",
+    "state_persistence_failed": "无法可靠地保存恢复所需的状态。",
+    "a2a_unavailable": "Agent 运行时当前不可用。",
+    "a2a_protocol_error": "Agent 运行时返回的响应前后不一致。",
+    "a2a_execution_failed": "Agent 运行失败。",
+    "cancelled": "该执行已取消。",
+    "internal_error": "服务器内部错误。",
+    # 请求 envelope。
+    "input_not_object": "请求体必须是一个 JSON 对象。",
+    "input_field_missing": "缺少必填字段 {path}。",
+    "input_unknown_field": "不支持的字段 {path}。",
+    "input_expected_string": "{path} 必须是字符串。",
+    "input_expected_integer": "{path} 必须是整数。",
+    "input_expected_boolean": "{path} 必须是 true 或 false。",
+    "input_expected_object": "{path} 必须是 JSON 对象。",
+    "input_expected_array": "{path} 必须是数组。",
+    "input_expected_string_or_array": "{path} 必须是字符串或数组。",
+    "input_string_empty": "{path} 不能为空。",
+    "input_string_too_long": "{path} 最多只能包含 {max_length} 个字符。",
+    "input_string_control_chars": "{path} 不能包含控制字符。",
+    "input_integer_not_positive": "{path} 必须是正整数。",
+    "input_bad_value": "{path} 的取值必须是以下之一：{allowed}。",
+    "input_invalid_value": "{path} 的值无效。",
+    "input_tools_unsupported": "{path}：暂不支持客户端自定义工具，请传空数组。",
+    "input_user_message_required": "发起新的 run 时，{path} 中必须包含一条用户消息。",
+    # 由 thread service 抛出（不带 path）：缺少最新的用户消息，或该消息已在之前的 run 中发送过。
+    "new_run_requires_user_message": "发起新的 run 时，messages 中必须包含一条新的用户消息。",
+    # 用户消息内容。
+    "input_user_content_empty": "{path} 为空：用户消息至少需要包含文字或图片。",
+    "input_user_content_type": "{path} 必须是字符串或内容片段数组。",
+    "input_content_part_unsupported": "{path}：不支持 {kind} 类型的内容，请发送文本或内联图片。",
+    "input_image_source_unsupported": (
+        "{path}：图片必须以 base64 数据内联发送，不接受 {kind} 类型的来源。"
+    ),
+    "input_image_type_unsupported": (
+        "{path}：不支持 {mime_type} 格式的图片，请使用 PNG、JPEG、GIF 或 WebP。"
+    ),
+    "input_image_bad_base64": "{path} 不是合法的 base64 编码。",
+    "input_image_content_mismatch": "{path} 的内容不是有效的 {mime_type} 图片。",
+    "input_image_too_large": "{path}：图片解码后超过 {limit_mib} MiB。",
+    "input_images_total_too_large": "{path}：同一条消息中的图片合计不能超过 {limit_mib} MiB。",
+    # 工作目录。
+    "input_cwd_not_absolute": "{path} 必须是绝对路径，且不能包含“..”。",
+    "input_cwd_outside_roots": "{path} 不在允许的工作区目录范围内。",
+    "input_cwd_not_directory": "{path} 已存在，但不是目录。",
+}

@@ -1,0 +1,1191 @@
+"""RunAgentInput as the protocol reference describes it, one rule per test."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ag_ui.core import RunAgentInput as AgUiRunAgentInput
+
+from aguiadapter.errors import AdapterError, ErrorCode
+from aguiadapter.i18n import render_error
+from aguiadapter.protocol.content import ImagePart, TextPart
+from aguiadapter.protocol.inputs import (
+    AssistantMessage,
+    ReasoningMessage,
+    RunAgentInput,
+    ToolMessage,
+    UserMessage,
+    canonical_digest,
+    check_cwd,
+    latest_user_message,
+    parse_run_input,
+    peek_preferred_language,
+    require_user_message,
+)
+
+Payload = dict[str, Any]
+Mutation = Callable[[Payload], None]
+
+MIB = 1024 * 1024
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 17
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"
+GIF = b"GIF89a\x01\x00\x01\x00"
+WEBP = b"RIFF\x24\x00\x00\x00WEBPVP8 "
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def image_part(data: bytes = PNG, mime_type: str = "image/png") -> Payload:
+    return {"type": "image", "source": {"type": "data", "value": b64(data), "mimeType": mime_type}}
+
+
+def iac_code(**extra: Any) -> Payload:
+    return {
+        "schemaVersion": 1,
+        "rosInvocationId": "invocation-1",
+        "cwd": "/workspace/session-1",
+        "runMode": "normal",
+        **extra,
+    }
+
+
+def envelope_0_1() -> Payload:
+    """The minimal normal request of the protocol reference (AG-UI 0.1 shape)."""
+    return {
+        "threadId": "8473547e-c8ed-4aef-a84c-603a6a8d42da",
+        "runId": "32c263f2-b0b0-42ac-905c-524a0a9bb652",
+        "state": {},
+        "messages": [{"id": "message-1", "role": "user", "content": "创建一个 VPC 模板"}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {"iacCode": iac_code()},
+    }
+
+
+def envelope_1_0() -> Payload:
+    """AG-UI 1.0 requires only threadId, runId and messages (+ our forwardedProps)."""
+    return {
+        "threadId": "thread-1",
+        "runId": "run-1",
+        "protocolVersion": "1.0",
+        "messages": [{"id": "message-1", "role": "user", "content": "hello"}],
+        "forwardedProps": {"iacCode": iac_code()},
+    }
+
+
+def envelope_client_1_0() -> Payload:
+    """Shaped like ``AbstractAgent.prepareRunAgentInput`` of ``@ag-ui/client`` 1.0.
+
+    Same keys in the same order (``protocolVersion`` included, activity
+    messages already filtered out, ``resume`` only when given), and the
+    messages as the client's event reducer materialises them.
+    """
+    return {
+        "threadId": "2d1f7c1e-4a07-4a8e-9d5f-0b6f9e0d7a11",
+        "runId": "a9e2c6d0-3b1f-4f7e-8c2a-5d4e3f2a1b00",
+        "protocolVersion": "1.0",
+        "tools": [],
+        "context": [],
+        "forwardedProps": {
+            "iacCode": iac_code(preferredLanguage="zh-CN", userId="user-7"),
+            "copilotkit": {"agent": "iac"},
+        },
+        "state": {},
+        "messages": [
+            {"id": "u-1", "role": "user", "content": "List my stacks"},
+            {"id": "r-1", "role": "reasoning", "content": "The user wants a list."},
+            {
+                "id": "a-1",
+                "role": "assistant",
+                "content": "Let me look.",
+                "toolCalls": [
+                    {
+                        "id": "call-1",
+                        "type": "function",
+                        "function": {"name": "ros_stack", "arguments": '{"op":"list"}'},
+                    }
+                ],
+            },
+            {"id": "t-1", "toolCallId": "call-1", "role": "tool", "content": "[]"},
+            {"id": "a-2", "role": "assistant", "content": "You have no stacks."},
+            {"id": "s-1", "role": "system", "content": "Be brief.", "name": "ops"},
+            {"id": "d-1", "role": "developer", "content": "Prefer YAML."},
+            {
+                "id": "u-2",
+                "role": "user",
+                "content": [{"type": "text", "text": "Deploy this"}, image_part()],
+            },
+        ],
+    }
+
+
+def envelope_client_1_0_resume() -> Payload:
+    payload = envelope_client_1_0()
+    payload["runId"] = "run-2"
+    payload["resume"] = [
+        {
+            "interruptId": "permission-1",
+            "status": "resolved",
+            "payload": {"decision": "allow_once"},
+        },
+        {"interruptId": "question-1", "status": "cancelled"},
+    ]
+    return payload
+
+
+def mutated(base: Callable[[], Payload], mutation: Mutation) -> Payload:
+    payload = base()
+    mutation(payload)
+    return payload
+
+
+def refusal(payload: object) -> AdapterError:
+    with pytest.raises(AdapterError) as caught:
+        parse_run_input(payload)
+    assert caught.value.code is ErrorCode.INVALID_INPUT
+    return caught.value
+
+
+def iac(payload: Payload) -> Payload:
+    return payload["forwardedProps"]["iacCode"]  # type: ignore[no-any-return]
+
+
+def user_content(payload: Payload) -> Any:
+    return payload["messages"][0]["content"]
+
+
+# --- accepted envelopes -----------------------------------------------------------
+
+ACCEPTED: dict[str, Callable[[], Payload]] = {
+    "0.1 minimal normal request": envelope_0_1,
+    "1.0 minimal request": envelope_1_0,
+    "@ag-ui/client 1.0 conversation": envelope_client_1_0,
+    "@ag-ui/client 1.0 resume": envelope_client_1_0_resume,
+    "resume with no new message": lambda: mutated(
+        envelope_0_1,
+        lambda p: p.update(
+            messages=[],
+            resume=[{"interruptId": "permission-1", "status": "resolved", "payload": {"a": 1}}],
+        ),
+    ),
+    "every iacCode field": lambda: mutated(
+        envelope_0_1,
+        lambda p: iac(p).update(
+            model="qwen-max",
+            llmApiKey="sk-secret",
+            thinking={"enabled": True, "effort": "high", "budget": 2048},
+            userId="u-1",
+            channel="console",
+            preferredLanguage="zh-CN",
+            candidatePresentation="rich",
+            runMode="pipeline",
+            pipelineName="selling",
+            cleanupOnly=False,
+            alibabaCloud={
+                "accessKeyId": "LTAI-id",
+                "accessKeySecret": "ak-secret",
+                "securityToken": "sts-token",
+                "regionId": "cn-hangzhou",
+            },
+        ),
+    ),
+    "1.0 optional message fields": lambda: mutated(
+        envelope_1_0,
+        lambda p: p["messages"].extend(
+            [
+                {
+                    "id": "a-1",
+                    "role": "assistant",
+                    "subagentRunId": "sub-1",
+                    "encryptedValue": "opaque",
+                    "metadata": {"ag-ui": {}},
+                    "toolCalls": [
+                        {
+                            "id": "c-1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": ""},
+                            "encryptedValue": "opaque",
+                            "metadata": {},
+                        }
+                    ],
+                },
+                {
+                    "id": "t-1",
+                    "role": "tool",
+                    "toolCallId": "c-1",
+                    "content": [{"type": "text", "text": "partial"}],
+                    "error": "timeout",
+                },
+                {"id": "act-1", "role": "activity", "activityType": "plan", "content": {"s": 1}},
+                {"id": "r-1", "role": "reasoning", "content": "", "encryptedValue": "x"},
+            ]
+        ),
+    ),
+    "parentRunId, state, context": lambda: mutated(
+        envelope_0_1,
+        lambda p: p.update(
+            parentRunId="run-0",
+            state={"anything": [1, "two", None]},
+            context=[{"description": "tz", "value": "UTC+8"}],
+        ),
+    ),
+    "other forwardedProps members are ignored": lambda: mutated(
+        envelope_0_1, lambda p: p["forwardedProps"].update(command={"resume": "x"}, n=1)
+    ),
+    "null optional fields": lambda: mutated(
+        envelope_0_1, lambda p: p.update(parentRunId=None, resume=None, protocolVersion=None)
+    ),
+    "null optional iacCode field": lambda: mutated(
+        envelope_0_1, lambda p: iac(p).update(model=None, thinking=None)
+    ),
+    "every image type": lambda: mutated(
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[
+                image_part(PNG, "image/png"),
+                image_part(JPEG, "image/jpeg"),
+                image_part(GIF, "image/gif"),
+                image_part(WEBP, "IMAGE/WEBP"),
+            ]
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("make", ACCEPTED.values(), ids=ACCEPTED.keys())
+def test_accepted_envelopes_parse(make: Callable[[], Payload]) -> None:
+    assert isinstance(parse_run_input(make()), RunAgentInput)
+
+
+@pytest.mark.parametrize("make", ACCEPTED.values(), ids=ACCEPTED.keys())
+def test_accepted_envelopes_are_valid_ag_ui_1_0(make: Callable[[], Payload]) -> None:
+    AgUiRunAgentInput.model_validate(make())
+
+
+def test_a_1_0_envelope_gets_the_1_0_defaults() -> None:
+    run_input = parse_run_input(envelope_1_0())
+    assert run_input.state == {}
+    assert run_input.tools == ()
+    assert run_input.context == ()
+    assert run_input.resume is None
+    assert run_input.protocol_version == "1.0"
+    assert not run_input.is_resume
+
+
+def test_the_client_conversation_is_structured_by_role() -> None:
+    run_input = parse_run_input(envelope_client_1_0())
+    kinds = [type(message) for message in run_input.messages]
+    assert kinds[:4] == [UserMessage, ReasoningMessage, AssistantMessage, ToolMessage]
+    assistant = run_input.messages[2]
+    assert isinstance(assistant, AssistantMessage) and assistant.tool_calls
+    assert assistant.tool_calls[0].function.arguments == '{"op":"list"}'
+    assert run_input.iac_code.preferred_language == "zh-CN"
+    assert run_input.iac_code.user_id == "user-7"
+
+
+def test_the_resume_entries_are_kept() -> None:
+    run_input = parse_run_input(envelope_client_1_0_resume())
+    assert run_input.is_resume
+    assert run_input.resume is not None
+    assert [(entry.interrupt_id, entry.status) for entry in run_input.resume] == [
+        ("permission-1", "resolved"),
+        ("question-1", "cancelled"),
+    ]
+    assert run_input.resume[0].payload == {"decision": "allow_once"}
+    assert run_input.resume[1].payload is None
+
+
+def test_the_latest_user_message_is_the_last_one_with_role_user() -> None:
+    run_input = parse_run_input(envelope_client_1_0())
+    message = latest_user_message(run_input)
+    assert message is not None and message.id == "u-2"
+    assert require_user_message(run_input) is message
+    assert message.text == "Deploy this"
+
+
+def test_decoded_images_are_handed_to_the_caller() -> None:
+    message = latest_user_message(parse_run_input(envelope_client_1_0()))
+    assert message is not None and not isinstance(message.content, str)
+    text, image = message.content
+    assert isinstance(text, TextPart) and isinstance(image, ImagePart)
+    assert image.data == PNG
+    assert image.media_type == "image/png"
+    assert image.source.value == b64(PNG)
+
+
+def test_the_mime_type_is_compared_without_case() -> None:
+    message = latest_user_message(parse_run_input(ACCEPTED["every image type"]()))
+    assert message is not None and not isinstance(message.content, str)
+    assert [part.media_type for part in message.content if isinstance(part, ImagePart)] == [
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+    ]
+
+
+def test_a_new_run_needs_a_user_message() -> None:
+    run_input = parse_run_input(ACCEPTED["resume with no new message"]())
+    assert latest_user_message(run_input) is None
+    with pytest.raises(AdapterError) as caught:
+        require_user_message(run_input)
+    assert caught.value.message_id == "input_user_message_required"
+    assert render_error(caught.value, "en") == "A new run needs a user message in messages."
+    assert (
+        render_error(caught.value, "zh-CN") == "发起新的 run 时，messages 中必须包含一条用户消息。"
+    )
+
+
+# --- refusals: (base, mutation, path, message id) --------------------------------
+
+REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
+    "missing threadId": (
+        envelope_0_1,
+        lambda p: p.pop("threadId"),
+        "threadId",
+        "input_field_missing",
+    ),
+    "missing runId": (envelope_1_0, lambda p: p.pop("runId"), "runId", "input_field_missing"),
+    "missing messages": (
+        envelope_1_0,
+        lambda p: p.pop("messages"),
+        "messages",
+        "input_field_missing",
+    ),
+    "missing forwardedProps": (
+        envelope_1_0,
+        lambda p: p.pop("forwardedProps"),
+        "forwardedProps",
+        "input_field_missing",
+    ),
+    "forwardedProps without iacCode": (
+        envelope_1_0,
+        lambda p: p.update(forwardedProps={}),
+        "forwardedProps.iacCode",
+        "input_field_missing",
+    ),
+    "forwardedProps not an object": (
+        envelope_1_0,
+        lambda p: p.update(forwardedProps=[]),
+        "forwardedProps",
+        "input_expected_object",
+    ),
+    "unknown top-level key": (
+        envelope_1_0,
+        lambda p: p.update(extra=1),
+        "extra",
+        "input_unknown_field",
+    ),
+    "unknown key needing quotes": (
+        envelope_1_0,
+        lambda p: p.update({"a b": 1}),
+        '["a b"]',
+        "input_unknown_field",
+    ),
+    "empty threadId": (
+        envelope_0_1,
+        lambda p: p.update(threadId=""),
+        "threadId",
+        "input_string_empty",
+    ),
+    "blank runId": (envelope_0_1, lambda p: p.update(runId="  "), "runId", "input_string_empty"),
+    "threadId too long": (
+        envelope_0_1,
+        lambda p: p.update(threadId="t" * 257),
+        "threadId",
+        "input_string_too_long",
+    ),
+    "control character in runId": (
+        envelope_0_1,
+        lambda p: p.update(runId="run\n1"),
+        "runId",
+        "input_string_control_chars",
+    ),
+    "numeric threadId": (
+        envelope_0_1,
+        lambda p: p.update(threadId=42),
+        "threadId",
+        "input_expected_string",
+    ),
+    "messages not an array": (
+        envelope_0_1,
+        lambda p: p.update(messages="hello"),
+        "messages",
+        "input_expected_array",
+    ),
+    "state stays any JSON but tools must be empty": (
+        envelope_0_1,
+        lambda p: p.update(tools=[{"name": "t", "description": "d", "parameters": {}}]),
+        "tools",
+        "input_tools_unsupported",
+    ),
+    "tools not an array": (
+        envelope_0_1,
+        lambda p: p.update(tools={}),
+        "tools",
+        "input_expected_array",
+    ),
+    "context entry without value": (
+        envelope_0_1,
+        lambda p: p.update(context=[{"description": "d"}]),
+        "context[0].value",
+        "input_field_missing",
+    ),
+    "unknown message role": (
+        envelope_0_1,
+        lambda p: p["messages"].append({"id": "x", "role": "bot", "content": "hi"}),
+        "messages[1].role",
+        "input_bad_value",
+    ),
+    "message without role": (
+        envelope_0_1,
+        lambda p: p["messages"].append({"id": "x", "content": "hi"}),
+        "messages[1].role",
+        "input_field_missing",
+    ),
+    "message that is not an object": (
+        envelope_0_1,
+        lambda p: p["messages"].append("hi"),
+        "messages[1]",
+        "input_expected_object",
+    ),
+    "unknown message field": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(attachments=[]),
+        "messages[0].attachments",
+        "input_unknown_field",
+    ),
+    "empty message id": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(id=""),
+        "messages[0].id",
+        "input_string_empty",
+    ),
+    "tool call arguments not a string": (
+        envelope_client_1_0,
+        lambda p: p["messages"][2]["toolCalls"][0]["function"].update(arguments={"op": "list"}),
+        "messages[2].toolCalls[0].function.arguments",
+        "input_expected_string",
+    ),
+    "tool call of another type": (
+        envelope_client_1_0,
+        lambda p: p["messages"][2]["toolCalls"][0].update(type="retrieval"),
+        "messages[2].toolCalls[0].type",
+        "input_bad_value",
+    ),
+    "tool message without toolCallId": (
+        envelope_client_1_0,
+        lambda p: p["messages"][3].pop("toolCallId"),
+        "messages[3].toolCallId",
+        "input_field_missing",
+    ),
+    "resume entry with an unknown status": (
+        envelope_client_1_0_resume,
+        lambda p: p["resume"][1].update(status="rejected"),
+        "resume[1].status",
+        "input_bad_value",
+    ),
+    "resume entry without interruptId": (
+        envelope_client_1_0_resume,
+        lambda p: p["resume"][0].pop("interruptId"),
+        "resume[0].interruptId",
+        "input_field_missing",
+    ),
+    "resume not an array": (
+        envelope_client_1_0_resume,
+        lambda p: p.update(resume={}),
+        "resume",
+        "input_expected_array",
+    ),
+    "protocolVersion not a string": (
+        envelope_1_0,
+        lambda p: p.update(protocolVersion=1.0),
+        "protocolVersion",
+        "input_expected_string",
+    ),
+    # forwardedProps.iacCode
+    "unknown iacCode field": (
+        envelope_0_1,
+        lambda p: iac(p).update(workspace="/x"),
+        "forwardedProps.iacCode.workspace",
+        "input_unknown_field",
+    ),
+    "missing schemaVersion": (
+        envelope_0_1,
+        lambda p: iac(p).pop("schemaVersion"),
+        "forwardedProps.iacCode.schemaVersion",
+        "input_field_missing",
+    ),
+    "schemaVersion 2": (
+        envelope_0_1,
+        lambda p: iac(p).update(schemaVersion=2),
+        "forwardedProps.iacCode.schemaVersion",
+        "input_bad_value",
+    ),
+    "missing rosInvocationId": (
+        envelope_0_1,
+        lambda p: iac(p).pop("rosInvocationId"),
+        "forwardedProps.iacCode.rosInvocationId",
+        "input_field_missing",
+    ),
+    "rosInvocationId of 257 characters": (
+        envelope_0_1,
+        lambda p: iac(p).update(rosInvocationId="i" * 257),
+        "forwardedProps.iacCode.rosInvocationId",
+        "input_string_too_long",
+    ),
+    "missing cwd": (
+        envelope_0_1,
+        lambda p: iac(p).pop("cwd"),
+        "forwardedProps.iacCode.cwd",
+        "input_field_missing",
+    ),
+    "runMode unknown": (
+        envelope_0_1,
+        lambda p: iac(p).update(runMode="batch"),
+        "forwardedProps.iacCode.runMode",
+        "input_bad_value",
+    ),
+    "candidatePresentation unknown": (
+        envelope_0_1,
+        lambda p: iac(p).update(candidatePresentation="fancy"),
+        "forwardedProps.iacCode.candidatePresentation",
+        "input_bad_value",
+    ),
+    "unknown thinking field": (
+        envelope_0_1,
+        lambda p: iac(p).update(thinking={"level": 3}),
+        "forwardedProps.iacCode.thinking.level",
+        "input_unknown_field",
+    ),
+    "unknown alibabaCloud field": (
+        envelope_0_1,
+        lambda p: iac(p).update(alibabaCloud={"endpoint": "x"}),
+        "forwardedProps.iacCode.alibabaCloud.endpoint",
+        "input_unknown_field",
+    ),
+    "llmApiKey not a string": (
+        envelope_0_1,
+        lambda p: iac(p).update(llmApiKey=12345),
+        "forwardedProps.iacCode.llmApiKey",
+        "input_expected_string",
+    ),
+    "iacCode not an object": (
+        envelope_0_1,
+        lambda p: p["forwardedProps"].update(iacCode="v1"),
+        "forwardedProps.iacCode",
+        "input_expected_object",
+    ),
+    # user message content
+    "empty user text": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=" "),
+        "messages[0].content",
+        "input_user_content_empty",
+    ),
+    "no user parts": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[]),
+        "messages[0].content",
+        "input_user_content_empty",
+    ),
+    "user content of the wrong type": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content={"text": "hi"}),
+        "messages[0].content",
+        "input_user_content_type",
+    ),
+    "user message without content": (
+        envelope_0_1,
+        lambda p: p["messages"][0].pop("content"),
+        "messages[0].content",
+        "input_field_missing",
+    ),
+    "text part without text": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[{"type": "text"}]),
+        "messages[0].content[0].text",
+        "input_field_missing",
+    ),
+    "part without type": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[{"text": "hi"}]),
+        "messages[0].content[0].type",
+        "input_field_missing",
+    ),
+    "part of an unknown type": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[{"type": "sticker"}]),
+        "messages[0].content[0].type",
+        "input_bad_value",
+    ),
+    "audio part": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[
+                {"type": "audio", "source": {"type": "data", "value": "", "mimeType": "audio/wav"}}
+            ]
+        ),
+        "messages[0].content[0].type",
+        "input_content_part_unsupported",
+    ),
+    "video part": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[{"type": "video"}]),
+        "messages[0].content[0].type",
+        "input_content_part_unsupported",
+    ),
+    "document part": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[{"type": "document"}]),
+        "messages[0].content[0].type",
+        "input_content_part_unsupported",
+    ),
+    "legacy binary part": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[{"type": "binary", "mimeType": "image/png", "data": b64(PNG)}]
+        ),
+        "messages[0].content[0].type",
+        "input_content_part_unsupported",
+    ),
+    "image by URL": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[{"type": "image", "source": {"type": "url", "value": "https://x/a.png"}}]
+        ),
+        "messages[0].content[0].source.type",
+        "input_image_source_unsupported",
+    ),
+    "image by provider file": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[{"type": "image", "source": {"type": "file", "value": "file-abc"}}]
+        ),
+        "messages[0].content[0].source.type",
+        "input_image_source_unsupported",
+    ),
+    "image of an unsupported type": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[image_part(b"BM....", "image/bmp")]),
+        "messages[0].content[0].source.mimeType",
+        "input_image_type_unsupported",
+    ),
+    "image that is not base64": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[
+                {
+                    "type": "image",
+                    "source": {"type": "data", "value": "not base64!", "mimeType": "image/png"},
+                }
+            ]
+        ),
+        "messages[0].content[0].source.value",
+        "input_image_bad_base64",
+    ),
+    "image as a data URL": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "data",
+                        "value": "data:image/png;base64," + b64(PNG),
+                        "mimeType": "image/png",
+                    },
+                }
+            ]
+        ),
+        "messages[0].content[0].source.value",
+        "input_image_bad_base64",
+    ),
+    "image whose bytes are not the declared type": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[image_part(JPEG, "image/png")]),
+        "messages[0].content[0].source.value",
+        "input_image_content_mismatch",
+    ),
+    "image source with an unknown field": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "data",
+                        "value": b64(PNG),
+                        "mimeType": "image/png",
+                        "filename": "a.png",
+                    },
+                }
+            ]
+        ),
+        "messages[0].content[0].source.filename",
+        "input_unknown_field",
+    ),
+    "image source without mimeType": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[{"type": "image", "source": {"type": "data", "value": b64(PNG)}}]
+        ),
+        "messages[0].content[0].source.mimeType",
+        "input_field_missing",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("base", "mutation", "path", "message_id"), REFUSED.values(), ids=REFUSED.keys()
+)
+def test_refusals_name_the_field_by_its_json_path(
+    base: Callable[[], Payload], mutation: Mutation, path: str, message_id: str
+) -> None:
+    error = refusal(mutated(base, mutation))
+    assert (error.message_id, error.params["path"]) == (message_id, path)
+    english, chinese = render_error(error, "en"), render_error(error, "zh-CN")
+    assert path in english and path in chinese
+    assert english != chinese
+    assert "{" not in english and "{" not in chinese  # every placeholder was filled
+
+
+def test_a_refusal_reads_naturally_in_both_languages() -> None:
+    error = refusal(mutated(envelope_0_1, lambda p: iac(p).update(thinking={"budget": 0})))
+    assert render_error(error, "en") == (
+        "forwardedProps.iacCode.thinking.budget must be a positive integer."
+    )
+    assert render_error(error, "zh-CN") == "forwardedProps.iacCode.thinking.budget 必须是正整数。"
+
+
+def test_an_unknown_field_reads_naturally_in_both_languages() -> None:
+    error = refusal(mutated(envelope_0_1, lambda p: iac(p).update(workspace="/x")))
+    assert render_error(error, "en") == "Unknown field forwardedProps.iacCode.workspace."
+    assert render_error(error, "zh-CN") == "不支持的字段 forwardedProps.iacCode.workspace。"
+
+
+@pytest.mark.parametrize("body", [[], "text", 42, None, True, [envelope_0_1()]])
+def test_a_body_that_is_not_an_object_is_invalid_input(body: object) -> None:
+    error = refusal(body)
+    assert error.message_id == "input_not_object"
+    assert render_error(error, "en") == "The request body must be a JSON object."
+
+
+def test_the_first_error_in_document_order_is_reported() -> None:
+    payload = envelope_0_1()
+    payload["messages"] = [
+        {"id": "m-1", "role": "user", "content": [{"type": "audio"}]},
+        {"id": "m-2", "role": "user", "content": 5},
+    ]
+    iac(payload)["runMode"] = "batch"
+    payload["threadId"] = 7
+    assert refusal(payload).params["path"] == "threadId"
+    payload["threadId"] = "t"
+    assert refusal(payload).params["path"] == "messages[0].content[0].type"
+
+
+def test_document_order_follows_the_keys_as_written() -> None:
+    payload = {
+        "forwardedProps": {"iacCode": iac_code(runMode="batch")},
+        "threadId": 7,
+        "runId": "r",
+        "messages": [],
+    }
+    assert refusal(payload).params["path"] == "forwardedProps.iacCode.runMode"
+
+
+def test_a_missing_field_is_reported_after_the_errors_of_present_ones() -> None:
+    payload = envelope_1_0()
+    del payload["runId"]
+    payload["messages"] = "hello"
+    assert refusal(payload).params["path"] == "messages"
+
+
+# --- no silent coercion -------------------------------------------------------------
+
+NO_COERCION: dict[str, tuple[Mutation, str, str]] = {
+    '"schemaVersion": "1"': (
+        lambda p: iac(p).update(schemaVersion="1"),
+        "forwardedProps.iacCode.schemaVersion",
+        "input_bad_value",
+    ),
+    '"schemaVersion": 1.0': (
+        lambda p: iac(p).update(schemaVersion=1.0),
+        "forwardedProps.iacCode.schemaVersion",
+        "input_bad_value",
+    ),
+    '"schemaVersion": true': (
+        lambda p: iac(p).update(schemaVersion=True),
+        "forwardedProps.iacCode.schemaVersion",
+        "input_bad_value",
+    ),
+    '"cleanupOnly": "true"': (
+        lambda p: iac(p).update(cleanupOnly="true"),
+        "forwardedProps.iacCode.cleanupOnly",
+        "input_expected_boolean",
+    ),
+    '"cleanupOnly": 1': (
+        lambda p: iac(p).update(cleanupOnly=1),
+        "forwardedProps.iacCode.cleanupOnly",
+        "input_expected_boolean",
+    ),
+    '"budget": 1.5': (
+        lambda p: iac(p).update(thinking={"budget": 1.5}),
+        "forwardedProps.iacCode.thinking.budget",
+        "input_expected_integer",
+    ),
+    '"budget": true': (
+        lambda p: iac(p).update(thinking={"budget": True}),
+        "forwardedProps.iacCode.thinking.budget",
+        "input_expected_integer",
+    ),
+    '"budget": "1024"': (
+        lambda p: iac(p).update(thinking={"budget": "1024"}),
+        "forwardedProps.iacCode.thinking.budget",
+        "input_expected_integer",
+    ),
+    '"budget": 0': (
+        lambda p: iac(p).update(thinking={"budget": 0}),
+        "forwardedProps.iacCode.thinking.budget",
+        "input_integer_not_positive",
+    ),
+    '"budget": -1': (
+        lambda p: iac(p).update(thinking={"budget": -1}),
+        "forwardedProps.iacCode.thinking.budget",
+        "input_integer_not_positive",
+    ),
+    '"enabled": "yes"': (
+        lambda p: iac(p).update(thinking={"enabled": "yes"}),
+        "forwardedProps.iacCode.thinking.enabled",
+        "input_expected_boolean",
+    ),
+    '"cwd": 5': (
+        lambda p: iac(p).update(cwd=5),
+        "forwardedProps.iacCode.cwd",
+        "input_expected_string",
+    ),
+    '"rosInvocationId": 1': (
+        lambda p: iac(p).update(rosInvocationId=1),
+        "forwardedProps.iacCode.rosInvocationId",
+        "input_expected_string",
+    ),
+    '"runId": 1': (lambda p: p.update(runId=1), "runId", "input_expected_string"),
+    '"content": 5': (
+        lambda p: p["messages"][0].update(content=5),
+        "messages[0].content",
+        "input_user_content_type",
+    ),
+    '"text": ["a"]': (
+        lambda p: p["messages"][0].update(content=[{"type": "text", "text": ["a"]}]),
+        "messages[0].content[0].text",
+        "input_expected_string",
+    ),
+    '"messages": {"0": ...}': (
+        lambda p: p.update(messages={"0": p["messages"][0]}),
+        "messages",
+        "input_expected_array",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("mutation", "path", "message_id"), NO_COERCION.values(), ids=NO_COERCION.keys()
+)
+def test_values_are_never_coerced(mutation: Mutation, path: str, message_id: str) -> None:
+    error = refusal(mutated(envelope_0_1, mutation))
+    assert (error.message_id, error.params["path"]) == (message_id, path)
+
+
+# --- images ---------------------------------------------------------------------------
+
+
+def png_of_size(size: int) -> bytes:
+    return PNG + b"\x00" * (size - len(PNG))
+
+
+def with_parts(*parts: Payload) -> Payload:
+    return mutated(envelope_0_1, lambda p: p["messages"][0].update(content=list(parts)))
+
+
+def test_a_good_png_is_accepted() -> None:
+    message = latest_user_message(parse_run_input(with_parts(image_part(PNG))))
+    assert message is not None and not isinstance(message.content, str)
+    assert isinstance(message.content[0], ImagePart) and message.content[0].data == PNG
+
+
+def test_an_image_of_exactly_8_mib_is_accepted() -> None:
+    parse_run_input(with_parts(image_part(png_of_size(8 * MIB))))
+
+
+def test_an_image_over_8_mib_is_refused() -> None:
+    error = refusal(with_parts(image_part(png_of_size(8 * MIB + 1))))
+    assert error.message_id == "input_image_too_large"
+    assert error.params["path"] == "messages[0].content[0].source.value"
+    assert render_error(error, "en").endswith("larger than 8 MiB once decoded.")
+    assert "8 MiB" in render_error(error, "zh-CN")
+
+
+def test_images_over_10_mib_in_total_are_refused_at_the_part_that_crosses() -> None:
+    error = refusal(
+        with_parts(
+            {"type": "text", "text": "two photos"},
+            image_part(png_of_size(5 * MIB)),
+            image_part(png_of_size(5 * MIB)),
+            image_part(png_of_size(1)),
+        )
+    )
+    assert error.message_id == "input_images_total_too_large"
+    assert error.params["path"] == "messages[0].content[3]"
+    assert "10 MiB" in render_error(error, "en") and "10 MiB" in render_error(error, "zh-CN")
+
+
+def test_images_of_exactly_10_mib_in_total_are_accepted() -> None:
+    parse_run_input(with_parts(image_part(png_of_size(5 * MIB)), image_part(png_of_size(5 * MIB))))
+
+
+def test_the_image_limit_is_per_message() -> None:
+    payload = with_parts(image_part(png_of_size(6 * MIB)))
+    payload["messages"].append(
+        {"id": "m-2", "role": "user", "content": [image_part(png_of_size(6 * MIB))]}
+    )
+    parse_run_input(payload)
+
+
+@pytest.mark.parametrize(
+    ("data", "mime_type"),
+    [
+        (GIF, "image/png"),
+        (PNG, "image/jpeg"),
+        (JPEG, "image/gif"),
+        (b"RIFF\x00\x00\x00\x00WAVE", "image/webp"),
+        (b"", "image/png"),
+    ],
+)
+def test_the_bytes_must_match_the_declared_type(data: bytes, mime_type: str) -> None:
+    error = refusal(with_parts(image_part(data, mime_type)))
+    assert error.message_id == "input_image_content_mismatch"
+    assert error.params["mime_type"] == mime_type
+
+
+@pytest.mark.parametrize("value", ["iVBORw0KGgo", "iVBO Rw0K", "iVBORw0K\n", "-_-_"])
+def test_the_base64_must_be_strict(value: str) -> None:
+    payload = with_parts(
+        {"type": "image", "source": {"type": "data", "value": value, "mimeType": "image/png"}}
+    )
+    assert refusal(payload).message_id == "input_image_bad_base64"
+
+
+# --- the working directory --------------------------------------------------------------
+
+CWD = "forwardedProps.iacCode.cwd"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "workspaces"
+    (path / "session-1").mkdir(parents=True)
+    return path
+
+
+def cwd_refusal(cwd: str, roots: list[str]) -> str:
+    with pytest.raises(AdapterError) as caught:
+        check_cwd(cwd, roots)
+    assert caught.value.code is ErrorCode.INVALID_INPUT
+    assert caught.value.params["path"] == CWD
+    return caught.value.message_id
+
+
+def test_a_directory_inside_the_root_is_returned_resolved(root: Path) -> None:
+    assert check_cwd(str(root / "session-1"), [str(root)]) == os.path.realpath(root / "session-1")
+
+
+def test_the_root_itself_is_allowed(root: Path) -> None:
+    assert check_cwd(str(root), [str(root)]) == os.path.realpath(root)
+
+
+def test_a_directory_that_does_not_exist_yet_is_allowed(root: Path) -> None:
+    assert check_cwd(str(root / "new"), [str(root)]) == os.path.realpath(root / "new")
+
+
+def test_without_roots_any_absolute_directory_is_allowed(tmp_path: Path) -> None:
+    assert check_cwd(str(tmp_path), []) == os.path.realpath(tmp_path)
+
+
+@pytest.mark.parametrize("cwd", ["", "relative/dir", "./x", "~/x", "/a/\x00b"])
+def test_the_cwd_must_be_absolute(cwd: str) -> None:
+    assert cwd_refusal(cwd, []) == "input_cwd_not_absolute"
+
+
+def test_dot_dot_segments_are_refused_even_when_they_stay_inside(root: Path) -> None:
+    assert cwd_refusal(f"{root}/session-1/../session-1", [str(root)]) == "input_cwd_not_absolute"
+
+
+def test_a_sibling_with_the_same_prefix_is_outside(tmp_path: Path) -> None:
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "abc").mkdir()
+    assert cwd_refusal(str(tmp_path / "abc"), [str(tmp_path / "ab")]) == "input_cwd_outside_roots"
+
+
+def test_a_symlink_escaping_the_root_is_refused(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "escape").symlink_to(outside)
+    assert cwd_refusal(str(root / "escape"), [str(root)]) == "input_cwd_outside_roots"
+
+
+def test_a_symlink_inside_the_root_resolves(root: Path) -> None:
+    (root / "link").symlink_to(root / "session-1")
+    assert check_cwd(str(root / "link"), [str(root)]) == os.path.realpath(root / "session-1")
+
+
+def test_a_root_reached_through_a_symlink_is_resolved_too(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "root-link").symlink_to(root)
+    assert check_cwd(str(root / "session-1"), [str(tmp_path / "root-link")]) == os.path.realpath(
+        root / "session-1"
+    )
+
+
+def test_a_file_is_not_a_directory(root: Path) -> None:
+    (root / "notes.txt").write_text("x")
+    assert cwd_refusal(str(root / "notes.txt"), [str(root)]) == "input_cwd_not_directory"
+
+
+def test_existence_outside_the_roots_is_not_revealed(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("x")
+    assert cwd_refusal(str(tmp_path / "secret.txt"), [str(root)]) == "input_cwd_outside_roots"
+
+
+def test_cwd_messages_read_in_both_languages(root: Path) -> None:
+    with pytest.raises(AdapterError) as caught:
+        check_cwd("relative", [str(root)])
+    assert render_error(caught.value, "en") == (
+        "forwardedProps.iacCode.cwd must be an absolute path without '..' segments."
+    )
+    assert render_error(caught.value, "zh-CN") == (
+        "forwardedProps.iacCode.cwd 必须是绝对路径，且不能包含“..”。"
+    )
+
+
+# --- the digest ---------------------------------------------------------------------------
+
+
+def with_secrets(**secrets: str) -> Payload:
+    payload = envelope_0_1()
+    iac(payload)["llmApiKey"] = secrets.get("llm", "sk-1")
+    iac(payload)["alibabaCloud"] = {
+        "accessKeyId": secrets.get("id", "LTAI-1"),
+        "accessKeySecret": secrets.get("secret", "ak-1"),
+        "securityToken": secrets.get("token", "sts-1"),
+        "regionId": "cn-hangzhou",
+    }
+    return payload
+
+
+def test_the_digest_is_a_sha256_hex() -> None:
+    digest = canonical_digest(envelope_0_1())
+    assert len(digest) == 64 and int(digest, 16) >= 0
+
+
+def test_the_same_body_gives_the_same_digest_whatever_its_formatting() -> None:
+    payload = envelope_client_1_0()
+    reordered = json.loads(json.dumps(payload, sort_keys=True, indent=4))
+    reordered_reversed = dict(reversed(list(payload.items())))
+    assert canonical_digest(payload) == canonical_digest(reordered)
+    assert canonical_digest(payload) == canonical_digest(reordered_reversed)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda p: p.update(runId="run-other"),
+        lambda p: p["messages"][0].update(content="创建一个 VPC 模板!"),
+        lambda p: p.update(state={"x": 1}),
+        lambda p: iac(p).update(cwd="/workspace/session-2"),
+        lambda p: iac(p).update(runMode="pipeline"),
+        lambda p: iac(p)["alibabaCloud"].update(regionId="cn-beijing"),
+        lambda p: p["forwardedProps"].update(other=1),
+        lambda p: iac(p).pop("llmApiKey"),  # whether a secret is sent still counts
+    ],
+)
+def test_any_other_change_gives_another_digest(change: Mutation) -> None:
+    assert canonical_digest(with_secrets()) != canonical_digest(mutated(with_secrets, change))
+
+
+def test_secret_values_do_not_change_the_digest() -> None:
+    assert canonical_digest(with_secrets()) == canonical_digest(
+        with_secrets(llm="sk-2", id="LTAI-2", secret="ak-2", token="sts-2")
+    )
+
+
+def test_the_digest_leaves_the_payload_untouched() -> None:
+    payload = with_secrets()
+    before = copy.deepcopy(payload)
+    canonical_digest(payload)
+    assert payload == before
+
+
+def test_the_digest_copes_with_secret_holders_of_the_wrong_shape() -> None:
+    payload = envelope_0_1()
+    iac(payload)["alibabaCloud"] = "not an object"
+    canonical_digest(payload)
+    payload["forwardedProps"] = None
+    canonical_digest(payload)
+
+
+# --- secrets stay out of repr --------------------------------------------------------------
+
+
+def test_secrets_are_not_in_repr() -> None:
+    run_input = parse_run_input(ACCEPTED["every iacCode field"]())
+    text = repr(run_input) + str(run_input)
+    for secret in ("sk-secret", "LTAI-id", "ak-secret", "sts-token"):
+        assert secret not in text
+    assert "cn-hangzhou" in text  # the region is not a secret
+    assert run_input.iac_code.llm_api_key == "sk-secret"
+    assert run_input.iac_code.alibaba_cloud is not None
+    assert run_input.iac_code.alibaba_cloud.security_token == "sts-token"
+
+
+def test_image_bytes_are_not_in_repr() -> None:
+    text = repr(parse_run_input(envelope_client_1_0()))
+    assert b64(PNG) not in text and "IHDR" not in text
+
+
+def test_a_refused_secret_is_not_echoed() -> None:
+    error = refusal(mutated(envelope_0_1, lambda p: iac(p).update(llmApiKey=["sk-leak"])))
+    assert "sk-leak" not in render_error(error, "en") + str(error) + repr(error.params)
+
+
+# --- peeking at the language of an invalid body ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "language"),
+    [
+        ({"forwardedProps": {"iacCode": {"preferredLanguage": "zh-CN"}}}, "zh-CN"),
+        (
+            {"forwardedProps": {"iacCode": {"preferredLanguage": "zh-CN", "bogus": 1}}, "x": 1},
+            "zh-CN",
+        ),
+        ({"forwardedProps": {"iacCode": {"preferredLanguage": 5}}}, None),
+        ({"forwardedProps": {"iacCode": {"preferredLanguage": ""}}}, None),
+        ({"forwardedProps": {"iacCode": {"preferredLanguage": "x" * 65}}}, None),
+        ({"forwardedProps": {"iacCode": "zh-CN"}}, None),
+        ({"forwardedProps": []}, None),
+        ({}, None),
+        ([], None),
+        ("zh-CN", None),
+        (None, None),
+    ],
+)
+def test_peek_preferred_language(payload: object, language: str | None) -> None:
+    assert peek_preferred_language(payload) == language
