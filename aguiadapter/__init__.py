@@ -6,7 +6,7 @@ on its own or be mounted in another application with ``add_subapp``.
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "create_app", "__version__"]
+__all__ = ["Config", "__version__", "create_app"]
 
 
 def __getattr__(name: str) -> object:

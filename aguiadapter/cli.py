@@ -11,6 +11,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import attrs
 from aiohttp import web
 
 from . import __version__
@@ -90,7 +91,7 @@ async def serve(config: cfg.Config, host: str, port: int, *, spawn_iac_code: boo
 
         child = IacCodeProcess()
         url, token = await child.start()
-        config = cfg.Config(**{**_fields(config), "a2a_url": url, "a2a_token": token})
+        config = attrs.evolve(config, a2a_url=url, a2a_token=token)
     app = create_app(config)
     runner = web.AppRunner(app, shutdown_timeout=1.0)
     await runner.setup()
@@ -106,12 +107,6 @@ async def serve(config: cfg.Config, host: str, port: int, *, spawn_iac_code: boo
             await child.stop()
 
 
-def _fields(config: cfg.Config) -> dict[str, object]:
-    import attrs
-
-    return attrs.asdict(config, recurse=False)
-
-
 def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -> None:
     from .web.keys import BACKEND
 
@@ -119,7 +114,9 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     runtime = started.client.url if started.client is not None else "?"
     kind = "embedded demo runtime" if config.a2a_url is None else "A2A runtime"
     roots = ", ".join(config.allowed_cwds) or "any absolute path"
-    print(f"aguiadapter {__version__} listening on {site.name}", flush=True)
+    sockets = getattr(site._server, "sockets", None) or ()
+    where = [f"http://{host}:{port}/" for host, port, *_ in (sock.getsockname() for sock in sockets)]
+    print(f"aguiadapter {__version__} listening on {', '.join(where) or site.name}", flush=True)
     print(f"  runtime: {kind} at {runtime}", flush=True)
     print(f"  state:   {config.state_dir / 'threads'}", flush=True)
     print(f"  auth:    {'bearer token required' if config.auth_token else 'none'}; "

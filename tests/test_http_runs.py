@@ -117,11 +117,10 @@ async def test_a_client_that_disconnects_gets_its_a2a_task_cancelled(
     adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
 ) -> None:
     body = run_body(thread_id="t-gone", text="slow 30", cwd=str(workspace))
-    async with aiohttp.ClientSession() as session:
-        async with session.post(adapter.url, json=body) as resp:
-            seen = b""
-            while b"TEXT_MESSAGE_CONTENT" not in seen:
-                seen += await resp.content.readany()
+    async with aiohttp.ClientSession() as session, session.post(adapter.url, json=body) as resp:
+        seen = b""
+        while b"TEXT_MESSAGE_CONTENT" not in seen:
+            seen += await resp.content.readany()
     # The response is closed here, mid-run.
     store = FileThreadStore(adapter.config.state_dir)
     for _ in range(100):

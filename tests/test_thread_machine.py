@@ -49,7 +49,7 @@ TRANSITIONS = [
     ("terminal", "start_turn", {"binding": binding()}, "running", "RUN_STARTED"),
     ("interrupted", "resume", {"binding": binding()}, "running", "RUN_STARTED"),
     ("running", "finish", {"run_id": "run-1"}, "idle", "RUN_FINISHED"),
-    ("running", "interrupt", {"run_id": "run-1", "interrupts": [{"id": "i", "reason": "input_required"}]},
+    ("running", "interrupt", {"run_id": "run-1", "pending": [{"interrupt": {"id": "i", "reason": "input_required"}}]},
      "interrupted", "RUN_FINISHED"),
     ("running", "fail", {"code": ErrorCode.A2A_EXECUTION_FAILED, "message": "m"}, "terminal", "RUN_ERROR"),
     ("running", "cancel", {"code": ErrorCode.CANCELLED, "message": "m"}, "terminal", "RUN_ERROR"),
@@ -97,7 +97,7 @@ async def test_a_thread_waiting_for_the_user_refuses_everything_but_resume_cance
 async def test_nothing_is_announced_when_the_record_cannot_be_written(tmp_path: Path) -> None:
     machine, sink = await machine_in("running", tmp_path, FailingStore(tmp_path))
     with pytest.raises(PersistenceError):
-        await apply(machine, "interrupt", run_id="run-1", interrupts=[{"id": "i", "reason": "input_required"}])
+        await apply(machine, "interrupt", run_id="run-1", pending=[{"interrupt": {"id": "i", "reason": "input_required"}}])
     assert sink.events == []
     assert machine.record.state == "running"
 

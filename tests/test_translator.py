@@ -106,7 +106,7 @@ def test_artifacts_become_custom_events_without_raw_bytes() -> None:
 
 
 def test_a_required_input_envelope_is_an_interrupt_and_the_open_spans_close() -> None:
-    translator, events = translate(load("05-permission-allow.1"))
+    translator, _events = translate(load("05-permission-allow.1"))
     assert translator.outcome is not None and translator.outcome.kind == "interrupt"
     (envelope,) = translator.outcome.inputs
     assert envelope["kind"] == "permission" and envelope["toolName"] == "write_file"

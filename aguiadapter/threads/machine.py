@@ -22,7 +22,6 @@ import logging
 from typing import Any, Protocol
 
 import attrs
-
 from statemachine import State, StateMachine
 from statemachine.exceptions import TransitionNotAllowed
 
@@ -50,14 +49,18 @@ class RunBinding:
         return ev.run_started(thread_id, self.run_id, self.parent_run_id)
 
 
+class SinkClosed(Exception):
+    """The sink cannot take events any more (the client went away)."""
+
+
 class EventSink(Protocol):
     """Where a run's AG-UI events go (the SSE response)."""
 
     async def emit(self, events: list[ev.Event]) -> None:
-        """Deliver events in order."""
+        """Deliver events in order; raise :class:`SinkClosed` when closed."""
 
 
-class ThreadMachine(StateMachine):  # type: ignore[misc]
+class ThreadMachine(StateMachine):
     """One thread's lifecycle; the record is its model."""
 
     idle = State(initial=True)
@@ -124,9 +127,10 @@ class ThreadMachine(StateMachine):  # type: ignore[misc]
         """The run ended normally."""
         self._end_run("success")
 
-    def on_interrupt(self, interrupts: list[dict[str, Any]]) -> None:
-        """Remember what the runtime waits for."""
-        self.record.pending_interrupts = interrupts
+    def on_interrupt(self, pending: list[dict[str, Any]]) -> None:
+        """Remember what the runtime waits for (each entry holds its
+        AG-UI ``interrupt`` and the runtime's ``envelope``)."""
+        self.record.pending_interrupts = pending
         self._end_run("interrupt")
 
     def on_fail(self, code: ErrorCode, message: str) -> None:
@@ -173,12 +177,12 @@ class ThreadMachine(StateMachine):  # type: ignore[misc]
 
     async def after_interrupt(
         self,
-        interrupts: list[dict[str, Any]],
+        pending: list[dict[str, Any]],
         run_id: str,
         usage: list[dict[str, Any]] | None = None,
     ) -> None:
         """Close the run with the interrupts the client must answer."""
-        outcome = {"type": "interrupt", "interrupts": interrupts}
+        outcome = {"type": "interrupt", "interrupts": [entry["interrupt"] for entry in pending]}
         await self._emit([ev.run_finished(self.record.thread_id, run_id, outcome, usage)])
 
     async def after_transition(self, event: str, code: ErrorCode | None = None, message: str = "") -> None:

@@ -22,8 +22,9 @@ from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
 from ..protocol.inputs import RunAgentInput, latest_user_message
+from ..protocol.interrupts import build_interrupt
 from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
-from .machine import EventSink, RunBinding, ThreadMachine, apply, restore_machine
+from .machine import EventSink, RunBinding, SinkClosed, ThreadMachine, apply, restore_machine
 from .record import ThreadRecord
 from .store import Claim, CorruptRecord, PersistenceError, ThreadStore
 
@@ -61,9 +62,12 @@ class ActiveRun:
 class ThreadService:
     """Admits runs, drives them, and keeps track of the active ones."""
 
-    def __init__(self, store: ThreadStore, client: A2AClient) -> None:
+    def __init__(self, store: ThreadStore, client: A2AClient, *, interrupt_ttl_seconds: float = 3600.0) -> None:
         self.store = store
         self.client = client
+        self.interrupt_ttl_seconds = interrupt_ttl_seconds
+        #: Set on server shutdown: active runs are cancelled and told so.
+        self.closing = False
         self.active: dict[str, ActiveRun] = {}
 
     # ------------------------------------------------------------- admission
@@ -170,6 +174,7 @@ class ThreadService:
 
     async def shutdown(self) -> None:
         """Cancel every active run (server shutdown)."""
+        self.closing = True
         runs = list(self.active.values())
         for active in runs:
             active.task.cancel()
@@ -210,7 +215,7 @@ class RunDriver:
         except (A2AUnavailable, A2ARpcError, IdentityMismatch, PersistenceError) as exc:
             await self._fail_from(exc)
             return
-        except _ClientGoneError:
+        except SinkClosed:
             await self._abandon()
             return
         await self._conclude(outcome)
@@ -224,10 +229,7 @@ class RunDriver:
                 translator.identity_changed = False
                 await self._persist_identity()
             if events:
-                try:
-                    await emit(events)
-                except Exception as exc:
-                    raise _ClientGoneError() from exc
+                await emit(events)
             if translator.outcome is not None:
                 return translator.outcome
         return None
@@ -255,12 +257,21 @@ class RunDriver:
         usage = self.translator.usage()
         try:
             if outcome.kind == "interrupt":
-                await apply(self.machine, "interrupt", interrupts=list(outcome.inputs), run_id=run_id, usage=usage)
+                pending = self._pending(outcome)
+                await apply(self.machine, "interrupt", pending=pending, run_id=run_id, usage=usage)
             else:
                 await apply(self.machine, "finish", run_id=run_id, usage=usage)
         except PersistenceError:
             await self.service._cancel_task_quietly(self.identity.task_id)
             await self._fail(ErrorCode.STATE_PERSISTENCE_FAILED)
+
+    def _pending(self, outcome: TurnOutcome) -> list[dict[str, Any]]:
+        expires_at = time.time() + self.service.interrupt_ttl_seconds
+        return [
+            {"interrupt": build_interrupt(envelope, expires_at=expires_at), "envelope": envelope,
+             "expiresAt": expires_at}
+            for envelope in outcome.inputs
+        ]
 
     async def _fail_from(self, exc: Exception) -> None:
         if isinstance(exc, A2AUnavailable):
@@ -279,24 +290,28 @@ class RunDriver:
     async def _fail(self, code: ErrorCode) -> None:
         try:
             await self._close_spans()
-        except Exception:
-            pass
+        except SinkClosed:
+            self.machine.sink = None
         event = "cancel" if code is ErrorCode.CANCELLED else "fail"
         await apply(self.machine, event, code=code, message=self.message(code))
 
     async def _abandon(self) -> None:
-        """The client left (or the server stops): cancel the A2A task, end
-        the execution, tell nobody (there is no stream to tell)."""
-        self.machine.sink = None
+        """The client left, or the server stops: cancel the A2A task and end
+        the execution. Only a server shutdown still has a stream to tell."""
+        if not self.service.closing:
+            self.machine.sink = None
         await self.service._cancel_task_quietly(self.identity.task_id)
+        await asyncio.shield(self._end_abandoned())
+
+    async def _end_abandoned(self) -> None:
         try:
-            await asyncio.shield(apply(self.machine, "cancel", code=ErrorCode.CANCELLED, message=""))
-        except (AdapterError, PersistenceError):
-            pass
-
-
-class _ClientGoneError(Exception):
-    """The sink refused an event: the client is gone."""
+            await self._close_spans()
+        except SinkClosed:
+            self.machine.sink = None
+        try:
+            await apply(self.machine, "cancel", code=ErrorCode.CANCELLED, message=self.message(ErrorCode.CANCELLED))
+        except (AdapterError, PersistenceError, SinkClosed):
+            log.info("run %s: abandoned run not fully recorded", self.identity.run_id)
 
 
 def _check_idempotency(record: ThreadRecord, run_id: str, digest: str) -> None:

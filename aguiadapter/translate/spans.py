@@ -13,7 +13,7 @@ from ..protocol.events import Event
 class SpanTracker:
     """Open AG-UI spans of one run, with id allocation for new messages."""
 
-    __slots__ = ("_prefix", "_counter", "text_id", "reasoning_id", "open_tools", "open_steps")
+    __slots__ = ("_counter", "_prefix", "open_steps", "open_tools", "reasoning_id", "text_id")
 
     def __init__(self, id_prefix: str) -> None:
         self._prefix = id_prefix

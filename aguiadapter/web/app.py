@@ -49,7 +49,11 @@ def _runtime_context(config: Config, store: ThreadStore | None):  # type: ignore
         client = A2AClient(url, token=config.a2a_token)
         started = app[BACKEND]
         started.client = client
-        started.service = ThreadService(store or FileThreadStore(config.state_dir), client)
+        started.service = ThreadService(
+            store or FileThreadStore(config.state_dir),
+            client,
+            interrupt_ttl_seconds=config.interrupt_ttl_seconds,
+        )
         try:
             yield
         finally:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from ..protocol.events import HEARTBEAT, Event, encode_sse
+from ..threads.machine import SinkClosed
 
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
@@ -25,7 +26,7 @@ SSE_HEADERS = {
 _WATCH_INTERVAL = 0.5
 
 
-class ClientGone(Exception):
+class ClientGone(SinkClosed):
     """The client closed the connection."""
 
 
@@ -37,7 +38,7 @@ class SseWriter:
         request: web.Request,
         *,
         heartbeat_seconds: float,
-        on_disconnect: Callable[[], None] | None = None,
+        on_disconnect: Callable[[], object] | None = None,
     ) -> None:
         self.request = request
         self.response = web.StreamResponse(status=200, headers=SSE_HEADERS)

@@ -1,0 +1,102 @@
+"""`python -m aguiadapter` as a newcomer runs it: start, serve, Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+
+from aguiadapter.cli import build_parser, config_from_args
+from aguiadapter.threads.diagram import render_mermaid
+from tests.support.adapter import run_body
+from tests.support.agui import check_stream, texts
+
+
+async def start_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[asyncio.subprocess.Process, str, list[str]]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state"), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )
+    assert process.stdout is not None
+    banner: list[str] = []
+    while True:
+        line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
+        assert line, "the server exited during startup:\n" + "".join(banner)
+        banner.append(line)
+        if "state:" in line:
+            break
+    match = re.search(r"listening on (http://\S+/)", "".join(banner))
+    assert match, banner
+    return process, match.group(1), banner
+
+
+async def test_the_server_starts_on_the_embedded_runtime_and_answers_a_run(tmp_path: Path) -> None:
+    process, url, banner = await start_cli(tmp_path)
+    try:
+        text = "".join(banner)
+        assert "embedded demo runtime" in text and str(tmp_path / "state" / "threads") in text
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url, json=run_body(thread_id="cli", text="hello cli", cwd=str(tmp_path))) as resp:
+                events = check_stream(await resp.read())
+        assert "hello cli" in texts(events)
+    finally:
+        process.send_signal(signal.SIGINT)
+        await process.wait()
+
+
+async def test_ctrl_c_closes_open_streams_and_exits_within_a_second(tmp_path: Path) -> None:
+    process, url, _ = await start_cli(tmp_path)
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, json=run_body(thread_id="cli-slow", text="slow 30", cwd=str(tmp_path))) as resp:
+            seen = b""
+            while b"TEXT_MESSAGE_CONTENT" not in seen:
+                seen += await resp.content.readany()
+            started = time.monotonic()
+            process.send_signal(signal.SIGINT)
+            rest = await asyncio.wait_for(resp.read(), 5)
+            stream_closed = time.monotonic() - started
+    await asyncio.wait_for(process.wait(), 5)
+    exited = time.monotonic() - started
+    assert process.returncode == 0
+    assert stream_closed < 1.5 and exited < 2.5, (stream_closed, exited)
+    # The client is told why its stream ends.
+    events = check_stream(seen + rest)
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CANCELLED"
+
+
+def test_environment_variables_use_the_reference_names(tmp_path: Path) -> None:
+    env = {
+        "IAC_CODE_AGUI_HOST": "0.0.0.0", "IAC_CODE_AGUI_PORT": "9999",
+        "IAC_CODE_AGUI_A2A_URL": "http://127.0.0.1:1234/", "IAC_CODE_AGUI_A2A_TOKEN": "a2a-t",
+        "IAC_CODE_AGUI_AUTH_TOKEN": "agui-t", "IAC_CODE_AGUI_STATE_DIR": str(tmp_path / "s"),
+        "IAC_CODE_AGUI_ALLOWED_CWDS": os.pathsep.join(["/w1", "/w2"]),
+    }
+    args = build_parser(env).parse_args([])
+    config = config_from_args(args, env)
+    assert (args.host, args.port) == ("0.0.0.0", 9999)
+    assert config.a2a_url == "http://127.0.0.1:1234/" and config.a2a_token == "a2a-t"
+    assert config.auth_token == "agui-t" and config.state_dir == tmp_path / "s"
+    assert config.allowed_cwds == ("/w1", "/w2")
+    assert "a2a-t" not in repr(config) and "agui-t" not in repr(config)
+
+
+def test_options_beat_the_environment(tmp_path: Path) -> None:
+    env = {"IAC_CODE_AGUI_PORT": "9999", "IAC_CODE_AGUI_ALLOWED_CWDS": "/env"}
+    args = build_parser(env).parse_args(["--port", "8001", "--allowed-cwd", "/a", "--allowed-cwd", "/b",
+                                         "--config-dir", str(tmp_path)])
+    config = config_from_args(args, env)
+    assert args.port == 8001 and config.allowed_cwds == ("/a", "/b")
+    assert config.state_dir == tmp_path / "agui"
+
+
+def test_diagram_command_prints_the_generated_diagram() -> None:
+    out = subprocess.run([sys.executable, "-m", "aguiadapter", "diagram"], capture_output=True, text=True, check=True)
+    assert out.stdout == render_mermaid()
