@@ -262,7 +262,7 @@ async def test_stream_message_yields_sdk_events_in_order(sdk_client: A2AClient) 
     assert kinds == ["task", *["statusUpdate"] * 4, "artifactUpdate", "statusUpdate"]
     assert all(type(r) is dict for r in results)
     task_id = results[0]["task"]["id"]
-    assert all(r[k].get("taskId", r[k].get("id")) == task_id for r, k in zip(results, kinds))
+    assert all(r[k].get("taskId", r[k].get("id")) == task_id for r, k in zip(results, kinds, strict=False))
     assert [state_of(r) for r in results if "statusUpdate" in r] == [
         wire.WORKING,
         wire.WORKING,
@@ -639,9 +639,7 @@ async def test_stream_must_reach_an_end_state(
 
 async def test_rpc_error_mid_stream(canned: Callable[[Reply], Awaitable[Canned]]) -> None:
     error = wire.jsonrpc_error(1, wire.INTERNAL_ERROR, "agent crashed")
-    chunks = frame_lf([result(wire.WORKING)]) + [
-        b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n"
-    ]
+    chunks = [*frame_lf([result(wire.WORKING)]), b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n"]
     runtime = await canned(sse_reply(chunks))
     received: list[Json] = []
     async with A2AClient(runtime.url) as client:

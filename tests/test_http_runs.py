@@ -47,7 +47,7 @@ async def test_reasoning_and_tool_turns_map_to_standard_events(adapter: RunningA
     assert "REASONING_MESSAGE_CONTENT" in types(think)
     tool = (await adapter.run(run_body(thread_id="t-tool", text="tool", cwd=str(workspace)))).events()
     kinds = types(tool)
-    assert ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"] == [k for k in kinds if k.startswith("TOOL_CALL_") and k != "TOOL_CALL_RESULT"]
+    assert [k for k in kinds if k.startswith("TOOL_CALL_") and k != "TOOL_CALL_RESULT"] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]
     assert "TOOL_CALL_RESULT" in kinds
     names = {e.get("name") for e in tool}
     assert {"iac-code.tool-progress.v1", "iac-code.artifact.v1"} <= names

@@ -84,11 +84,10 @@ async def test_a_client_that_disconnects_leaves_no_task_running(
 ) -> None:
     body = run_body(thread_id="e2e-gone", text="[scenario:slow seconds=20] talk", cwd=str(iac_workspace))
     task_id = None
-    async with aiohttp.ClientSession() as session:
-        async with session.post(iac_adapter.url, json=body) as resp:
-            seen = b""
-            while b"TEXT_MESSAGE_CONTENT" not in seen:
-                seen += await asyncio.wait_for(resp.content.readany(), 30)
+    async with aiohttp.ClientSession() as session, session.post(iac_adapter.url, json=body) as resp:
+        seen = b""
+        while b"TEXT_MESSAGE_CONTENT" not in seen:
+            seen += await asyncio.wait_for(resp.content.readany(), 30)
     for line in seen.decode().splitlines():
         if "iac-code.session.v1" in line:
             task_id = line.split('"taskId":"')[1].split('"')[0]

@@ -1,0 +1,514 @@
+"""The demo agent's task engine: tasks, contexts, turns, cancel (no HTTP here).
+
+:class:`DemoAgent` admits user messages the way ``iac-code a2a`` does, runs
+each turn's script (:mod:`aguiadapter.demo.scripts`) in its own asyncio task
+and fans the encoded results out to :class:`Listener` s. A listener that goes
+away never stops a turn; only :meth:`DemoAgent.cancel` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
+from itertools import chain
+from typing import Any, Final
+
+import attrs
+
+from aguiadapter.a2a import wire
+from aguiadapter.demo import scripts
+from aguiadapter.demo.scripts import Burst, Interrupt, Json, PendingInput, RpcFailure, Sleep, Step
+
+log = logging.getLogger(__name__)
+
+dumps: Final = partial(json.dumps, separators=(",", ":"), ensure_ascii=False)
+# A listener item: encoded ``result`` texts, or an error that ends the stream.
+Item = tuple[str, ...] | RpcFailure
+_EXECUTION_STATUS: Final = {
+    wire.INPUT_REQUIRED: "input-required",
+    wire.CANCELED: "canceled",
+    wire.FAILED: "failed",
+}
+PERMISSION_KEYS: Final = frozenset({"schemaVersion", "kind", "requestTaskId", "inputId", "toolUseId", "decision"})
+
+
+class RpcError(Exception):
+    """A JSON-RPC error to answer instead of a result."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Listener:
+    """One consumer of a task's events: a streaming response or a SendMessage waiter.
+
+    Pushing never blocks (so cancel and publish stay synchronous); a producer
+    that wants backpressure awaits :meth:`wait_room`.
+    """
+
+    high_water: Final = 64
+
+    def __init__(self) -> None:
+        self._items: collections.deque[Item] = collections.deque()
+        self._ready = asyncio.Event()
+        self._room = asyncio.Event()
+        self.closed = False
+
+    def push(self, item: Item) -> None:
+        """Queue *item* unless the listener is closed."""
+        if not self.closed:
+            self._items.append(item)
+            self._ready.set()
+
+    def close(self) -> None:
+        """No more items; what is queued is still delivered."""
+        self.closed = True
+        self._ready.set()
+        self._room.set()
+
+    async def next_batch(self) -> list[Item] | None:
+        """Everything queued so far, or None once closed and drained."""
+        while not self._items:
+            if self.closed:
+                return None
+            self._ready.clear()
+            await self._ready.wait()
+        batch = list(self._items)
+        self._items.clear()
+        self._room.set()
+        return batch
+
+    async def wait_room(self) -> None:
+        """Wait while this listener lags more than ``high_water`` items behind."""
+        while len(self._items) > self.high_water and not self.closed:
+            self._room.clear()
+            await self._room.wait()
+
+
+def _new_execution_id() -> str:
+    return f"exec-{uuid.uuid4().hex}"
+
+
+@attrs.define(eq=False)
+class TaskRecord:
+    """One A2A task as the demo runtime keeps it (introspected by tests)."""
+
+    id: str
+    context_id: str
+    session_id: str
+    cwd: str = "/workspace"
+    language: str = "en"
+    state: str = wire.SUBMITTED
+    status: Json = attrs.field(factory=lambda: {"state": wire.SUBMITTED})
+    # A str entry is a text delta of this task (kept compact for the firehose).
+    history: list[Json | str] = attrs.field(factory=list)
+    artifacts: list[Json] = attrs.field(factory=list)
+    pending: PendingInput | None = None
+    permission: Json | None = None
+    input_received: Json | None = None
+    execution_id: str = attrs.field(factory=_new_execution_id)
+    runner: asyncio.Task[None] | None = None
+    listeners: set[Listener] = attrs.field(factory=set)
+
+    @property
+    def cancelable(self) -> bool:
+        """A turn is running or an interrupt waits for its answer."""
+        return self.runner is not None or self.pending is not None
+
+    def turn_context(self) -> scripts.TurnContext:
+        """The ids and options a script needs for this task."""
+        return scripts.TurnContext(self.id, self.context_id, self.session_id, self.cwd, self.language)
+
+
+@attrs.define
+class ContextRecord:
+    """A client-chosen contextId with its stable iac-code session id."""
+
+    id: str
+    session_id: str
+    task_ids: list[str] = attrs.field(factory=list)
+
+
+@attrs.define
+class DemoState:
+    """Everything the runtime knows; tests read it to check what really happened."""
+
+    tasks: dict[str, TaskRecord] = attrs.field(factory=dict)
+    contexts: dict[str, ContextRecord] = attrs.field(factory=dict)
+    tool_runs: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    tool_runs_by_use_id: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    cancel_calls: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    # Every well-formed user message that arrived, as sent (refused ones too).
+    received: list[Json] = attrs.field(factory=list)
+    server_instance_id: str = attrs.field(factory=lambda: f"instance-{uuid.uuid4().hex}")
+
+    @property
+    def total_cancel_calls(self) -> int:
+        """How many CancelTask requests arrived, whatever their outcome."""
+        return sum(self.cancel_calls.values())
+
+    def context(self, context_id: str, session_id: str | None = None) -> ContextRecord:
+        """The context record, created on first use."""
+        if context_id not in self.contexts:
+            session = session_id or str(uuid.uuid4())
+            self.contexts[context_id] = ContextRecord(context_id, session)
+        return self.contexts[context_id]
+
+
+def _message_text(message: Json) -> str:
+    return "".join(str(part["text"]) for part in message["parts"] if "text" in part)
+
+
+def _turn_options(task: TaskRecord, message: Json) -> None:
+    """Take the cwd and language the client sent under ``metadata.iac_code``."""
+    meta = message.get("metadata")
+    iac = meta.get("iac_code") if isinstance(meta, dict) else None
+    if isinstance(iac, dict):
+        if isinstance(iac.get("cwd"), str) and iac["cwd"]:
+            task.cwd = iac["cwd"]
+        if isinstance(iac.get("preferredLanguage"), str) and iac["preferredLanguage"]:
+            task.language = iac["preferredLanguage"]
+
+
+def _echo(message: Json, task: TaskRecord) -> Json:
+    """The user message as stored on the task (ids filled in, proto field order)."""
+    echoed: Json = {
+        "messageId": message["messageId"],
+        "contextId": task.context_id,
+        "taskId": task.id,
+    }
+    echoed.update({k: v for k, v in message.items() if k not in echoed})
+    return echoed
+
+
+def _check_message(message: Any) -> Json:
+    """The message param, or INVALID_PARAMS when it is not a usable user message."""
+    if not isinstance(message, dict):
+        raise RpcError(wire.INVALID_PARAMS, "params.message must be an object")
+    if message.get("role") != wire.ROLE_USER:
+        raise RpcError(wire.INVALID_PARAMS, "message.role must be ROLE_USER")
+    if not isinstance(message.get("messageId"), str) or not message["messageId"]:
+        raise RpcError(wire.INVALID_PARAMS, "message.messageId is required")
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) for p in parts):
+        raise RpcError(wire.INVALID_PARAMS, "message.parts must be a non-empty list of parts")
+    for key in ("taskId", "contextId"):
+        if key in message and not isinstance(message[key], str):
+            raise RpcError(wire.INVALID_PARAMS, f"message.{key} must be a string")
+    return message
+
+
+def _permission_answer(message: Json) -> Json | None:
+    """The permission answer data part, if the message carries one."""
+    answers = [
+        part["data"]
+        for part in message["parts"]
+        if isinstance(part.get("data"), dict) and part["data"].get("kind") == "permission"
+    ]
+    if answers and len(message["parts"]) != 1:
+        raise RpcError(wire.INVALID_PARAMS, "A permission answer must be the message's only part.")
+    return answers[0] if answers else None
+
+
+def check_permission_answer(
+    answer: Mapping[str, Any], task_id: str, pending: PendingInput | None, canceled: bool
+) -> str | None:
+    """Why iac-code would refuse this permission answer, or None when it is valid."""
+    if canceled:
+        return "permission_resume_invalid: permission boundary is canceled"
+    if answer.get("decision") not in ("allow_once", "deny"):
+        return "Permission decision must be allow_once or deny."
+    if set(answer) != PERMISSION_KEYS or answer.get("schemaVersion") != 1:
+        return "permission_resume_invalid: the answer must hold exactly " + ", ".join(sorted(PERMISSION_KEYS))
+    if answer.get("requestTaskId") != task_id:
+        return "permission_resume_invalid: requestTaskId does not match the task"
+    if pending is None or pending.kind != "permission":
+        return "permission_resume_invalid: no permission is pending on this task"
+    if answer.get("inputId") != pending.input_id:
+        return "permission_resume_invalid: inputId does not match the pending permission"
+    if answer.get("toolUseId") != pending.tool_use_id:
+        return "permission_resume_invalid: toolUseId does not match the pending permission"
+    return None
+
+
+class DemoAgent:
+    """Admits messages, runs turns, cancels and describes tasks over a :class:`DemoState`."""
+
+    def __init__(self, state: DemoState) -> None:
+        self.state = state
+        self._background: set[asyncio.Task[None]] = set()
+
+    # --- admission ----------------------------------------------------------
+
+    def send(self, message: Any) -> tuple[TaskRecord, Listener]:
+        """Admit a user message, start its turn, and listen to it from the start."""
+        message = _check_message(message)
+        self.state.received.append(message)
+        task_id = message.get("taskId")
+        task, steps = self._continue(task_id, message) if task_id else self._new_task(message)
+        listener = Listener()
+        task.listeners.add(listener)
+        self._start(task, steps)
+        return task, listener
+
+    def _new_task(self, message: Json) -> tuple[TaskRecord, Iterator[Step]]:
+        context = self.state.context(message.get("contextId") or str(uuid.uuid4()))
+        task = TaskRecord(str(uuid.uuid4()), context.id, context.session_id)
+        _turn_options(task, message)
+        self.state.tasks[task.id] = task
+        context.task_ids.append(task.id)
+        ctx = task.turn_context()
+        # Like iac-code, the opening message is in the task result but not in the history.
+        steps = chain(
+            scripts.open_new_task(ctx, _echo(message, task)),
+            scripts.plan_turn(ctx, _message_text(message)),
+        )
+        return task, steps
+
+    def _continue(self, task_id: str, message: Json) -> tuple[TaskRecord, Iterator[Step]]:
+        task = self.task(task_id)
+        if (message.get("contextId") or task.context_id) != task.context_id:
+            raise RpcError(wire.INVALID_PARAMS, "bad context id")
+        if task.runner is not None:
+            raise RpcError(wire.INVALID_PARAMS, f"Task {task.id} is still working; wait for it or cancel it")
+        _turn_options(task, message)
+        answer = _permission_answer(message)
+        if answer is not None:
+            return task, self._resume_permission(task, answer)
+        if task.state in wire.TERMINAL_STATES - {wire.CANCELED}:
+            raise RpcError(wire.UNSUPPORTED_OPERATION, f"Task {task.id} is in terminal state: {task.state}")
+        text = _message_text(message)
+        pending = task.pending
+        if pending is not None and pending.kind == "ask_user_question":
+            if not text.strip():
+                raise RpcError(wire.INVALID_PARAMS, "The answer to a question must be text.")
+            task.history.append(_echo(message, task))
+            self._take_pending(task, pending)
+            return task, scripts.answer_question(task.turn_context(), pending, text)
+        # A text message on a finished, canceled or permission-waiting task is a new
+        # turn on the same task; a pending tool call is dropped (as iac-code does).
+        task.history.append(_echo(message, task))
+        task.pending = task.permission = task.input_received = None
+        task.execution_id = _new_execution_id()
+        ctx = task.turn_context()
+        return task, chain(scripts.open_follow_up(ctx), scripts.plan_turn(ctx, text))
+
+    def _resume_permission(self, task: TaskRecord, answer: Json) -> Iterator[Step]:
+        pending, canceled = task.pending, task.state == wire.CANCELED
+        problem = check_permission_answer(answer, task.id, pending, canceled)
+        if problem is not None or pending is None:
+            raise RpcError(wire.INVALID_PARAMS, problem or "permission_resume_invalid")
+        self._take_pending(task, pending)
+        return scripts.answer_permission(task.turn_context(), pending, str(answer["decision"]))
+
+    @staticmethod
+    def _take_pending(task: TaskRecord, pending: PendingInput) -> None:
+        """The interrupt is answered: it leaves the task, ``inputReceived`` names it."""
+        task.pending = task.permission = None
+        task.input_received = {
+            "inputId": pending.input_id,
+            "toolUseId": pending.tool_use_id,
+            "kind": pending.kind,
+        }
+
+    def task(self, task_id: Any) -> TaskRecord:
+        """The task, or TASK_NOT_FOUND."""
+        if not isinstance(task_id, str) or task_id not in self.state.tasks:
+            raise RpcError(wire.TASK_NOT_FOUND, "Task not found")
+        return self.state.tasks[task_id]
+
+    # --- running a turn -----------------------------------------------------
+
+    def _start(self, task: TaskRecord, steps: Iterable[Step]) -> None:
+        runner = asyncio.get_running_loop().create_task(self._drive(task, steps), name=f"demo-turn-{task.id}")
+        task.runner = runner
+        self._background.add(runner)
+        runner.add_done_callback(self._background.discard)
+
+    async def _drive(self, task: TaskRecord, steps: Iterable[Step]) -> None:
+        try:
+            for step in steps:
+                if await self._perform(task, step):
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A broken script must not leave its clients waiting forever.
+            log.exception("demo turn of task %s crashed", task.id)
+            self._crash(task, RpcFailure(wire.INTERNAL_ERROR, "Internal error in the demo runtime"))
+        finally:
+            if task.runner is asyncio.current_task():
+                task.runner = None
+                self._close_listeners(task)
+
+    async def _perform(self, task: TaskRecord, step: Step) -> bool:
+        """Do one step; True when the turn's stream is over."""
+        if isinstance(step, Sleep):
+            await asyncio.sleep(step.seconds)
+            return False
+        if isinstance(step, Burst):
+            await self._burst(task, step)
+            return False
+        if isinstance(step, scripts.ToolExecuted):
+            self.state.tool_runs[step.tool_name] += 1
+            self.state.tool_runs_by_use_id[step.tool_use_id] += 1
+            return False
+        if isinstance(step, RpcFailure):
+            self._crash(task, step)
+            return True
+        if isinstance(step, Interrupt):
+            # Recorded before it is sent, so an immediate answer finds it pending.
+            task.pending, task.permission = step.pending, step.pending.permission
+        return self.emit(task, step.result)
+
+    async def _burst(self, task: TaskRecord, burst: Burst) -> None:
+        task.history.extend(burst.texts)
+        if burst.texts:
+            task.status = {
+                "state": wire.WORKING,
+                "message": scripts.delta_message(task.turn_context(), burst.texts[-1]),
+            }
+        for listener in list(task.listeners):
+            listener.push(burst.encoded)
+        for listener in list(task.listeners):
+            await listener.wait_room()
+        await asyncio.sleep(0)  # let the writers run between bursts
+
+    def emit(self, task: TaskRecord, result: Json) -> bool:
+        """Apply *result* to the task and send it; True (and streams closed) at a stream end."""
+        self._apply(task, result)
+        encoded = (dumps(result),)
+        for listener in task.listeners:
+            listener.push(encoded)
+        update = result.get("statusUpdate")
+        if update is not None and update["status"]["state"] in wire.STREAM_END_STATES:
+            self._close_listeners(task)
+            return True
+        return False
+
+    @staticmethod
+    def _apply(task: TaskRecord, result: Json) -> None:
+        if "statusUpdate" in result:
+            status = result["statusUpdate"]["status"]
+            task.status, task.state = status, status["state"]
+            if "message" in status:
+                task.history.append(status["message"])
+        elif "artifactUpdate" in result:
+            task.artifacts.append(result["artifactUpdate"]["artifact"])
+        elif "task" in result:
+            task.status = result["task"]["status"]
+            task.state = task.status["state"]
+
+    def _crash(self, task: TaskRecord, failure: RpcFailure) -> None:
+        """A JSON-RPC error ends the stream; the task is left FAILED."""
+        task.status = scripts.crashed_status(task.turn_context(), failure.message)
+        task.state = wire.FAILED
+        task.history.append(task.status["message"])
+        for listener in task.listeners:
+            listener.push(failure)
+        self._close_listeners(task)
+
+    @staticmethod
+    def _close_listeners(task: TaskRecord) -> None:
+        for listener in task.listeners:
+            listener.close()
+        task.listeners.clear()
+
+    # --- other methods --------------------------------------------------------
+
+    def cancel(self, task_id: Any) -> Json:
+        """CancelTask: stop the turn or drop the interrupt, and report the task."""
+        self.state.cancel_calls[str(task_id)] += 1
+        task = self.task(task_id)
+        if not task.cancelable:
+            raise RpcError(wire.TASK_NOT_CANCELABLE, "Task cannot be canceled")
+        runner, task.runner, task.pending = task.runner, None, None
+        if runner is not None:
+            runner.cancel()
+        # iac-code keeps showing the permission it canceled (recording 08.2).
+        self.emit(task, scripts.canceled_update(task.turn_context()))
+        return self.snapshot(task)
+
+    def subscribe(self, task_id: Any) -> tuple[TaskRecord, Listener]:
+        """SubscribeToTask: the snapshot now, then the task's further events."""
+        task = self.task(task_id)
+        if not task.cancelable:
+            raise RpcError(wire.TASK_NOT_FOUND, f"Task {task.id} is not active")
+        listener = Listener()
+        listener.push((dumps({"task": self.snapshot(task)}),))
+        task.listeners.add(listener)
+        return task, listener
+
+    @staticmethod
+    def detach(task: TaskRecord, listener: Listener) -> None:
+        """Forget a listener whose client went away; the turn goes on."""
+        listener.close()
+        task.listeners.discard(listener)
+
+    def snapshot(self, task: TaskRecord, history_length: int | None = None) -> Json:
+        """The Task as GetTask returns it (bare, with ``executionControl``)."""
+        entries = task.history
+        if history_length is not None:
+            entries = entries[-history_length:] if history_length > 0 else []
+        ctx = task.turn_context()
+        history = [scripts.delta_message(ctx, e) if isinstance(e, str) else e for e in entries]
+        result: Json = {
+            "id": task.id,
+            "contextId": task.context_id,
+            "status": task.status,
+            "history": history,
+        }
+        if task.artifacts:
+            result["artifacts"] = list(task.artifacts)
+        iac: Json = {
+            "iacCodeSessionId": task.session_id,
+            "executionControl": self._execution_control(task),
+        }
+        if task.permission is not None:
+            iac["permission"] = task.permission
+        if task.pending is not None:
+            iac["input"] = task.pending.envelope
+        if task.input_received is not None:
+            iac["inputReceived"] = task.input_received
+        result["metadata"] = {"iac_code": iac}
+        return result
+
+    def _execution_control(self, task: TaskRecord) -> Json:
+        idle_status = _EXECUTION_STATUS.get(task.state, "working")
+        return {
+            "executionId": task.execution_id,
+            "executionStatus": "working" if task.runner is not None else idle_status,
+            "phase": "running",
+            "blockers": [{"kind": "execution", "count": 1.0}] if task.cancelable else [],
+            "expiresAt": None,
+            "streamAvailable": task.cancelable,
+            "serverInstanceId": self.state.server_instance_id,
+            "taskId": task.id,
+            "contextId": task.context_id,
+            "revision": 0.0,
+            "persistedRevision": 0.0,
+            "connectionEpoch": -1.0,
+            "commitError": None,
+            "pauseId": None,
+            "pauseReason": None,
+            "pauseComplete": False,
+            "releaseReady": False,
+            "externalOperations": [],
+            "terminationReason": None,
+            "backup": {"status": "not_requested"},
+        }
+
+    def shutdown(self) -> None:
+        """Stop every turn and end every stream (the server is going away)."""
+        for task in self.state.tasks.values():
+            task.runner = None
+            self._close_listeners(task)
+        for runner in list(self._background):
+            runner.cancel()
