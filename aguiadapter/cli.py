@@ -45,6 +45,8 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--spawn-iac-code", action="store_true",
                         help="start and supervise a local `iac-code a2a` child")
+    parser.add_argument("--write", metavar="FILE", default=None,
+                        help="diagram: update the mermaid block of FILE instead of printing")
     parser.add_argument("--version", action="version", version=f"aguiadapter {__version__}")
     return parser
 
@@ -68,9 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m aguiadapter`` and ``aguiadapter``."""
     args = build_parser().parse_args(argv)
     if args.command == "diagram":
-        from .threads.diagram import render_mermaid
+        from .threads.diagram import render_mermaid, update_document
 
-        sys.stdout.write(render_mermaid())
+        if args.write:
+            changed = update_document(args.write)
+            print(f"{args.write}: {'updated' if changed else 'already current'}")
+        else:
+            sys.stdout.write(render_mermaid())
         return 0
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = config_from_args(args)

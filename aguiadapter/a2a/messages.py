@@ -85,3 +85,39 @@ def user_parts(message: UserMessage) -> list[dict[str, Any]]:
 def _put(options: dict[str, Any], key: str, value: Any) -> None:
     if value is not None:
         options[key] = value
+
+
+def permission_part(envelope: dict[str, Any], decision: str) -> dict[str, Any]:
+    """The data part that answers a permission envelope, exactly as the
+    runtime checks it (``requestTaskId`` is the task the message goes to)."""
+    return {
+        "data": {
+            "schemaVersion": 1,
+            "kind": "permission",
+            "requestTaskId": envelope.get("requestTaskId"),
+            "inputId": envelope.get("inputId"),
+            "toolUseId": envelope.get("toolUseId"),
+            "decision": decision,
+        },
+        "mediaType": "application/json",
+    }
+
+
+def answer_message(
+    *,
+    message_id: str,
+    context_id: str,
+    task_id: str,
+    part: dict[str, Any],
+    props: IacCodeProps,
+    cwd: str,
+) -> dict[str, Any]:
+    """A ``ROLE_USER`` message to the waiting task carrying one answer."""
+    return {
+        "messageId": message_id,
+        "contextId": context_id,
+        "taskId": task_id,
+        "role": wire.ROLE_USER,
+        "parts": [part],
+        "metadata": {wire.IAC_CODE_KEY: runtime_options(props, cwd)},
+    }

@@ -638,6 +638,25 @@ def parse_run_input(payload: object) -> RunAgentInput:
     return run_input
 
 
+@attrs.frozen(kw_only=True)
+class CancelRequest:
+    """The body of the cancel extension route."""
+
+    thread_id: Identifier
+    ros_invocation_id: Identifier
+
+
+def parse_cancel_request(payload: object) -> CancelRequest:
+    """Structure a cancel body strictly (unknown keys refused)."""
+    if not isinstance(payload, dict):
+        raise AdapterError(ErrorCode.INVALID_INPUT, "input_not_object", path="$")
+    try:
+        request: CancelRequest = _CONVERTER.structure(payload, CancelRequest)
+    except (ClassValidationError, IterableValidationError, InputRefusal) as exc:
+        raise _first_refusal(exc, payload) from None
+    return request
+
+
 def peek_preferred_language(payload: object) -> str | None:
     """``forwardedProps.iacCode.preferredLanguage`` if readable, else ``None``.
 

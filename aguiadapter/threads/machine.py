@@ -5,7 +5,8 @@ States:
 - ``idle``: no run is active; a new user turn may start.
 - ``running``: one run streams; nothing else may start on the thread.
 - ``interrupted``: the runtime waits for the user; only a resume, a cancel or
-  expiry moves the thread on.
+  expiry moves the thread on. A resume whose answers the runtime refuses
+  comes back here (``reject``) with the same interrupts pending.
 - ``terminal``: the last execution ended abnormally (failed, cancelled,
   expired or lost); the next user turn starts a new execution.
 
@@ -76,6 +77,7 @@ class ThreadMachine(StateMachine):
     cancel = running.to(terminal) | interrupted.to(terminal)
     expire = interrupted.to(terminal)
     lose = running.to(terminal) | interrupted.to(terminal)
+    reject = running.to(interrupted)
 
     def __init__(
         self,
@@ -149,6 +151,11 @@ class ThreadMachine(StateMachine):
         """The execution cannot be recovered."""
         self._end_with_error(code)
 
+    def on_reject(self, code: ErrorCode = ErrorCode.A2A_UNAVAILABLE, message: str = "") -> None:
+        """The runtime did not take the answers: they stay pending."""
+        self.record.last_error = code.name
+        self._end_run(code.name)
+
     def _end_with_error(self, code: ErrorCode) -> None:
         self.record.pending_interrupts = []
         self.record.last_error = code.name
@@ -195,7 +202,7 @@ class ThreadMachine(StateMachine):
             await self.sink.emit(events)
 
 
-_ERROR_EVENTS = frozenset({"fail", "cancel", "expire", "lose"})
+_ERROR_EVENTS = frozenset({"fail", "cancel", "expire", "lose", "reject"})
 
 #: Why a transition is refused, by (event, current state).
 REFUSALS: dict[tuple[str, str], ErrorCode] = {

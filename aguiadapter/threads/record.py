@@ -46,6 +46,8 @@ class ThreadRecord:
     last_error: str | None = None
     runs: dict[str, RunEntry] = attrs.Factory(dict)
     pending_interrupts: list[dict[str, Any]] = attrs.Factory(list)
+    #: interruptId → digest of the answer the runtime accepted.
+    applied_answers: dict[str, str] = attrs.Factory(dict)
     updated_at: float = 0.0
     version: int = 0
     schema_version: int = RECORD_SCHEMA_VERSION
@@ -55,6 +57,12 @@ class ThreadRecord:
         self.runs[run_id] = RunEntry(digest)
         while len(self.runs) > RUN_HISTORY_LIMIT:
             del self.runs[next(iter(self.runs))]
+
+    def remember_answer(self, interrupt_id: str, digest: str) -> None:
+        """Record an applied answer, forgetting the oldest beyond the limit."""
+        self.applied_answers[interrupt_id] = digest
+        while len(self.applied_answers) > RUN_HISTORY_LIMIT:
+            del self.applied_answers[next(iter(self.applied_answers))]
 
 
 _converter = cattrs.Converter(forbid_extra_keys=False)

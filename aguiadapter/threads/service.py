@@ -1,8 +1,8 @@
-"""The thread service: admission, runs and cancellation.
+"""The thread service: admission, runs, cancellation and expiry.
 
 This is the one place that knows every other layer: it reads a parsed
-request, asks the store for the thread, drives the thread machine, feeds the
-A2A stream through the translator and hands events to the sink. Handlers call
+request, asks the store for the thread, drives the thread machine and hands
+the run to a :class:`~aguiadapter.threads.driver.RunDriver`. Handlers call
 :meth:`ThreadService.admit` (refusals are HTTP errors) and then
 :meth:`ThreadService.run` (failures are ``RUN_ERROR`` events).
 """
@@ -13,27 +13,24 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
-from ..a2a.client import A2AClient, A2AError, A2ARpcError, A2AUnavailable
+from ..a2a.client import A2AClient, A2AError
 from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
-from ..i18n import render
 from ..protocol.inputs import RunAgentInput, latest_user_message
-from ..protocol.interrupts import build_interrupt
-from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
-from .machine import EventSink, RunBinding, SinkClosed, ThreadMachine, apply, restore_machine
+from ..protocol.resume import Answer, check_resume
+from .driver import RunDriver, StopReason
+from .expiry import ExpiryScheduler
+from .machine import EventSink, RunBinding, apply, restore_machine
 from .record import ThreadRecord
 from .store import Claim, CorruptRecord, PersistenceError, ThreadStore
 
 log = logging.getLogger(__name__)
 
-_OUTCOME_ERRORS = {
-    "failed": ErrorCode.A2A_EXECUTION_FAILED,
-    "canceled": ErrorCode.CANCELLED,
-}
+CancelStatus = Literal["cancelled", "already_terminal", "not_found"]
 
 
 @attrs.define
@@ -43,20 +40,21 @@ class Ticket:
     run_input: RunAgentInput
     digest: str
     language: str
-    cwd: str
     record: ThreadRecord
     claim: Claim
-    message: dict[str, Any]
     execution_id: str
+    #: The user message of a new turn (``None`` for a resume).
+    message: dict[str, Any] | None = None
+    #: The checked answers of a resume (empty for a new turn).
+    answers: list[Answer] = attrs.Factory(list)
 
-
-@attrs.define
-class ActiveRun:
-    """A run that streams right now, so that it can be cancelled."""
-
-    thread_id: str
-    execution_id: str
-    task: asyncio.Task[None]
+    @property
+    def run_execution_id(self) -> str:
+        """The execution this run belongs to: a resume continues the
+        interrupted one, a new turn starts its own."""
+        if self.answers and self.record.execution_id is not None:
+            return self.record.execution_id
+        return self.execution_id
 
 
 class ThreadService:
@@ -66,34 +64,46 @@ class ThreadService:
         self.store = store
         self.client = client
         self.interrupt_ttl_seconds = interrupt_ttl_seconds
+        self.expiry = ExpiryScheduler(store, self.expire_thread)
+        #: Active runs by execution id, for the cancel route and shutdown.
+        self.active: dict[str, RunDriver] = {}
         #: Set on server shutdown: active runs are cancelled and told so.
         self.closing = False
-        self.active: dict[str, ActiveRun] = {}
+        #: Contexts whose runtime session this process already restored.
+        self._restored: set[str] = set()
+
+    async def start(self) -> None:
+        """Re-arm interrupt expiry from the stored deadlines."""
+        await self.expiry.start()
 
     # ------------------------------------------------------------- admission
     async def admit(self, run_input: RunAgentInput, digest: str, language: str, cwd: str) -> Ticket:
         """Check a request against the thread; claim the thread for it."""
         thread_id = run_input.thread_id
+        user_id = run_input.iac_code.user_id
         known = await self._load(thread_id)
         if known is not None:
             _check_idempotency(known, run_input.run_id, digest)
-            _check_binding(known, cwd, run_input.forwarded_props.iac_code.user_id)
+            _check_binding(known, cwd, user_id)
         claim = await self.store.claim(thread_id, run_input.run_id)
         if claim is None:
             raise AdapterError(ErrorCode.THREAD_BUSY)
         try:
-            record = await self._load(thread_id) or self._new_record(run_input, cwd)
+            record = await self._load(thread_id) or _new_record(run_input, cwd)
             _check_idempotency(record, run_input.run_id, digest)
+            _check_binding(record, cwd, user_id)
             await self._recover_lost_run(record, claim)
-            if record.state == "interrupted":
-                raise AdapterError(ErrorCode.RESUME_REQUIRED)
+            ticket = Ticket(run_input, digest, language, record, claim, _new_id())
             if run_input.resume:
-                raise AdapterError(ErrorCode.UNKNOWN_INTERRUPT)
-            message = self._new_turn_message(run_input, record)
+                ticket.answers = await self._check_resume(run_input, record, claim)
+            elif record.state == "interrupted":
+                raise AdapterError(ErrorCode.RESUME_REQUIRED)
+            else:
+                ticket.message = _new_turn_message(run_input, record)
         except BaseException:
             await self.store.release(claim)
             raise
-        return Ticket(run_input, digest, language, cwd, record, claim, message, _new_id())
+        return ticket
 
     async def _load(self, thread_id: str) -> ThreadRecord | None:
         try:
@@ -102,66 +112,66 @@ class ThreadService:
             log.error("thread %s: unreadable state: %s", thread_id, exc)
             raise AdapterError(ErrorCode.EXECUTION_LOST) from exc
 
-    @staticmethod
-    def _new_record(run_input: RunAgentInput, cwd: str) -> ThreadRecord:
-        return ThreadRecord(
-            thread_id=run_input.thread_id,
-            context_id=f"ctx-{uuid.uuid4()}",
-            cwd=cwd,
-            user_id=run_input.forwarded_props.iac_code.user_id,
-        )
-
     async def _recover_lost_run(self, record: ThreadRecord, claim: Claim) -> None:
         """A record left ``running`` without a live claim: that run died with
         its process. Its task is cancelled and the thread moves on."""
         if record.state != "running":
             return
-        await self._cancel_task_quietly(record.task_id)
+        await self.cancel_task_quietly(record.task_id)
         machine = await restore_machine(record, self.store, claim=claim)
         await apply(machine, "lose", code=ErrorCode.EXECUTION_LOST, message="")
 
-    def _new_turn_message(self, run_input: RunAgentInput, record: ThreadRecord) -> dict[str, Any]:
-        user = latest_user_message(run_input)
-        if user is None or user.id == record.last_user_message_id:
-            raise AdapterError(ErrorCode.INVALID_INPUT, "new_run_requires_user_message")
-        return build_user_message(
-            context_id=record.context_id,
-            message=user,
-            props=run_input.forwarded_props.iac_code,
-            cwd=record.cwd,
-        )
+    async def _check_resume(self, run_input: RunAgentInput, record: ThreadRecord, claim: Claim) -> list[Answer]:
+        assert run_input.resume is not None
+        if record.state != "interrupted":
+            applied = [entry.interrupt_id in record.applied_answers for entry in run_input.resume]
+            raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED if all(applied) else ErrorCode.UNKNOWN_INTERRUPT)
+        if run_input.iac_code.ros_invocation_id != record.ros_invocation_id:
+            raise AdapterError(ErrorCode.EXECUTION_LOST, "resume_identity_mismatch")
+        if any(item["expiresAt"] <= time.time() for item in record.pending_interrupts):
+            await self._expire(record, claim)
+            raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
+        return check_resume(run_input.resume, record.pending_interrupts, record.applied_answers)
 
     # ------------------------------------------------------------------ runs
     async def run(self, ticket: Ticket, sink: EventSink) -> None:
         """Start the run (pre-stream failures raise) and stream it to the end."""
         record, run_input = ticket.record, ticket.run_input
         machine = await restore_machine(record, self.store, claim=ticket.claim, sink=sink)
+        resuming = bool(ticket.answers)
         binding = RunBinding(
             run_id=run_input.run_id,
             digest=ticket.digest,
             execution_id=ticket.execution_id,
-            ros_invocation_id=run_input.forwarded_props.iac_code.ros_invocation_id,
+            ros_invocation_id=run_input.iac_code.ros_invocation_id,
             parent_run_id=run_input.parent_run_id,
-            user_message_id=ticket.message.get("messageId"),
+            user_message_id=None if ticket.message is None else ticket.message.get("messageId"),
         )
         try:
-            await apply(machine, "start_turn", binding=binding)
+            await apply(machine, "resume" if resuming else "start_turn", binding=binding)
         except PersistenceError as exc:
             await self.store.release(ticket.claim)
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
         except BaseException:
             await self.store.release(ticket.claim)
             raise
-        task = asyncio.current_task()
-        assert task is not None
-        self.active[ticket.execution_id] = ActiveRun(record.thread_id, ticket.execution_id, task)
+        driver = RunDriver(self, ticket, machine)
+        execution_id = ticket.run_execution_id
+        self.active[execution_id] = driver
         try:
-            await RunDriver(self, ticket, machine).drive()
+            await driver.drive()
         finally:
-            self.active.pop(ticket.execution_id, None)
+            self.active.pop(execution_id, None)
             await self.store.release(ticket.claim)
 
-    async def _cancel_task_quietly(self, task_id: str | None) -> bool:
+    def stop_run(self, execution_id: str, reason: StopReason) -> None:
+        """Stop an active run (its client left, or the server stops)."""
+        driver = self.active.get(execution_id)
+        if driver is not None:
+            driver.stop(reason)
+
+    async def cancel_task_quietly(self, task_id: str | None) -> bool:
+        """Ask the runtime to cancel a task; never raises."""
         if task_id is None:
             return False
         try:
@@ -172,146 +182,111 @@ class ThreadService:
             return False
         return True
 
+    async def restore_session(self, record: ThreadRecord) -> None:
+        """Once per process and context, before a resume: ask the runtime to
+        restore the iac-code session (a runtime without the route is fine)."""
+        if record.context_id in self._restored:
+            return
+        body = {"contextId": record.context_id, "cwd": record.cwd}
+        if record.session_id is not None:
+            body["sessionId"] = record.session_id
+        try:
+            await self.client.post_json("/iac-code/session/ensure-restored", body)
+        except A2AError as exc:
+            log.info("session restore for %s not confirmed: %s", record.context_id, exc)
+        self._restored.add(record.context_id)
+
+    # ---------------------------------------------------------- cancellation
+    async def cancel_execution(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> CancelStatus:
+        """The cancel extension: stop an execution and clear its interrupts."""
+        record = await self._load(thread_id)
+        if record is None or record.execution_id != execution_id or record.ros_invocation_id != ros_invocation_id:
+            return "not_found"
+        driver = self.active.get(execution_id)
+        if driver is not None:
+            driver.stop("cancel")
+            await _wait_quietly(driver)
+            return "cancelled"
+        claim = await self.store.claim(thread_id, f"cancel-{execution_id}")
+        if claim is None:
+            raise AdapterError(ErrorCode.THREAD_BUSY)
+        try:
+            record = await self._load(thread_id)
+            if record is None or record.state != "interrupted" or record.execution_id != execution_id:
+                return "already_terminal"
+            await self.cancel_task_quietly(record.task_id)
+            machine = await restore_machine(record, self.store, claim=claim)
+            try:
+                await apply(machine, "cancel", code=ErrorCode.CANCELLED, message="")
+            except PersistenceError as exc:
+                raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
+        finally:
+            await self.store.release(claim)
+        await self.expiry.cancel(thread_id)
+        return "cancelled"
+
+    # ---------------------------------------------------------------- expiry
+    async def expire_thread(self, thread_id: str) -> None:
+        """Timer callback: expire the thread's interrupts if they are due."""
+        claim = await self.store.claim(thread_id, "expiry")
+        if claim is None:
+            return  # a run holds the thread: it is not waiting any more
+        try:
+            record = await self.store.load(thread_id)
+            if record is None or record.state != "interrupted":
+                await self.expiry.cancel(thread_id)
+                return
+            if all(item["expiresAt"] > time.time() for item in record.pending_interrupts):
+                await self.expiry.schedule(thread_id, min(i["expiresAt"] for i in record.pending_interrupts))
+                return
+            await self._expire(record, claim)
+        except (CorruptRecord, PersistenceError, AdapterError) as exc:
+            log.warning("thread %s: expiry not applied: %s", thread_id, exc)
+        finally:
+            await self.store.release(claim)
+
+    async def _expire(self, record: ThreadRecord, claim: Claim) -> None:
+        await self.cancel_task_quietly(record.task_id)
+        machine = await restore_machine(record, self.store, claim=claim)
+        await apply(machine, "expire", code=ErrorCode.EXECUTION_EXPIRED, message="")
+        await self.expiry.cancel(record.thread_id)
+        log.info("thread %s: interrupts expired, task %s cancelled", record.thread_id, record.task_id)
+
     async def shutdown(self) -> None:
         """Cancel every active run (server shutdown)."""
         self.closing = True
-        runs = list(self.active.values())
-        for active in runs:
-            active.task.cancel()
-        if runs:
-            await asyncio.wait([active.task for active in runs], timeout=1.0)
+        drivers = list(self.active.values())
+        for driver in drivers:
+            driver.stop("shutdown")
+        await asyncio.gather(*(_wait_quietly(driver) for driver in drivers))
+        await self.expiry.close()
 
 
-class RunDriver:
-    """Streams one admitted run from the runtime to the sink."""
-
-    def __init__(self, service: ThreadService, ticket: Ticket, machine: ThreadMachine) -> None:
-        self.service = service
-        self.ticket = ticket
-        self.machine = machine
-        record = ticket.record
-        self.identity = RunIdentity(
-            thread_id=record.thread_id,
-            run_id=ticket.run_input.run_id,
-            execution_id=ticket.execution_id,
-            context_id=record.context_id,
-            ros_invocation_id=ticket.run_input.forwarded_props.iac_code.ros_invocation_id,
-            session_id=record.session_id,
-        )
-        self.translator = RunTranslator(self.identity)
-        self.started = time.monotonic()
-
-    def message(self, code: ErrorCode) -> str:
-        """The caller-language message of an error code."""
-        return render(code.message_id, self.ticket.language)
-
-    async def drive(self) -> None:
-        """Relay the stream, then take the transition its outcome calls for."""
-        try:
-            outcome = await self._relay()
-        except asyncio.CancelledError:
-            await self._abandon()
-            raise
-        except (A2AUnavailable, A2ARpcError, IdentityMismatch, PersistenceError) as exc:
-            await self._fail_from(exc)
+async def _wait_quietly(driver: RunDriver) -> None:
+    inner = driver._inner
+    if inner is not None:
+        await asyncio.wait([inner], timeout=1.0)
+    # The driver ends the run right after its inner task; give it that turn.
+    for _ in range(20):
+        if driver.machine.record.active_run_id is None:
             return
-        except SinkClosed:
-            await self._abandon()
-            return
-        await self._conclude(outcome)
+        await asyncio.sleep(0.05)
 
-    async def _relay(self) -> TurnOutcome | None:
-        translator = self.translator
-        emit = self.machine.sink.emit  # type: ignore[union-attr]
-        async for result in self.service.client.stream_message(self.ticket.message):
-            events = translator.feed(result)
-            if translator.identity_changed:
-                translator.identity_changed = False
-                await self._persist_identity()
-            if events:
-                await emit(events)
-            if translator.outcome is not None:
-                return translator.outcome
-        return None
 
-    async def _persist_identity(self) -> None:
-        record = self.ticket.record
-        record.task_id = self.identity.task_id
-        record.session_id = self.identity.session_id
-        await self.service.store.save(record, self.ticket.claim)
+def _new_record(run_input: RunAgentInput, cwd: str) -> ThreadRecord:
+    return ThreadRecord(
+        thread_id=run_input.thread_id,
+        context_id=f"ctx-{uuid.uuid4()}",
+        cwd=cwd,
+        user_id=run_input.iac_code.user_id,
+    )
 
-    async def _close_spans(self) -> None:
-        events = self.translator.finish()
-        if events and self.machine.sink is not None:
-            await self.machine.sink.emit(events)
 
-    async def _conclude(self, outcome: TurnOutcome | None) -> None:
-        if outcome is None:
-            await self._fail(ErrorCode.A2A_UNAVAILABLE)
-            return
-        if outcome.kind in _OUTCOME_ERRORS:
-            await self._fail(_OUTCOME_ERRORS[outcome.kind])
-            return
-        await self._close_spans()
-        run_id = self.identity.run_id
-        usage = self.translator.usage()
-        try:
-            if outcome.kind == "interrupt":
-                pending = self._pending(outcome)
-                await apply(self.machine, "interrupt", pending=pending, run_id=run_id, usage=usage)
-            else:
-                await apply(self.machine, "finish", run_id=run_id, usage=usage)
-        except PersistenceError:
-            await self.service._cancel_task_quietly(self.identity.task_id)
-            await self._fail(ErrorCode.STATE_PERSISTENCE_FAILED)
-
-    def _pending(self, outcome: TurnOutcome) -> list[dict[str, Any]]:
-        expires_at = time.time() + self.service.interrupt_ttl_seconds
-        return [
-            {"interrupt": build_interrupt(envelope, expires_at=expires_at), "envelope": envelope,
-             "expiresAt": expires_at}
-            for envelope in outcome.inputs
-        ]
-
-    async def _fail_from(self, exc: Exception) -> None:
-        if isinstance(exc, A2AUnavailable):
-            code = ErrorCode.A2A_UNAVAILABLE
-        elif isinstance(exc, A2ARpcError):
-            code = ErrorCode.A2A_EXECUTION_FAILED
-        elif isinstance(exc, IdentityMismatch):
-            code = ErrorCode.A2A_PROTOCOL_ERROR
-        else:
-            code = ErrorCode.STATE_PERSISTENCE_FAILED
-        log.warning("run %s: %s (%s)", self.identity.run_id, code.name, exc)
-        if code is not ErrorCode.A2A_UNAVAILABLE:
-            await self.service._cancel_task_quietly(self.identity.task_id)
-        await self._fail(code)
-
-    async def _fail(self, code: ErrorCode) -> None:
-        try:
-            await self._close_spans()
-        except SinkClosed:
-            self.machine.sink = None
-        event = "cancel" if code is ErrorCode.CANCELLED else "fail"
-        await apply(self.machine, event, code=code, message=self.message(code))
-
-    async def _abandon(self) -> None:
-        """The client left, or the server stops: cancel the A2A task and end
-        the execution. Only a server shutdown still has a stream to tell."""
-        if not self.service.closing:
-            self.machine.sink = None
-        await self.service._cancel_task_quietly(self.identity.task_id)
-        await asyncio.shield(self._end_abandoned())
-
-    async def _end_abandoned(self) -> None:
-        try:
-            await self._close_spans()
-        except SinkClosed:
-            self.machine.sink = None
-        try:
-            await apply(self.machine, "cancel", code=ErrorCode.CANCELLED, message=self.message(ErrorCode.CANCELLED))
-        except (AdapterError, PersistenceError, SinkClosed):
-            log.info("run %s: abandoned run not fully recorded", self.identity.run_id)
+def _new_turn_message(run_input: RunAgentInput, record: ThreadRecord) -> dict[str, Any]:
+    user = latest_user_message(run_input)
+    if user is None or user.id == record.last_user_message_id:
+        raise AdapterError(ErrorCode.INVALID_INPUT, "new_run_requires_user_message")
+    return build_user_message(context_id=record.context_id, message=user, props=run_input.iac_code, cwd=record.cwd)
 
 
 def _check_idempotency(record: ThreadRecord, run_id: str, digest: str) -> None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
+import json
+import logging
 import os
 import re
 import time
@@ -21,6 +24,10 @@ import aiofiles.os
 import attrs
 
 from .record import ThreadRecord, record_from_json, record_to_json
+
+
+log = logging.getLogger(__name__)
+_tmp_counter = itertools.count()
 
 
 class PersistenceError(Exception):
@@ -55,6 +62,12 @@ class ThreadStore(Protocol):
     async def release(self, claim: Claim) -> None:
         """Give a claim back."""
 
+    async def set_deadline(self, thread_id: str, expires_at: float | None) -> None:
+        """Remember (or forget, with ``None``) when a thread's interrupts expire."""
+
+    async def deadlines(self) -> dict[str, float]:
+        """Every remembered deadline (read at startup to re-arm expiry)."""
+
     def location(self) -> str:
         """Where records are kept, for the startup banner and /health."""
 
@@ -88,6 +101,8 @@ class FileThreadStore:
         self._claims: dict[str, Claim] = {}
         self._next_token = 0
         self._dir_ready = False
+        self._deadlines: dict[str, float] | None = None
+        self._deadline_lock = asyncio.Lock()
 
     def location(self) -> str:
         """The folder that holds the thread files."""
@@ -119,9 +134,48 @@ class FileThreadStore:
         """Atomically replace the thread's file."""
         record.version += 1
         record.updated_at = time.time()
-        data = record_to_json(record)
-        path = self.path_for(record.thread_id)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(record)}.tmp")
+        try:
+            await self._write_atomic(self.path_for(record.thread_id), record_to_json(record))
+        except PersistenceError:
+            record.version -= 1
+            raise
+
+    async def set_deadline(self, thread_id: str, expires_at: float | None) -> None:
+        """Keep ``<state_dir>/deadlines.json`` in step (only pending threads)."""
+        async with self._deadline_lock:
+            deadlines = await self._load_deadlines()
+            if expires_at is None and thread_id not in deadlines:
+                return
+            changed = dict(deadlines)
+            if expires_at is None:
+                del changed[thread_id]
+            else:
+                changed[thread_id] = expires_at
+            data = json.dumps(changed, sort_keys=True).encode()
+            await self._write_atomic(self.state_dir / "deadlines.json", data)
+            self._deadlines = changed
+
+    async def deadlines(self) -> dict[str, float]:
+        """The deadlines file: as long as the number of pending threads, not
+        of all threads, so reading it at startup stays cheap."""
+        async with self._deadline_lock:
+            return dict(await self._load_deadlines())
+
+    async def _load_deadlines(self) -> dict[str, float]:
+        if self._deadlines is None:
+            try:
+                async with aiofiles.open(self.state_dir / "deadlines.json", "rb") as handle:
+                    raw = json.loads(await handle.read())
+                self._deadlines = {str(k): float(v) for k, v in raw.items()}
+            except FileNotFoundError:
+                self._deadlines = {}
+            except (OSError, ValueError, AttributeError) as exc:
+                log.error("deadlines.json unreadable (%s); expiry runs on next access only", exc)
+                self._deadlines = {}
+        return self._deadlines
+
+    async def _write_atomic(self, path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
         try:
             await self._ensure_dir()
             async with aiofiles.open(tmp, "wb", opener=_private_opener) as handle:
@@ -129,9 +183,8 @@ class FileThreadStore:
                 await handle.flush()
                 await asyncio.to_thread(os.fsync, handle.fileno())
             await aiofiles.os.replace(tmp, path)
-            await asyncio.to_thread(_fsync_dir, self.threads_dir)
+            await asyncio.to_thread(_fsync_dir, path.parent)
         except OSError as exc:
-            record.version -= 1
             await _remove_quietly(tmp)
             raise PersistenceError(f"cannot write {path.name}: {exc.strerror or exc}") from exc
 

@@ -31,6 +31,7 @@ def create_app(config: Config, *, store: ThreadStore | None = None) -> web.Appli
     app[BACKEND] = Backend()
     app.router.add_get("/health", handlers.health)
     app.router.add_post("/", handlers.run)
+    app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
     app.cleanup_ctx.append(_runtime_context(config, store))
     app.on_shutdown.append(_stop_runs)
     return app
@@ -54,6 +55,7 @@ def _runtime_context(config: Config, store: ThreadStore | None):  # type: ignore
             client,
             interrupt_ttl_seconds=config.interrupt_ttl_seconds,
         )
+        await started.service.start()
         try:
             yield
         finally:

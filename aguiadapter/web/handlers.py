@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 from typing import Any
@@ -12,7 +11,13 @@ from aiohttp import web
 from .. import __version__
 from ..errors import AdapterError, ErrorCode
 from ..i18n import negotiate_language, render_error
-from ..protocol.inputs import canonical_digest, check_cwd, parse_run_input, peek_preferred_language
+from ..protocol.inputs import (
+    canonical_digest,
+    check_cwd,
+    parse_cancel_request,
+    parse_run_input,
+    peek_preferred_language,
+)
 from .keys import CONFIG, backend
 from .sse import SseWriter
 
@@ -92,11 +97,11 @@ async def run(request: web.Request) -> web.StreamResponse:
         ticket = await service.admit(run_input, canonical_digest(payload), language, cwd)
     except AdapterError as exc:
         return error_response(exc, language)
-    task = asyncio.current_task()
+    execution_id = ticket.run_execution_id
     sink = SseWriter(
         request,
         heartbeat_seconds=config.heartbeat_seconds,
-        on_disconnect=task.cancel if task is not None else None,
+        on_disconnect=lambda: service.stop_run(execution_id, "disconnect"),
     )
     try:
         await service.run(ticket, sink)
@@ -107,3 +112,22 @@ async def run(request: web.Request) -> web.StreamResponse:
     finally:
         await sink.close()
     return sink.response
+
+
+async def cancel(request: web.Request) -> web.Response:
+    """``POST /extensions/iac-code/v1/executions/{executionId}/cancel``."""
+    config = request.config_dict[CONFIG]
+    _, service = backend(request)
+    language = request_language(request)
+    execution_id = request.match_info["executionId"]
+    try:
+        check_auth(request)
+        payload = await read_json_body(request, config.max_cancel_body_bytes)
+        language = request_language(request, payload)
+        body = parse_cancel_request(payload)
+        status = await service.cancel_execution(execution_id, body.thread_id, body.ros_invocation_id)
+        if status == "not_found":
+            raise AdapterError(ErrorCode.EXECUTION_NOT_FOUND)
+    except AdapterError as exc:
+        return error_response(exc, language)
+    return web.json_response({"executionId": execution_id, "status": status})

@@ -1,0 +1,107 @@
+"""Resume checks: does a ``resume[]`` answer every pending interrupt, once,
+with a payload its schema accepts? Pure: pending state in, answers out.
+
+The order of the checks is the order of the documented codes: duplicates and
+missing answers (``INCOMPLETE_RESUME``), answers to interrupts that were
+already applied (``RESUME_ALREADY_APPLIED``) or never existed
+(``UNKNOWN_INTERRUPT``), then payloads (``RESUME_PAYLOAD_INVALID``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+import jsonschema
+
+from ..errors import AdapterError, ErrorCode
+from .inputs import ResumeEntry
+
+
+@attrs.frozen
+class Answer:
+    """One checked answer, ready to be sent to the runtime."""
+
+    interrupt_id: str
+    status: Literal["resolved", "cancelled"]
+    payload: Any
+    pending: Mapping[str, Any]
+    digest: str
+
+    @property
+    def kind(self) -> str:
+        """The runtime's kind of input (``permission``, ``ask_user_question``...)."""
+        return str(self.pending["envelope"].get("kind") or "")
+
+    @property
+    def decision(self) -> str:
+        """For a permission: what the runtime is told (``cancelled`` means deny)."""
+        if self.status == "cancelled":
+            return "deny"
+        return str(self.payload["decision"])
+
+    @property
+    def cancels_task(self) -> bool:
+        """A cancelled question or selection cancels the whole task."""
+        return self.status == "cancelled" and self.kind != "permission"
+
+
+def answer_digest(entry: ResumeEntry) -> str:
+    """A digest of one answer, to recognise a re-sent one."""
+    canonical = json.dumps([entry.status, entry.payload], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_resume(
+    entries: Sequence[ResumeEntry],
+    pending: Sequence[Mapping[str, Any]],
+    applied: Mapping[str, str],
+) -> list[Answer]:
+    """The answers in pending order, or the documented refusal."""
+    by_id = {str(item["interrupt"]["id"]): item for item in pending}
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.interrupt_id in seen:
+            raise AdapterError(ErrorCode.INCOMPLETE_RESUME, "resume_duplicate_ids")
+        seen.add(entry.interrupt_id)
+    unknown = [entry for entry in entries if entry.interrupt_id not in by_id]
+    if unknown:
+        if all(entry.interrupt_id in applied for entry in unknown):
+            raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
+        raise AdapterError(ErrorCode.UNKNOWN_INTERRUPT)
+    if seen != set(by_id):
+        raise AdapterError(ErrorCode.INCOMPLETE_RESUME)
+    answers: dict[str, Answer] = {
+        str(entry.interrupt_id): _checked(entry, by_id[entry.interrupt_id]) for entry in entries
+    }
+    return [answers[interrupt_id] for interrupt_id in by_id]
+
+
+def _checked(entry: ResumeEntry, pending: Mapping[str, Any]) -> Answer:
+    if entry.status == "resolved":
+        if entry.payload is None:
+            raise AdapterError(ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_missing", id=entry.interrupt_id)
+        schema = pending["interrupt"].get("responseSchema") or {}
+        try:
+            jsonschema.validate(entry.payload, schema)
+        except jsonschema.ValidationError as exc:
+            raise AdapterError(
+                ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_schema", id=entry.interrupt_id
+            ) from exc
+    return Answer(entry.interrupt_id, entry.status, entry.payload, pending, answer_digest(entry))
+
+
+def answer_text(answer: Answer) -> str:
+    """What a question or selection answer says to the runtime: the chosen
+    option's label, or the free text."""
+    payload = answer.payload or {}
+    if isinstance(payload.get("freeText"), str):
+        return str(payload["freeText"])
+    selected = payload.get("selectedId")
+    for option in answer.pending["interrupt"].get("metadata", {}).get("options", ()):
+        if option.get("id") == selected:
+            return str(option.get("label") or selected)
+    return str(selected)

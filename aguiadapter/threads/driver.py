@@ -1,0 +1,336 @@
+"""One run, from the runtime's stream to the client's: the run driver.
+
+A :class:`RunDriver` relays an admitted run. A new turn sends the user's
+message; a resume first checks the waiting task, then sends each answer in
+the runtime's own form and follows the task. The stream is relayed in an
+inner task, so that a disconnect, the cancel route or a shutdown can stop it
+(:meth:`RunDriver.stop`) and the driver can still end the run cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..a2a import wire
+from ..a2a.client import A2ARpcError, A2AUnavailable
+from ..a2a.messages import answer_message, permission_part
+from ..errors import AdapterError, ErrorCode
+from ..i18n import render
+from ..protocol.interrupts import build_interrupt
+from ..protocol.resume import Answer, answer_text
+from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
+from .machine import SinkClosed, ThreadMachine, apply
+from .store import PersistenceError
+
+if TYPE_CHECKING:
+    from .service import ThreadService, Ticket
+
+log = logging.getLogger(__name__)
+
+StopReason = Literal["disconnect", "cancel", "shutdown"]
+
+_OUTCOME_ERRORS = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCode.CANCELLED}
+_RELAY_ERRORS = (A2AUnavailable, A2ARpcError, IdentityMismatch, PersistenceError)
+
+
+class AnswerRefused(Exception):
+    """The runtime did not accept an interrupt answer; it stays pending."""
+
+
+class RunDriver:
+    """Streams one admitted run from the runtime to the sink."""
+
+    def __init__(self, service: ThreadService, ticket: Ticket, machine: ThreadMachine) -> None:
+        self.service = service
+        self.ticket = ticket
+        self.machine = machine
+        record = ticket.record
+        self.identity = RunIdentity(
+            thread_id=record.thread_id,
+            run_id=ticket.run_input.run_id,
+            execution_id=ticket.run_execution_id,
+            context_id=record.context_id,
+            ros_invocation_id=ticket.run_input.iac_code.ros_invocation_id,
+            task_id=record.task_id if ticket.answers else None,
+            session_id=record.session_id,
+        )
+        self.translator = RunTranslator(self.identity, known_session=bool(ticket.answers))
+        self.started = time.monotonic()
+        self.stop_reason: StopReason | None = None
+        self._inner: asyncio.Task[TurnOutcome | None] | None = None
+        #: Whether the runtime accepted this resume's answers.
+        self._accepted = False
+
+    # ------------------------------------------------------------- control
+    def stop(self, reason: StopReason) -> None:
+        """Stop relaying; the run then ends as cancelled."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self._inner is not None:
+            self._inner.cancel()
+
+    def message(self, code: ErrorCode) -> str:
+        """The caller-language message of an error code."""
+        return render(code.message_id, self.ticket.language)
+
+    async def drive(self) -> None:
+        """Relay the run, then take the transition its outcome calls for."""
+        self._inner = asyncio.create_task(self._stream())
+        try:
+            outcome = await self._inner
+        except asyncio.CancelledError:
+            if self.stop_reason is None:  # our own task was cancelled
+                self.stop_reason = "disconnect"
+                await self._abandon()
+                raise
+            await self._abandon()
+            return
+        except AnswerRefused:
+            await self._refuse_answer(ErrorCode.A2A_UNAVAILABLE)
+            return
+        except AdapterError as exc:
+            await self._fail(exc.code)
+            return
+        except _RELAY_ERRORS as exc:
+            await self._fail_from(exc)
+            return
+        except SinkClosed:
+            self.stop_reason = "disconnect"
+            await self._abandon()
+            return
+        await self._conclude(outcome)
+
+    # -------------------------------------------------------------- streams
+    async def _stream(self) -> TurnOutcome | None:
+        if not self.ticket.answers:
+            assert self.ticket.message is not None
+            return await self._relay(self.service.client.stream_message(self.ticket.message))
+        return await self._resume()
+
+    async def _relay(
+        self, results: AsyncIterator[dict[str, Any]], accepted: list[Answer] | None = None
+    ) -> TurnOutcome | None:
+        translator = self.translator
+        sink = self.machine.sink
+        assert sink is not None
+        try:
+            async for result in results:
+                if accepted:
+                    await self._mark_applied(accepted)
+                    accepted = None
+                events = translator.feed(result)
+                if translator.identity_changed:
+                    translator.identity_changed = False
+                    await self._persist_identity()
+                if events:
+                    await sink.emit(events)
+                if translator.outcome is not None:
+                    return translator.outcome
+        except A2ARpcError as exc:
+            if accepted:
+                raise AnswerRefused(str(exc)) from exc
+            raise
+        finally:
+            await results.aclose()  # type: ignore[attr-defined]
+        return None
+
+    async def _persist_identity(self) -> None:
+        record = self.ticket.record
+        record.task_id = self.identity.task_id
+        record.session_id = self.identity.session_id
+        await self.service.store.save(record, self.ticket.claim)
+
+    # --------------------------------------------------------------- resume
+    async def _resume(self) -> TurnOutcome | None:
+        answers = self.ticket.answers
+        task = await self._waiting_task()
+        if not _still_waits(task, answers):
+            # The runtime took these answers before we could record it
+            # (the adapter died in between): record them and follow the task.
+            await self._mark_applied(answers)
+            return await self._follow(task)
+        client = self.service.client
+        for answer in answers:
+            if answer.cancels_task:
+                await self.service.cancel_task_quietly(self.identity.task_id)
+                return TurnOutcome("canceled")
+        *sideband, last = answers
+        for answer in sideband:
+            try:
+                await client.send_message(self._answer_message(answer))
+            except A2ARpcError as exc:
+                raise AnswerRefused(str(exc)) from exc
+            await self._mark_applied([answer])
+        return await self._relay(client.stream_message(self._answer_message(last)), accepted=[last])
+
+    async def _waiting_task(self) -> dict[str, Any]:
+        task_id = self.identity.task_id
+        if task_id is None:
+            raise AdapterError(ErrorCode.EXECUTION_LOST)
+        await self.service.restore_session(self.ticket.record)
+        try:
+            task = await self.service.client.get_task(task_id)
+        except A2ARpcError as exc:
+            if exc.code == wire.TASK_NOT_FOUND:
+                raise AdapterError(ErrorCode.EXECUTION_LOST) from exc
+            raise
+        if task.get("id") != task_id or task.get("contextId") != self.identity.context_id:
+            raise IdentityMismatch("the waiting task does not match the thread")
+        return task
+
+    async def _follow(self, task: dict[str, Any]) -> TurnOutcome | None:
+        state = (task.get("status") or {}).get("state")
+        if state in wire.STREAM_END_STATES:
+            events = self.translator.feed({"task": task})
+            if events and self.machine.sink is not None:
+                await self.machine.sink.emit(events)
+            return self.translator.outcome
+        return await self._relay(self.service.client.subscribe(str(task["id"])))
+
+    def _answer_message(self, answer: Answer) -> dict[str, Any]:
+        envelope = answer.pending["envelope"]
+        if answer.kind == "permission":
+            part = permission_part(envelope, answer.decision)
+        else:
+            part = {"text": answer_text(answer)}
+        record = self.ticket.record
+        task_id = str(envelope.get("requestTaskId") or self.identity.task_id)
+        return answer_message(
+            message_id=f"{self.identity.run_id}-{answer.interrupt_id}",
+            context_id=record.context_id,
+            task_id=task_id,
+            part=part,
+            props=self.ticket.run_input.iac_code,
+            cwd=record.cwd,
+        )
+
+    async def _mark_applied(self, answers: list[Answer]) -> None:
+        """The runtime accepted these answers: they are pending no more."""
+        self._accepted = True
+        record = self.ticket.record
+        done = {answer.interrupt_id for answer in answers}
+        record.pending_interrupts = [
+            item for item in record.pending_interrupts if str(item["interrupt"]["id"]) not in done
+        ]
+        for answer in answers:
+            record.remember_answer(answer.interrupt_id, answer.digest)
+        await self.service.store.save(record, self.ticket.claim)
+        if not record.pending_interrupts:
+            await self.service.expiry.cancel(record.thread_id)
+
+    # -------------------------------------------------------------- endings
+    async def _close_spans(self) -> None:
+        events = self.translator.finish()
+        if events and self.machine.sink is not None:
+            await self.machine.sink.emit(events)
+
+    async def _conclude(self, outcome: TurnOutcome | None) -> None:
+        if outcome is None:
+            await self._fail(ErrorCode.A2A_UNAVAILABLE)
+            return
+        if outcome.kind in _OUTCOME_ERRORS:
+            await self._fail(_OUTCOME_ERRORS[outcome.kind])
+            return
+        try:
+            await self._close_spans()
+        except SinkClosed:
+            self.machine.sink = None
+        run_id = self.identity.run_id
+        usage = self.translator.usage()
+        try:
+            if outcome.kind == "interrupt":
+                pending = self._pending(outcome)
+                await apply(self.machine, "interrupt", pending=pending, run_id=run_id, usage=usage)
+                await self.service.expiry.schedule(self.identity.thread_id, min(p["expiresAt"] for p in pending))
+            else:
+                await apply(self.machine, "finish", run_id=run_id, usage=usage)
+        except PersistenceError:
+            await self.service.cancel_task_quietly(self.identity.task_id)
+            await self._fail(ErrorCode.STATE_PERSISTENCE_FAILED)
+        except SinkClosed:
+            log.info("run %s ended after its client left", run_id)
+
+    def _pending(self, outcome: TurnOutcome) -> list[dict[str, Any]]:
+        expires_at = time.time() + self.service.interrupt_ttl_seconds
+        return [
+            {"interrupt": build_interrupt(envelope, expires_at=expires_at), "envelope": envelope,
+             "expiresAt": expires_at}
+            for envelope in outcome.inputs
+        ]
+
+    async def _fail_from(self, exc: Exception) -> None:
+        if isinstance(exc, A2AUnavailable):
+            code = ErrorCode.A2A_UNAVAILABLE
+        elif isinstance(exc, A2ARpcError):
+            code = ErrorCode.A2A_EXECUTION_FAILED
+        elif isinstance(exc, IdentityMismatch):
+            code = ErrorCode.A2A_PROTOCOL_ERROR
+        else:
+            code = ErrorCode.STATE_PERSISTENCE_FAILED
+        log.warning("run %s: %s (%s)", self.identity.run_id, code.name, exc)
+        if self.ticket.answers and not self._accepted and code is not ErrorCode.A2A_PROTOCOL_ERROR:
+            # Nothing was applied: the interrupt stays pending and retryable.
+            await self._refuse_answer(code)
+            return
+        if code is not ErrorCode.A2A_UNAVAILABLE:
+            # Only a task whose identity was verified is ours to cancel.
+            await self.service.cancel_task_quietly(self.identity.task_id)
+        await self._fail(code)
+
+    async def _fail(self, code: ErrorCode) -> None:
+        try:
+            await self._close_spans()
+        except SinkClosed:
+            self.machine.sink = None
+        event = "cancel" if code is ErrorCode.CANCELLED else "lose" if code is ErrorCode.EXECUTION_LOST else "fail"
+        try:
+            await apply(self.machine, event, code=code, message=self.message(code))
+        except SinkClosed:
+            log.info("run %s: %s after its client left", self.identity.run_id, code.name)
+        await self.service.expiry.cancel(self.identity.thread_id)
+
+    async def _refuse_answer(self, code: ErrorCode) -> None:
+        """The answer was not applied: the run ends with an error, the thread
+        keeps waiting with the same pending interrupts."""
+        try:
+            await self._close_spans()
+            await apply(self.machine, "reject", code=code, message=self.message(code))
+        except SinkClosed:
+            log.info("run %s: answer refused after its client left", self.identity.run_id)
+
+    async def _abandon(self) -> None:
+        """Stopped: cancel the A2A task and end the execution. A client that
+        left is not told; one whose run was cancelled or shut down is."""
+        if self.stop_reason == "disconnect":
+            self.machine.sink = None
+        await self.service.cancel_task_quietly(self.identity.task_id)
+        await asyncio.shield(self._end_abandoned())
+
+    async def _end_abandoned(self) -> None:
+        try:
+            await self._close_spans()
+        except SinkClosed:
+            self.machine.sink = None
+        code = ErrorCode.CANCELLED
+        try:
+            await apply(self.machine, "cancel", code=code, message=self.message(code))
+        except (AdapterError, PersistenceError, SinkClosed):
+            log.info("run %s: abandoned run not fully recorded", self.identity.run_id)
+        await self.service.expiry.cancel(self.identity.thread_id)
+
+
+def _still_waits(task: dict[str, Any], answers: list[Answer]) -> bool:
+    """Whether the task still waits for (one of) these answers."""
+    status = task.get("status") or {}
+    if status.get("state") != wire.INPUT_REQUIRED:
+        return False
+    iac = (task.get("metadata") or {}).get(wire.IAC_CODE_KEY) or {}
+    waiting = {str(item.get("inputId")) for item in iac.get("pendingPermissions") or () if isinstance(item, dict)}
+    envelope = iac.get("input")
+    if isinstance(envelope, dict) and envelope.get("required") is True:
+        waiting.add(str(envelope.get("inputId")))
+    return any(answer.interrupt_id in waiting for answer in answers)

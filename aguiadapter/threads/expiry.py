@@ -1,0 +1,71 @@
+"""Interrupt expiry: timers armed from absolute deadlines.
+
+Deadlines live in the store, so a restarted adapter re-arms every timer from
+the stored absolute time without reading any thread file; a thread whose
+deadline passed while nobody ran is expired right after startup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from .store import PersistenceError, ThreadStore
+
+log = logging.getLogger(__name__)
+
+
+class ExpiryScheduler:
+    """Calls ``on_expire(thread_id)`` when a thread's interrupts expire."""
+
+    def __init__(self, store: ThreadStore, on_expire: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+        self.store = store
+        self.on_expire = on_expire
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Re-arm every stored deadline."""
+        for thread_id, expires_at in (await self.store.deadlines()).items():
+            self._arm(thread_id, expires_at)
+
+    async def schedule(self, thread_id: str, expires_at: float) -> None:
+        """Store a thread's deadline and arm its timer."""
+        await self.store.set_deadline(thread_id, expires_at)
+        self._arm(thread_id, expires_at)
+
+    async def cancel(self, thread_id: str) -> None:
+        """Forget a thread's deadline (its interrupts were answered or ended)."""
+        timer = self._timers.pop(thread_id, None)
+        if timer is not None:
+            timer.cancel()
+        try:
+            await self.store.set_deadline(thread_id, None)
+        except PersistenceError as exc:
+            # A stale deadline only causes a harmless check later.
+            log.warning("thread %s: deadline not cleared: %s", thread_id, exc)
+
+    async def close(self) -> None:
+        """Disarm every timer and wait for expiries in progress."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        if self._running:
+            await asyncio.wait(self._running, timeout=1.0)
+
+    def _arm(self, thread_id: str, expires_at: float) -> None:
+        loop = asyncio.get_running_loop()
+        previous = self._timers.pop(thread_id, None)
+        if previous is not None:
+            previous.cancel()
+        delay = max(0.0, expires_at - time.time())
+        self._timers[thread_id] = loop.call_later(delay, self._fire, thread_id)
+
+    def _fire(self, thread_id: str) -> None:
+        self._timers.pop(thread_id, None)
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(self.on_expire(thread_id))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
