@@ -148,6 +148,8 @@ class RunDriver:
     async def _resume(self) -> TurnOutcome | None:
         answers = self.ticket.answers
         task = await self._waiting_task()
+        if (task.get("status") or {}).get("state") in wire.TERMINAL_STATES:
+            raise AdapterError(ErrorCode.EXECUTION_LOST)
         if not _still_waits(task, answers):
             # The runtime took these answers before we could record it
             # (the adapter died in between): record them and follow the task.

@@ -125,7 +125,11 @@ class ThreadService:
         assert run_input.resume is not None
         if record.state != "interrupted":
             applied = [entry.interrupt_id in record.applied_answers for entry in run_input.resume]
-            raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED if all(applied) else ErrorCode.UNKNOWN_INTERRUPT)
+            if all(applied):
+                raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
+            if record.state == "terminal" and record.last_error == ErrorCode.EXECUTION_EXPIRED.name:
+                raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
+            raise AdapterError(ErrorCode.UNKNOWN_INTERRUPT)
         if run_input.iac_code.ros_invocation_id != record.ros_invocation_id:
             raise AdapterError(ErrorCode.EXECUTION_LOST, "resume_identity_mismatch")
         if any(item["expiresAt"] <= time.time() for item in record.pending_interrupts):
