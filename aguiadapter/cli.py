@@ -41,6 +41,8 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     parser.add_argument("--allowed-cwd", action="append", default=None, metavar="DIR",
                         help="allowed workspace root (repeatable; default: any absolute path)")
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
+    parser.add_argument("--interrupt-ttl-seconds", type=float, default=3600.0,
+                        help="how long a pending interrupt may wait for its answer (default 1 h)")
     parser.add_argument("--log-level", default="INFO",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--spawn-iac-code", action="store_true",
@@ -63,6 +65,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         auth_token=env.get(cfg.ENV_AUTH_TOKEN) or None,
         allowed_cwds=allowed,
         heartbeat_seconds=args.heartbeat_seconds,
+        interrupt_ttl_seconds=args.interrupt_ttl_seconds,
     )
 
 

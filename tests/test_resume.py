@@ -254,3 +254,31 @@ async def test_expiry_timers_are_re_armed_after_a_restart(tmp_path: Path, demo: 
     finally:
         await second.close()
     assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
+
+
+async def test_an_answer_the_runtime_took_before_a_crash_is_recorded_not_resent(
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    # The adapter died right after the runtime accepted the answer and before
+    # it recorded that: the runtime already moved on when the client retries.
+    from aguiadapter.a2a.client import A2AClient
+    from aguiadapter.a2a.messages import permission_part
+
+    interrupt = await interrupt_on(adapter, "t-window", workspace)
+    record = await FileThreadStore(adapter.config.state_dir).load("t-window")
+    assert record is not None and record.task_id is not None
+    envelope = record.pending_interrupts[0]["envelope"]
+    client = A2AClient(demo.url)
+    try:
+        message = {"messageId": "direct", "contextId": record.context_id, "taskId": record.task_id,
+                   "role": "ROLE_USER", "parts": [permission_part(envelope, "allow_once")]}
+        async for _ in client.stream_message(message):
+            pass
+    finally:
+        await client.close()
+    assert sum(demo.state.tool_runs.values()) == 1
+    events = (await adapter.run(resume_body("t-window", workspace, allow(interrupt)))).events()
+    assert events[-1]["outcome"] == {"type": "success"}
+    assert sum(demo.state.tool_runs.values()) == 1, "the answer must not be sent twice"
+    record = await FileThreadStore(adapter.config.state_dir).load("t-window")
+    assert record is not None and record.pending_interrupts == [] and interrupt["id"] in record.applied_answers
