@@ -16,6 +16,7 @@ from aiohttp import web
 
 from . import __version__
 from . import config as cfg
+from .logs import configure_logging
 
 log = logging.getLogger("aguiadapter")
 
@@ -45,6 +46,10 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="how long a pending interrupt may wait for its answer (default 1 h)")
     parser.add_argument("--log-level", default="INFO",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    parser.add_argument("--log-format", default="text", choices=("text", "json"),
+                        help="text (key=value) or one JSON object per line")
+    parser.add_argument("--metrics", action="store_true",
+                        help="serve Prometheus metrics at GET /metrics (no auth)")
     parser.add_argument("--spawn-iac-code", action="store_true",
                         help="start and supervise a local `iac-code a2a` child")
     parser.add_argument("--write", metavar="FILE", default=None,
@@ -66,6 +71,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         allowed_cwds=allowed,
         heartbeat_seconds=args.heartbeat_seconds,
         interrupt_ttl_seconds=args.interrupt_ttl_seconds,
+        metrics=args.metrics,
     )
 
 
@@ -81,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             sys.stdout.write(render_mermaid())
         return 0
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level, args.log_format)
     config = config_from_args(args)
     try:
         asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code))

@@ -39,6 +39,7 @@ class Config:
     max_body_bytes: int = MAX_BODY_BYTES
     max_cancel_body_bytes: int = MAX_CANCEL_BODY_BYTES
     interrupt_ttl_seconds: float = 3600.0
+    metrics: bool = False
 
 
 def default_config_dir(env: Mapping[str, str] = os.environ) -> Path:

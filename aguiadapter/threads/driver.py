@@ -64,6 +64,8 @@ class RunDriver:
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
         #: Whether the runtime accepted this resume's answers.
         self._accepted = False
+        self._sink = machine.sink
+        self._ended = "unknown"
 
     # ------------------------------------------------------------- control
     def stop(self, reason: StopReason) -> None:
@@ -78,7 +80,32 @@ class RunDriver:
         return render(code.message_id, self.ticket.language)
 
     async def drive(self) -> None:
-        """Relay the run, then take the transition its outcome calls for."""
+        """Relay the run, end it, and log one line about it."""
+        self.service.metrics.runs_started += 1
+        try:
+            await self._drive()
+        finally:
+            self._log_run()
+
+    def _log_run(self) -> None:
+        ident = self.identity
+        events = getattr(self._sink, "events_sent", None)
+        self.service.metrics.runs_ended[self._ended] += 1
+        if isinstance(events, int):
+            self.service.metrics.events_relayed += events
+        fields = {
+            "thread": ident.thread_id,
+            "run": ident.run_id,
+            "execution": ident.execution_id,
+            "task": ident.task_id,
+            "outcome": self._ended,
+            "duration_ms": round((time.monotonic() - self.started) * 1000),
+            "events": events,
+            "resume": bool(self.ticket.answers),
+        }
+        log.info("run ended", extra={"fields": fields})
+
+    async def _drive(self) -> None:
         self._inner = asyncio.create_task(self._stream())
         try:
             outcome = await self._inner
@@ -117,8 +144,12 @@ class RunDriver:
         translator = self.translator
         sink = self.machine.sink
         assert sink is not None
+        sent_at: float | None = time.monotonic()
         try:
             async for result in results:
+                if sent_at is not None:
+                    self.service.metrics.observe_a2a_latency(time.monotonic() - sent_at)
+                    sent_at = None
                 if accepted:
                     await self._mark_applied(accepted)
                     accepted = None
@@ -244,6 +275,7 @@ class RunDriver:
         run_id = self.identity.run_id
         usage = self.translator.usage()
         try:
+            self._ended = outcome.kind
             if outcome.kind == "interrupt":
                 pending = self._pending(outcome)
                 await apply(self.machine, "interrupt", pending=pending, run_id=run_id, usage=usage)
@@ -284,6 +316,7 @@ class RunDriver:
         await self._fail(code)
 
     async def _fail(self, code: ErrorCode) -> None:
+        self._note_error(code)
         try:
             await self._close_spans()
         except SinkClosed:
@@ -295,9 +328,14 @@ class RunDriver:
             log.info("run %s: %s after its client left", self.identity.run_id, code.name)
         await self.service.expiry.cancel(self.identity.thread_id)
 
+    def _note_error(self, code: ErrorCode) -> None:
+        self._ended = code.name
+        self.service.metrics.errors[code.name] += 1
+
     async def _refuse_answer(self, code: ErrorCode) -> None:
         """The answer was not applied: the run ends with an error, the thread
         keeps waiting with the same pending interrupts."""
+        self._note_error(code)
         try:
             await self._close_spans()
             await apply(self.machine, "reject", code=code, message=self.message(code))
@@ -318,6 +356,9 @@ class RunDriver:
         except SinkClosed:
             self.machine.sink = None
         code = ErrorCode.CANCELLED
+        self._note_error(code)
+        if self.stop_reason == "disconnect":
+            self._ended = "disconnected"
         try:
             await apply(self.machine, "cancel", code=code, message=self.message(code))
         except (AdapterError, PersistenceError, SinkClosed):

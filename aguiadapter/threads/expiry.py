@@ -48,6 +48,11 @@ class ExpiryScheduler:
             # A stale deadline only causes a harmless check later.
             log.warning("thread %s: deadline not cleared: %s", thread_id, exc)
 
+    @property
+    def armed(self) -> int:
+        """How many threads wait for an answer with a timer armed."""
+        return len(self._timers)
+
     async def close(self) -> None:
         """Disarm every timer and wait for expiries in progress."""
         for timer in self._timers.values():

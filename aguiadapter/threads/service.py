@@ -22,6 +22,7 @@ from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
 from ..protocol.inputs import RunAgentInput, latest_user_message
 from ..protocol.resume import Answer, check_resume
+from ..metrics import Metrics
 from .driver import RunDriver, StopReason
 from .expiry import ExpiryScheduler
 from .machine import EventSink, RunBinding, apply, restore_machine
@@ -65,6 +66,7 @@ class ThreadService:
         self.client = client
         self.interrupt_ttl_seconds = interrupt_ttl_seconds
         self.expiry = ExpiryScheduler(store, self.expire_thread)
+        self.metrics = Metrics()
         #: Active runs by execution id, for the cancel route and shutdown.
         self.active: dict[str, RunDriver] = {}
         #: Set on server shutdown: active runs are cancelled and told so.

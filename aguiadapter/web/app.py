@@ -32,6 +32,8 @@ def create_app(config: Config, *, store: ThreadStore | None = None) -> web.Appli
     app.router.add_get("/health", handlers.health)
     app.router.add_post("/", handlers.run)
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
+    if config.metrics:
+        app.router.add_get("/metrics", handlers.metrics)
     app.cleanup_ctx.append(_runtime_context(config, store))
     app.on_shutdown.append(_stop_runs)
     return app

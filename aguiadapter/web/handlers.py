@@ -18,12 +18,16 @@ from ..protocol.inputs import (
     parse_run_input,
     peek_preferred_language,
 )
-from .keys import CONFIG, backend
+from .keys import BACKEND, CONFIG, backend
 from .sse import SseWriter
 
 
-def error_response(error: AdapterError, language: str) -> web.Response:
+def error_response(error: AdapterError, language: str, request: web.Request | None = None) -> web.Response:
     """``{"error": {"code", "message"}}`` with the code's HTTP status."""
+    if request is not None:
+        service = request.config_dict[BACKEND].service
+        if service is not None:
+            service.metrics.errors[error.code.name] += 1
     body = {"error": {"code": error.code.name, "message": render_error(error, language)}}
     return web.json_response(body, status=error.code.status)
 
@@ -67,6 +71,13 @@ async def read_json_body(request: web.Request, limit: int) -> Any:
         raise AdapterError(ErrorCode.INVALID_JSON) from exc
 
 
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text exposition (served only with ``--metrics``)."""
+    _, service = backend(request)
+    text = service.metrics.render(active_runs=len(service.active), pending_threads=service.expiry.armed)
+    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+
 async def health(request: web.Request) -> web.Response:
     """Open health check with protocol and runtime reachability."""
     client, _ = backend(request)
@@ -96,7 +107,7 @@ async def run(request: web.Request) -> web.StreamResponse:
         cwd = check_cwd(run_input.forwarded_props.iac_code.cwd, config.allowed_cwds)
         ticket = await service.admit(run_input, canonical_digest(payload), language, cwd)
     except AdapterError as exc:
-        return error_response(exc, language)
+        return error_response(exc, language, request)
     execution_id = ticket.run_execution_id
     sink = SseWriter(
         request,
@@ -107,7 +118,7 @@ async def run(request: web.Request) -> web.StreamResponse:
         await service.run(ticket, sink)
     except AdapterError as exc:
         if not sink.prepared:
-            return error_response(exc, language)
+            return error_response(exc, language, request)
         raise
     finally:
         await sink.close()
@@ -129,5 +140,5 @@ async def cancel(request: web.Request) -> web.Response:
         if status == "not_found":
             raise AdapterError(ErrorCode.EXECUTION_NOT_FOUND)
     except AdapterError as exc:
-        return error_response(exc, language)
+        return error_response(exc, language, request)
     return web.json_response({"executionId": execution_id, "status": status})

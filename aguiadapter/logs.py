@@ -1,0 +1,83 @@
+"""Log setup: one line per event, as text (``key=value``) or JSON.
+
+Structured fields travel in ``extra={"fields": {...}}``. A filter masks
+anything shaped like a credential before a line is written, as a second
+line of defence: the adapter itself never logs request bodies or headers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from typing import Any
+
+_SECRET_PATTERNS = (
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"),
+    re.compile(r"(?i)((?:api[_-]?key|access[_-]?key[_-]?secret|security[_-]?token|token|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+    re.compile(r"\b(sk-)[A-Za-z0-9_-]{8,}"),
+)
+
+
+def redact(text: str) -> str:
+    """Mask credential-shaped substrings."""
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda match: match.group(1) + "***", text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Masks credentials in the rendered message of every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+class KeyValueFormatter(logging.Formatter):
+    """``time level logger: message key=value ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields: dict[str, Any] = getattr(record, "fields", None) or {}
+        if fields:
+            line += " " + " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update(getattr(record, "fields", None) or {})
+        if record.exc_info:
+            entry["exception"] = redact(self.formatException(record.exc_info))
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def configure_logging(level: str, fmt: str = "text") -> None:
+    """Install one stderr handler with the chosen format and the redactor."""
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def _plain(value: Any) -> str:
+    text = str(value)
+    return json.dumps(text) if (" " in text or not text) else text

@@ -1,0 +1,85 @@
+"""One log line per run, no secret in any log, and Prometheus metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.logs import JsonFormatter, KeyValueFormatter, RedactingFilter, redact
+from tests.support.adapter import run_body, start_adapter
+
+
+async def test_each_run_logs_one_line_with_its_identifiers_and_outcome(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    running = await start_adapter(tmp_path / "s", demo.url)
+    secret = "sk-" + "a1b2c3d4e5f6g7h8"
+    try:
+        with caplog.at_level(logging.DEBUG):
+            await running.run(run_body(thread_id="log-1", text="hello", cwd=str(workspace), llmApiKey=secret))
+            await running.run(run_body(thread_id="log-2", text="fail", cwd=str(workspace)))
+    finally:
+        await running.close()
+    lines = [r for r in caplog.records if r.getMessage() == "run ended"]
+    assert [r.fields["outcome"] for r in lines] == ["success", "A2A_EXECUTION_FAILED"]  # type: ignore[attr-defined]
+    fields = lines[0].fields  # type: ignore[attr-defined]
+    assert fields["thread"] == "log-1" and fields["run"].startswith("run-") and fields["execution"].startswith("exec-")
+    assert fields["events"] >= 4 and fields["duration_ms"] >= 0
+    everything = "\n".join(KeyValueFormatter().format(r) + JsonFormatter().format(r) for r in caplog.records)
+    assert secret not in everything
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Authorization: Bearer abc.def-123",
+        'body {"llmApiKey": "sk-live-0123456789"}',
+        "accessKeySecret=very-secret-value",
+        'securityToken: "sts-token-value"',
+    ],
+)
+def test_credential_shaped_text_is_masked(line: str) -> None:
+    masked = redact(line)
+    assert "***" in masked
+    assert not any(value in masked for value in ("abc.def-123", "0123456789", "very-secret-value", "sts-token-value"))
+
+
+def test_the_redacting_filter_rewrites_the_record() -> None:
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "token=%s", ("hunter2hunter2",), None)
+    RedactingFilter().filter(record)
+    assert "hunter2" not in record.getMessage()
+    assert json.loads(JsonFormatter().format(record))["message"] == "token=***"
+
+
+async def test_metrics_are_off_by_default_and_count_runs_when_on(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    plain = await start_adapter(tmp_path / "a", demo.url)
+    try:
+        async with plain.session.get(plain.url + "metrics") as resp:
+            assert resp.status == 404
+    finally:
+        await plain.close()
+    running = await start_adapter(tmp_path / "b", demo.url, metrics=True)
+    try:
+        await running.run(run_body(thread_id="m-1", text="hello", cwd=str(workspace)))
+        await running.run(run_body(thread_id="m-2", text="permission", cwd=str(workspace)))
+        await running.run(run_body(thread_id="m-2", text="again", cwd=str(workspace)))  # RESUME_REQUIRED
+        async with running.session.get(running.url + "metrics") as resp:
+            assert resp.headers["Content-Type"].startswith("text/plain")
+            text = await resp.text()
+    finally:
+        await running.close()
+    samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    assert samples["aguiadapter_runs_started_total"] == "2"
+    assert samples['aguiadapter_runs_ended_total{outcome="success"}'] == "1"
+    assert samples['aguiadapter_runs_ended_total{outcome="interrupt"}'] == "1"
+    assert samples["aguiadapter_pending_interrupt_threads"] == "1"
+    assert samples['aguiadapter_errors_total{code="RESUME_REQUIRED"}'] == "1"
+    assert int(samples["aguiadapter_events_relayed_total"]) > 6
+    assert samples['aguiadapter_a2a_first_event_seconds_bucket{le="+Inf"}'] == "2"
+    assert samples["aguiadapter_active_runs"] == "0"
