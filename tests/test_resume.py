@@ -226,8 +226,10 @@ async def test_an_expired_interrupt_is_cleaned_and_its_task_cancelled_without_a_
     running = await start_adapter(tmp_path / "state", demo.url, interrupt_ttl_seconds=0.3)
     try:
         interrupt = await interrupt_on(running, "t-exp", workspace)
+        store = FileThreadStore(running.config.state_dir)
         for _ in range(60):
-            if [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]:
+            record = await store.load("t-exp")
+            if record is not None and record.state == "terminal":
                 break
             await asyncio.sleep(0.05)
         assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
