@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
+from aguiadapter.threads.store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream
 from tests.support.iac_runtime import IacRuntime
@@ -146,6 +147,12 @@ async def test_an_expired_interrupt_is_refused_and_its_task_cancelled(
                 break
             await asyncio.sleep(0.1)
         assert state == "TASK_STATE_CANCELED"
+        store = FileThreadStore(running.config.state_dir)
+        for _ in range(50):
+            record = await store.load("e-exp")
+            if record is not None and record.state == "terminal":
+                break
+            await asyncio.sleep(0.05)
         reply = await running.run(resume_body("e-exp", iac_workspace, decide(interrupt, "allow_once")))
         assert reply.json()["error"]["code"] == "EXECUTION_EXPIRED"
         assert not (iac_workspace / "late.txt").exists()
