@@ -93,6 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code))
     except KeyboardInterrupt:
         pass
+    except (OSError, RuntimeError) as exc:
+        # Startup problems a user can fix (port taken, state folder in use,
+        # iac-code missing): one clear line, no traceback.
+        print(f"aguiadapter: cannot start: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -35,6 +35,7 @@ class ErrorCode(enum.Enum):
     EXECUTION_LOST = (409, "execution_lost")
     EXECUTION_NOT_FOUND = (404, "execution_not_found")
     STATE_PERSISTENCE_FAILED = (503, "state_persistence_failed")
+    STATE_STORE_UNAVAILABLE = (503, "state_store_unavailable")
     A2A_UNAVAILABLE = (503, "a2a_unavailable")
     A2A_PROTOCOL_ERROR = (502, "a2a_protocol_error")
     A2A_EXECUTION_FAILED = (502, "a2a_execution_failed")

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads.store import FileThreadStore
+from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse, texts, types
 
@@ -228,3 +228,20 @@ async def _silent_runtime() -> Any:
 
 def test_os_supports_private_modes() -> None:
     assert os.name == "posix", "the file store's 0600/0700 modes are POSIX modes"
+
+
+async def test_two_processes_cannot_share_one_state_folder(tmp_path: Path, demo: DemoRuntime) -> None:
+    import subprocess
+    import sys
+
+    first = await start_adapter(tmp_path / "state", demo.url)
+    try:
+        second = subprocess.run(
+            [sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state"),
+             "--a2a-url", demo.url],
+            capture_output=True, text=True, timeout=20,
+        )
+    finally:
+        await first.close()
+    assert second.returncode != 0
+    assert "used by another aguiadapter process" in second.stdout + second.stderr

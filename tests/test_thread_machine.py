@@ -11,7 +11,8 @@ from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.threads.diagram import render_mermaid
 from aguiadapter.threads.machine import REFUSALS, RunBinding, ThreadMachine, apply, restore_machine
 from aguiadapter.threads.record import ThreadRecord
-from aguiadapter.threads.store import FileThreadStore, PersistenceError
+from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.threads.store import PersistenceError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -27,6 +27,7 @@ MESSAGES: dict[str, str] = {
     "execution_lost": "The execution can no longer be recovered.",
     "execution_not_found": "Execution not found.",
     "state_persistence_failed": "The adapter could not save its recovery state reliably.",
+    "state_store_unavailable": "The thread state store is unavailable; try again shortly.",
     "a2a_unavailable": "The agent runtime is unavailable.",
     "a2a_protocol_error": "The agent runtime returned an inconsistent response.",
     "a2a_execution_failed": "The agent run failed.",

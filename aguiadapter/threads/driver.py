@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-StopReason = Literal["disconnect", "cancel", "shutdown"]
+StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost"]
 
 _OUTCOME_ERRORS = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCode.CANCELLED}
 _RELAY_ERRORS = (A2AUnavailable, A2ARpcError, IdentityMismatch, PersistenceError)
@@ -355,12 +355,13 @@ class RunDriver:
             await self._close_spans()
         except SinkClosed:
             self.machine.sink = None
-        code = ErrorCode.CANCELLED
+        code = ErrorCode.STATE_PERSISTENCE_FAILED if self.stop_reason == "lease_lost" else ErrorCode.CANCELLED
         self._note_error(code)
         if self.stop_reason == "disconnect":
             self._ended = "disconnected"
+        event = "fail" if code is ErrorCode.STATE_PERSISTENCE_FAILED else "cancel"
         try:
-            await apply(self.machine, "cancel", code=code, message=self.message(code))
+            await apply(self.machine, event, code=code, message=self.message(code))
         except (AdapterError, PersistenceError, SinkClosed):
             log.info("run %s: abandoned run not fully recorded", self.identity.run_id)
         await self.service.expiry.cancel(self.identity.thread_id)

@@ -27,11 +27,16 @@ from .driver import RunDriver, StopReason
 from .expiry import ExpiryScheduler
 from .machine import EventSink, RunBinding, apply, restore_machine
 from .record import ThreadRecord
-from .store import Claim, CorruptRecord, PersistenceError, ThreadStore
+from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
 
 log = logging.getLogger(__name__)
 
 CancelStatus = Literal["cancelled", "already_terminal", "not_found"]
+
+#: How often each replica looks for deadlines that passed elsewhere.
+SWEEP_SECONDS = 5.0
+#: How long (0.1 s steps) the cancel route waits for another replica's run.
+CANCEL_WAIT_STEPS = 50
 
 
 @attrs.define
@@ -73,10 +78,27 @@ class ThreadService:
         self.closing = False
         #: Contexts whose runtime session this process already restored.
         self._restored: set[str] = set()
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Re-arm interrupt expiry from the stored deadlines."""
+        """Open the store, listen for cancels from other replicas, re-arm
+        interrupt expiry from the stored deadlines and start the sweeper."""
+        await self.store.start()
+        self.store.on_cancel(lambda execution_id: self.stop_run(execution_id, "cancel"))
         await self.expiry.start()
+        self._sweeper = asyncio.create_task(self._sweep_deadlines())
+
+    async def _sweep_deadlines(self) -> None:
+        """Expire what other replicas scheduled (local timers cover our own)."""
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            try:
+                due = await self.store.due_deadlines(time.time())
+            except StoreUnavailable as exc:
+                log.warning("deadline sweep skipped: %s", exc)
+                continue
+            for thread_id in due:
+                await self.expire_thread(thread_id)
 
     # ------------------------------------------------------------- admission
     async def admit(self, run_input: RunAgentInput, digest: str, language: str, cwd: str) -> Ticket:
@@ -87,7 +109,7 @@ class ThreadService:
         if known is not None:
             _check_idempotency(known, run_input.run_id, digest)
             _check_binding(known, cwd, user_id)
-        claim = await self.store.claim(thread_id, run_input.run_id)
+        claim = await self._claim(thread_id, run_input.run_id)
         if claim is None:
             raise AdapterError(ErrorCode.THREAD_BUSY)
         try:
@@ -113,6 +135,14 @@ class ThreadService:
         except CorruptRecord as exc:
             log.error("thread %s: unreadable state: %s", thread_id, exc)
             raise AdapterError(ErrorCode.EXECUTION_LOST) from exc
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
+
+    async def _claim(self, thread_id: str, purpose: str) -> Claim | None:
+        try:
+            return await self.store.claim(thread_id, purpose)
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
 
     async def _recover_lost_run(self, record: ThreadRecord, claim: Claim) -> None:
         """A record left ``running`` without a live claim: that run died with
@@ -164,11 +194,28 @@ class ThreadService:
         driver = RunDriver(self, ticket, machine)
         execution_id = ticket.run_execution_id
         self.active[execution_id] = driver
+        keeper = asyncio.create_task(self._keep_claim(ticket.claim, driver))
         try:
             await driver.drive()
         finally:
+            keeper.cancel()
             self.active.pop(execution_id, None)
             await self.store.release(ticket.claim)
+
+    async def _keep_claim(self, claim: Claim, driver: RunDriver) -> None:
+        """Renew the run's lease; a run that lost it stops (its writes would
+        be refused anyway: the store checks the claim's fencing token)."""
+        interval = self.store.lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                kept = await self.store.renew(claim)
+            except StoreUnavailable:
+                kept = False
+            if not kept:
+                log.error("thread %s: lease lost, stopping run %s", claim.thread_id, claim.run_id)
+                driver.stop("lease_lost")
+                return
 
     def stop_run(self, execution_id: str, reason: StopReason) -> None:
         """Stop an active run (its client left, or the server stops)."""
@@ -213,9 +260,11 @@ class ThreadService:
             driver.stop("cancel")
             await _wait_quietly(driver)
             return "cancelled"
-        claim = await self.store.claim(thread_id, f"cancel-{execution_id}")
+        claim = await self._claim(thread_id, f"cancel-{execution_id}")
         if claim is None:
-            raise AdapterError(ErrorCode.THREAD_BUSY)
+            # The run streams from another replica: it hears this and cancels.
+            await self.store.publish_cancel(execution_id)
+            return await self._await_cancelled(thread_id, execution_id)
         try:
             record = await self._load(thread_id)
             if record is None or record.state != "interrupted" or record.execution_id != execution_id:
@@ -231,10 +280,22 @@ class ThreadService:
         await self.expiry.cancel(thread_id)
         return "cancelled"
 
+    async def _await_cancelled(self, thread_id: str, execution_id: str) -> CancelStatus:
+        for _ in range(CANCEL_WAIT_STEPS):
+            record = await self._load(thread_id)
+            if record is None or record.execution_id != execution_id or record.state != "running":
+                return "cancelled"
+            await asyncio.sleep(0.1)
+        raise AdapterError(ErrorCode.THREAD_BUSY)
+
     # ---------------------------------------------------------------- expiry
     async def expire_thread(self, thread_id: str) -> None:
         """Timer callback: expire the thread's interrupts if they are due."""
-        claim = await self.store.claim(thread_id, "expiry")
+        try:
+            claim = await self.store.claim(thread_id, "expiry")
+        except StoreUnavailable as exc:
+            log.warning("thread %s: expiry postponed: %s", thread_id, exc)
+            return
         if claim is None:
             return  # a run holds the thread: it is not waiting any more
         try:
@@ -246,7 +307,7 @@ class ThreadService:
                 await self.expiry.schedule(thread_id, min(i["expiresAt"] for i in record.pending_interrupts))
                 return
             await self._expire(record, claim)
-        except (CorruptRecord, PersistenceError, AdapterError) as exc:
+        except (CorruptRecord, PersistenceError, StoreUnavailable, AdapterError) as exc:
             log.warning("thread %s: expiry not applied: %s", thread_id, exc)
         finally:
             await self.store.release(claim)
@@ -266,6 +327,9 @@ class ThreadService:
             driver.stop("shutdown")
         await asyncio.gather(*(_wait_quietly(driver) for driver in drivers))
         await self.expiry.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        await self.store.close()
 
 
 async def _wait_quietly(driver: RunDriver) -> None:

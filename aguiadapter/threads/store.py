@@ -1,33 +1,24 @@
 """Where thread records live, and who may run a thread right now.
 
-:class:`ThreadStore` is the interface the service talks to; the file store is
-the default. Claiming a thread for a run goes through the store too, so that a
-shared store (several replicas) can make ``THREAD_BUSY`` true across
-processes without touching the machine or the handlers.
+:class:`ThreadStore` is the interface the service talks to; the file store
+(:mod:`aguiadapter.threads.file_store`) is the default. Everything several
+replicas must agree on goes through it: records (written whole, all or
+nothing), the claim that makes ``THREAD_BUSY`` true (a lease with a fencing
+token, renewed while a run streams), interrupt deadlines, and the cancel
+signal for a run that streams from another replica.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import itertools
-import json
-import logging
-import os
-import re
-import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Protocol
 
-import aiofiles
-import aiofiles.os
 import attrs
 
-from .record import ThreadRecord, record_from_json, record_to_json
+from .record import ThreadRecord
 
 
-log = logging.getLogger(__name__)
-_tmp_counter = itertools.count()
+
 
 
 class PersistenceError(Exception):
@@ -36,6 +27,10 @@ class PersistenceError(Exception):
 
 class CorruptRecord(Exception):
     """A stored record exists but cannot be read; that thread alone fails."""
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be reached at all (nothing can be admitted)."""
 
 
 @attrs.frozen
@@ -68,167 +63,35 @@ class ThreadStore(Protocol):
     async def deadlines(self) -> dict[str, float]:
         """Every remembered deadline (read at startup to re-arm expiry)."""
 
+    async def due_deadlines(self, now: float) -> list[str]:
+        """Threads whose deadline passed and that this replica should expire
+        (a shared store hands them to one replica at a time)."""
+
+    async def renew(self, claim: Claim) -> bool:
+        """Extend a claim's lease; ``False`` once it is lost."""
+
+    async def publish_cancel(self, execution_id: str) -> None:
+        """Ask whichever replica streams this execution to cancel it."""
+
+    def on_cancel(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(execution_id)`` for cancels published by any replica."""
+
+    async def ping(self) -> bool:
+        """Whether the store answers (for /health)."""
+
+    async def start(self) -> None:
+        """Open connections and background work."""
+
+    async def close(self) -> None:
+        """Stop background work and close connections."""
+
+    @property
+    def kind(self) -> str:
+        """``file``, ``redis``... for the banner and /health."""
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a claim lives without renewal."""
+
     def location(self) -> str:
         """Where records are kept, for the startup banner and /health."""
-
-
-_SAFE = re.compile(r"[^a-z0-9_-]+")
-
-
-def thread_file_name(thread_id: str) -> str:
-    """A file name for a thread id: no traversal, no case collisions.
-
-    A readable lower-case slug helps an operator find a thread; the hash of
-    the exact id makes names unique even where the disk ignores case.
-    """
-    digest = hashlib.sha256(thread_id.encode()).hexdigest()[:32]
-    slug = _SAFE.sub("-", thread_id.lower()).strip("-")[:40]
-    return f"{slug}-{digest}.json" if slug else f"{digest}.json"
-
-
-class FileThreadStore:
-    """One small JSON file per thread under ``<state_dir>/threads/``.
-
-    Files are written with a temp file, fsync and an atomic replace, mode 0600
-    in a 0700 folder. Nothing is scanned at startup; a record is read the
-    first time its thread is used. Claims live in this process's memory: one
-    process owns its state directory.
-    """
-
-    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
-        self.state_dir = Path(state_dir)
-        self.threads_dir = self.state_dir / "threads"
-        self._claims: dict[str, Claim] = {}
-        self._next_token = 0
-        self._dir_ready = False
-        self._deadlines: dict[str, float] | None = None
-        self._deadline_lock = asyncio.Lock()
-
-    def location(self) -> str:
-        """The folder that holds the thread files."""
-        return str(self.threads_dir)
-
-    def path_for(self, thread_id: str) -> Path:
-        """The file of a thread."""
-        return self.threads_dir / thread_file_name(thread_id)
-
-    async def load(self, thread_id: str) -> ThreadRecord | None:
-        """Read a thread's record, if it has one."""
-        path = self.path_for(thread_id)
-        try:
-            async with aiofiles.open(path, "rb") as handle:
-                data = await handle.read()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise CorruptRecord(f"{path.name}: {exc.strerror}") from exc
-        try:
-            record = record_from_json(data)
-        except ValueError as exc:
-            raise CorruptRecord(f"{path.name}: {exc}") from exc
-        if record.thread_id != thread_id:
-            raise CorruptRecord(f"{path.name} belongs to another thread")
-        return record
-
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
-        """Atomically replace the thread's file."""
-        record.version += 1
-        record.updated_at = time.time()
-        try:
-            await self._write_atomic(self.path_for(record.thread_id), record_to_json(record))
-        except PersistenceError:
-            record.version -= 1
-            raise
-
-    async def set_deadline(self, thread_id: str, expires_at: float | None) -> None:
-        """Keep ``<state_dir>/deadlines.json`` in step (only pending threads)."""
-        async with self._deadline_lock:
-            deadlines = await self._load_deadlines()
-            if expires_at is None and thread_id not in deadlines:
-                return
-            changed = dict(deadlines)
-            if expires_at is None:
-                del changed[thread_id]
-            else:
-                changed[thread_id] = expires_at
-            data = json.dumps(changed, sort_keys=True).encode()
-            await self._write_atomic(self.state_dir / "deadlines.json", data)
-            self._deadlines = changed
-
-    async def deadlines(self) -> dict[str, float]:
-        """The deadlines file: as long as the number of pending threads, not
-        of all threads, so reading it at startup stays cheap."""
-        async with self._deadline_lock:
-            return dict(await self._load_deadlines())
-
-    async def _load_deadlines(self) -> dict[str, float]:
-        if self._deadlines is None:
-            try:
-                async with aiofiles.open(self.state_dir / "deadlines.json", "rb") as handle:
-                    raw = json.loads(await handle.read())
-                self._deadlines = {str(k): float(v) for k, v in raw.items()}
-            except FileNotFoundError:
-                self._deadlines = {}
-            except (OSError, ValueError, AttributeError) as exc:
-                log.error("deadlines.json unreadable (%s); expiry runs on next access only", exc)
-                self._deadlines = {}
-        return self._deadlines
-
-    async def _write_atomic(self, path: Path, data: bytes) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
-        try:
-            await self._ensure_dir()
-            async with aiofiles.open(tmp, "wb", opener=_private_opener) as handle:
-                await handle.write(data)
-                await handle.flush()
-                await asyncio.to_thread(os.fsync, handle.fileno())
-            await aiofiles.os.replace(tmp, path)
-            await asyncio.to_thread(_fsync_dir, path.parent)
-        except OSError as exc:
-            await _remove_quietly(tmp)
-            raise PersistenceError(f"cannot write {path.name}: {exc.strerror or exc}") from exc
-
-    async def claim(self, thread_id: str, run_id: str) -> Claim | None:
-        """Claim in memory; the event loop serialises callers."""
-        if thread_id in self._claims:
-            return None
-        self._next_token += 1
-        claim = Claim(thread_id, run_id, self._next_token)
-        self._claims[thread_id] = claim
-        return claim
-
-    async def release(self, claim: Claim) -> None:
-        """Release a claim if it is still the current one."""
-        if self._claims.get(claim.thread_id) == claim:
-            del self._claims[claim.thread_id]
-
-    async def _ensure_dir(self) -> None:
-        if self._dir_ready:
-            return
-        await asyncio.to_thread(_make_private_dirs, self.threads_dir)
-        self._dir_ready = True
-
-
-def _private_opener(path: str, flags: int) -> int:
-    return os.open(path, flags, 0o600)
-
-
-def _make_private_dirs(path: Path) -> None:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    os.chmod(path.parent, 0o700)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-async def _remove_quietly(path: Path) -> None:
-    try:
-        await aiofiles.os.remove(path)
-    except OSError:
-        pass

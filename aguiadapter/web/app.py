@@ -10,7 +10,8 @@ from aiohttp import web
 from ..a2a.client import A2AClient
 from ..config import Config
 from ..threads.service import ThreadService
-from ..threads.store import FileThreadStore, ThreadStore
+from ..threads.file_store import FileThreadStore
+from ..threads.store import ThreadStore
 from . import handlers
 from .keys import BACKEND, CONFIG, Backend
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from typing import Any
@@ -80,15 +81,16 @@ async def metrics(request: web.Request) -> web.Response:
 
 async def health(request: web.Request) -> web.Response:
     """Open health check with protocol and runtime reachability."""
-    client, _ = backend(request)
-    reachable = await client.health()
+    client, service = backend(request)
+    reachable, store_ok = await asyncio.gather(client.health(), service.store.ping())
     return web.json_response(
         {
-            "status": "ok" if reachable else "degraded",
+            "status": "ok" if reachable and store_ok else "degraded",
             "protocol": "ag-ui",
             "protocolVersion": "1.0",
             "serverVersion": __version__,
             "a2a": {"url": client.url, "reachable": reachable},
+            "store": {"kind": service.store.kind, "reachable": store_ok},
         }
     )
 

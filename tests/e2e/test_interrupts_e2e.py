@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
-from aguiadapter.threads.store import FileThreadStore
+from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream
 from tests.support.iac_runtime import IacRuntime

@@ -1,0 +1,247 @@
+"""The default store: one small JSON file per thread, one process."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import itertools
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import aiofiles
+import aiofiles.os
+
+from .record import ThreadRecord, record_from_json, record_to_json
+from .store import Claim, CorruptRecord, PersistenceError
+
+log = logging.getLogger(__name__)
+_tmp_counter = itertools.count()
+
+_SAFE = re.compile(r"[^a-z0-9_-]+")
+
+
+def thread_file_name(thread_id: str) -> str:
+    """A file name for a thread id: no traversal, no case collisions.
+
+    A readable lower-case slug helps an operator find a thread; the hash of
+    the exact id makes names unique even where the disk ignores case.
+    """
+    digest = hashlib.sha256(thread_id.encode()).hexdigest()[:32]
+    slug = _SAFE.sub("-", thread_id.lower()).strip("-")[:40]
+    return f"{slug}-{digest}.json" if slug else f"{digest}.json"
+
+
+class FileThreadStore:
+    """One small JSON file per thread under ``<state_dir>/threads/``.
+
+    Files are written with a temp file, fsync and an atomic replace, mode 0600
+    in a 0700 folder. Nothing is scanned at startup; a record is read the
+    first time its thread is used. Claims live in this process's memory: one
+    process owns its state directory.
+    """
+
+    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+        self.state_dir = Path(state_dir)
+        self.threads_dir = self.state_dir / "threads"
+        self._claims: dict[str, Claim] = {}
+        self._next_token = 0
+        self._dir_ready = False
+        self._deadlines: dict[str, float] | None = None
+        self._deadline_lock = asyncio.Lock()
+        self._lock_fd: int | None = None
+
+    def location(self) -> str:
+        """The folder that holds the thread files."""
+        return str(self.threads_dir)
+
+    @property
+    def kind(self) -> str:
+        """This is the file store."""
+        return "file"
+
+    @property
+    def lease_seconds(self) -> float:
+        """Claims live in memory and never lapse while the process lives."""
+        return 3600.0
+
+    async def start(self) -> None:
+        """Lock the state folder: claims live in this process's memory, so a
+        second process on the same folder would break ``THREAD_BUSY``."""
+        await self._ensure_dir()
+        self._lock_fd = await asyncio.to_thread(_lock_folder, self.state_dir)
+
+    async def close(self) -> None:
+        """Release the folder lock."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    async def ping(self) -> bool:
+        """The state folder exists or can be made."""
+        try:
+            await self._ensure_dir()
+        except OSError:
+            return False
+        return True
+
+    async def renew(self, claim: Claim) -> bool:
+        """A claim held in memory stays valid until released."""
+        return self._claims.get(claim.thread_id) == claim
+
+    async def publish_cancel(self, execution_id: str) -> None:
+        """One process: the caller already looked at its own active runs."""
+
+    def on_cancel(self, callback: Callable[[str], None]) -> None:
+        """One process: no other replica publishes cancels."""
+
+    async def due_deadlines(self, now: float) -> list[str]:
+        """Deadlines that passed (the local timers usually got there first)."""
+        return [thread_id for thread_id, at in (await self.deadlines()).items() if at <= now]
+
+    def path_for(self, thread_id: str) -> Path:
+        """The file of a thread."""
+        return self.threads_dir / thread_file_name(thread_id)
+
+    async def load(self, thread_id: str) -> ThreadRecord | None:
+        """Read a thread's record, if it has one."""
+        path = self.path_for(thread_id)
+        try:
+            async with aiofiles.open(path, "rb") as handle:
+                data = await handle.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CorruptRecord(f"{path.name}: {exc.strerror}") from exc
+        try:
+            record = record_from_json(data)
+        except ValueError as exc:
+            raise CorruptRecord(f"{path.name}: {exc}") from exc
+        if record.thread_id != thread_id:
+            raise CorruptRecord(f"{path.name} belongs to another thread")
+        return record
+
+    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
+        """Atomically replace the thread's file."""
+        record.version += 1
+        record.updated_at = time.time()
+        try:
+            await self._write_atomic(self.path_for(record.thread_id), record_to_json(record))
+        except PersistenceError:
+            record.version -= 1
+            raise
+
+    async def set_deadline(self, thread_id: str, expires_at: float | None) -> None:
+        """Keep ``<state_dir>/deadlines.json`` in step (only pending threads)."""
+        async with self._deadline_lock:
+            deadlines = await self._load_deadlines()
+            if expires_at is None and thread_id not in deadlines:
+                return
+            changed = dict(deadlines)
+            if expires_at is None:
+                del changed[thread_id]
+            else:
+                changed[thread_id] = expires_at
+            data = json.dumps(changed, sort_keys=True).encode()
+            await self._write_atomic(self.state_dir / "deadlines.json", data)
+            self._deadlines = changed
+
+    async def deadlines(self) -> dict[str, float]:
+        """The deadlines file: as long as the number of pending threads, not
+        of all threads, so reading it at startup stays cheap."""
+        async with self._deadline_lock:
+            return dict(await self._load_deadlines())
+
+    async def _load_deadlines(self) -> dict[str, float]:
+        if self._deadlines is None:
+            try:
+                async with aiofiles.open(self.state_dir / "deadlines.json", "rb") as handle:
+                    raw = json.loads(await handle.read())
+                self._deadlines = {str(k): float(v) for k, v in raw.items()}
+            except FileNotFoundError:
+                self._deadlines = {}
+            except (OSError, ValueError, AttributeError) as exc:
+                log.error("deadlines.json unreadable (%s); expiry runs on next access only", exc)
+                self._deadlines = {}
+        return self._deadlines
+
+    async def _write_atomic(self, path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
+        try:
+            await self._ensure_dir()
+            async with aiofiles.open(tmp, "wb", opener=_private_opener) as handle:
+                await handle.write(data)
+                await handle.flush()
+                await asyncio.to_thread(os.fsync, handle.fileno())
+            await aiofiles.os.replace(tmp, path)
+            await asyncio.to_thread(_fsync_dir, path.parent)
+        except OSError as exc:
+            await _remove_quietly(tmp)
+            raise PersistenceError(f"cannot write {path.name}: {exc.strerror or exc}") from exc
+
+    async def claim(self, thread_id: str, run_id: str) -> Claim | None:
+        """Claim in memory; the event loop serialises callers."""
+        if thread_id in self._claims:
+            return None
+        self._next_token += 1
+        claim = Claim(thread_id, run_id, self._next_token)
+        self._claims[thread_id] = claim
+        return claim
+
+    async def release(self, claim: Claim) -> None:
+        """Release a claim if it is still the current one."""
+        if self._claims.get(claim.thread_id) == claim:
+            del self._claims[claim.thread_id]
+
+    async def _ensure_dir(self) -> None:
+        if self._dir_ready:
+            return
+        await asyncio.to_thread(_make_private_dirs, self.threads_dir)
+        self._dir_ready = True
+
+
+class StateDirInUse(RuntimeError):
+    """Another process serves from this state folder."""
+
+
+def _lock_folder(state_dir: Path) -> int:
+    fd = os.open(state_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise StateDirInUse(
+            f"{state_dir} is used by another aguiadapter process; give each process its own "
+            "--state-dir, or use a shared store for several replicas"
+        ) from exc
+    return fd
+
+
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
+def _make_private_dirs(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    os.chmod(path.parent, 0o700)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def _remove_quietly(path: Path) -> None:
+    try:
+        await aiofiles.os.remove(path)
+    except OSError:
+        pass

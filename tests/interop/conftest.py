@@ -1,0 +1,117 @@
+"""Interop fixtures: the official AG-UI TypeScript client and a headless browser.
+
+The adapter and the demo runtime come from ``tests/conftest.py`` (``demo``,
+``adapter``, ``workspace``). What these tests add is a Node project next to
+this file (``npm ci`` installs ``@ag-ui/client`` 1.0.0 into ``node_modules``)
+and, for the browser test, Debian's ``chromium``.
+
+When those are missing the tests skip with the command that installs them,
+unless ``AGUI_INTEROP_REQUIRED=1`` (set by ``tox -e interop`` and so by CI),
+where a missing prerequisite is a broken environment and fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+DRIVER = HERE / "drive.mjs"
+NODE_MODULES = HERE / "node_modules"
+CHROMIUM = os.environ.get("AGUI_INTEROP_CHROMIUM", "/usr/bin/chromium")
+REQUIRED = os.environ.get("AGUI_INTEROP_REQUIRED") == "1"
+DRIVER_TIMEOUT = 60.0
+
+
+def missing(what: str, fix: str) -> None:
+    """Skip (locally) or fail (under ``AGUI_INTEROP_REQUIRED=1``) for a missing prerequisite."""
+    message = f"{what} is missing; install it with: {fix}"
+    if REQUIRED:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def node_executable() -> str:
+    node = shutil.which("node")
+    if node is None:
+        missing("node (>= 20)", "apt-get install -y nodejs npm")
+    assert node is not None
+    if not (NODE_MODULES / "@ag-ui" / "client" / "package.json").exists():
+        missing("tests/interop/node_modules", "npm ci --prefix tests/interop")
+    return node
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    """The ``node`` binary, once ``tests/interop/node_modules`` is installed."""
+    return node_executable()
+
+
+@pytest.fixture(scope="session")
+def chromium(node: str) -> str:
+    """Debian's chromium, driven through ``playwright-core`` from node_modules."""
+    if not Path(CHROMIUM).exists():
+        missing(CHROMIUM, "apt-get update && apt-get install -y chromium")
+    if not (NODE_MODULES / "playwright-core" / "package.json").exists():
+        missing("playwright-core", "npm ci --prefix tests/interop")
+    return CHROMIUM
+
+
+def iac_props(cwd: Path, ros_invocation_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    """``forwardedProps`` with the ``iacCode`` extension the adapter requires."""
+    return {
+        "iacCode": {
+            "schemaVersion": 1,
+            "rosInvocationId": ros_invocation_id or f"inv-{uuid.uuid4()}",
+            "cwd": str(cwd),
+            **extra,
+        }
+    }
+
+
+async def run_node(node: str, script: Path, payload: dict[str, Any], timeout: float = DRIVER_TIMEOUT) -> dict[str, Any]:
+    """Run a Node script with *payload* as JSON on stdin; its stdout is one JSON document.
+
+    The subprocess is awaited, never waited for in a blocking call: the adapter
+    under test serves from this same event loop.
+    """
+    proc = await asyncio.create_subprocess_exec(
+        node,
+        str(script),
+        "-",
+        cwd=str(HERE),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(json.dumps(payload).encode()), timeout)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"{script.name} did not finish within {timeout} s") from None
+    assert proc.returncode == 0, f"{script.name} exited {proc.returncode}:\n{err.decode()}"
+    try:
+        result: dict[str, Any] = json.loads(out)
+    except ValueError:
+        raise AssertionError(f"{script.name} printed no JSON:\n{out.decode()}\n{err.decode()}") from None
+    return result
+
+
+async def drive(node: str, url: str, thread_id: str, props: dict[str, Any], steps: list[dict[str, Any]], **plan: Any) -> dict[str, Any]:
+    """Run ``drive.mjs`` (``HttpAgent`` from ``@ag-ui/client``) over *steps*; returns its summary."""
+    return await run_node(
+        node, DRIVER, {"url": url, "threadId": thread_id, "forwardedProps": props, "steps": steps, **plan}
+    )
+
+
+def client_warnings(summary: dict[str, Any]) -> list[str]:
+    """What the client logged: enforcement strips, reducer complaints, failed runs."""
+    return [f"{line['level']}: {line['text']}" for line in summary["console"]]

@@ -1,0 +1,322 @@
+"""The adapter as the official TypeScript client sees it.
+
+Each test starts the adapter in front of the demo runtime (fixtures of
+``tests/conftest.py``), runs ``drive.mjs`` — ``HttpAgent`` from
+``@ag-ui/client`` 1.0.0, whose ``runAgent`` always passes every event through
+``verifyEvents`` — and judges the JSON summary of what the agent ended up
+holding. A verification error makes ``runAgent`` reject; the driver records
+it, and every test here asserts there was none (``accepted``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.adapter import RunningAdapter
+
+from .conftest import client_warnings, drive, iac_props
+
+ALLOW = {"status": "resolved", "payload": {"decision": "allow_once"}}
+CANCEL = {"status": "cancelled"}
+
+
+def accepted(summary: dict[str, Any]) -> None:
+    """The client verified every stream it got and logged nothing."""
+    assert summary["client"] == {"@ag-ui/client": "1.0.0", "@ag-ui/core": "1.0.0"}
+    assert summary["verificationErrors"] == [], summary["verificationErrors"]
+    assert client_warnings(summary) == []
+
+
+def runs(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The steps that called ``runAgent``."""
+    return [step for step in summary["steps"] if step["kind"] in ("say", "resume", "run")]
+
+
+def texts_of(summary: dict[str, Any], role: str = "assistant") -> list[str]:
+    return [m["content"] for m in summary["messages"] if m["role"] == role and isinstance(m.get("content"), str)]
+
+
+def sent_texts(demo: DemoRuntime) -> list[str]:
+    """The text parts of every user message that reached the runtime."""
+    return [part["text"] for m in demo.state.received for part in m["parts"] if "text" in part]
+
+
+# --------------------------------------------------------------------- (a)
+
+
+async def test_a_normal_turn(node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path) -> None:
+    props = iac_props(workspace)
+    summary = await drive(node, adapter.url, "i-normal", props, [{"say": "hello", "id": "u1"}])
+    accepted(summary)
+    assert summary["errors"] == []
+    (run,) = runs(summary)
+    request = run["request"]
+    assert request["protocolVersion"] == "1.0"
+    assert request["forwardedProps"] == props
+    assert request["threadId"] == "i-normal" and request["runId"] == run["runId"]
+    assert request["messages"] == [{"id": "u1", "role": "user", "content": "hello"}]
+    assert run["httpStatus"] == 200
+    assert run["eventTypes"][0] == "RUN_STARTED" and run["eventTypes"][-1] == "RUN_FINISHED"
+    assert run["outcome"] == {"type": "success"} and run["runError"] is None
+    assert summary["roles"] == ["user", "assistant"]
+    assert 'You said: "hello"' in texts_of(summary)[0]
+    assert summary["pendingInterrupts"] == [] and summary["toolCalls"] == []
+    assert sent_texts(demo) == ["hello"]
+
+
+@pytest.mark.parametrize("word", ["tool", "think"])
+async def test_tool_and_reasoning_turns(node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, word: str) -> None:
+    summary = await drive(node, adapter.url, f"i-{word}", iac_props(workspace), [{"say": word}])
+    accepted(summary)
+    assert summary["errors"] == []
+    if word == "tool":
+        assert summary["roles"] == ["user", "assistant", "tool", "assistant"]
+        (call,) = summary["toolCalls"]
+        assert call["name"] == "list_files" and json.loads(call["arguments"]) == {"path": "."}
+        (result,) = summary["toolResults"]
+        assert result["toolCallId"] == call["id"] and "README.md" in result["content"]
+        assert sum(demo.state.tool_runs.values()) == 1
+    else:
+        assert summary["roles"] == ["user", "reasoning", "assistant"]
+        assert "think" in texts_of(summary, "reasoning")[0]
+
+
+# --------------------------------------------------------------------- (b)
+
+
+async def test_an_interrupt_answered_through_the_clients_own_resume(
+    node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    props = iac_props(workspace)
+    steps = [
+        {"say": "permission x.txt", "id": "u1"},
+        {"run": True},  # leaves the interrupt unanswered: the client refuses it
+        {"resume": ALLOW},  # buildResumeArray(agent.pendingInterrupts, ...) + runAgent({runId, forwardedProps, resume})
+    ]
+    summary = await drive(node, adapter.url, "i-perm", props, steps)
+    accepted_but_refusal(summary)
+    first, refused, resumed = runs(summary)
+
+    # The interrupt outcome, kept as agent.pendingInterrupts.
+    outcome = first["outcome"]
+    assert outcome["type"] == "interrupt"
+    (interrupt,) = outcome["interrupts"]
+    assert first["pendingInterruptsAfter"] == outcome["interrupts"]
+    assert interrupt["reason"] == "tool_call" and interrupt["responseSchema"]["required"] == ["decision"]
+
+    # A run that leaves it unanswered never leaves the client.
+    assert refused["requestSent"] is False
+    assert refused["error"]["constructor"] == "AGUIError"
+    assert refused["error"]["message"] == f"Thread has 1 pending interrupt(s) not addressed by resume: {interrupt['id']}"
+    assert refused["pendingInterruptsAfter"] == outcome["interrupts"]
+
+    # The resume: same thread and forwardedProps, a new runId, the whole conversation.
+    request = resumed["request"]
+    assert request["resume"] == [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    assert request["runId"] == resumed["runId"] != first["runId"]
+    assert request["forwardedProps"] == props and request["protocolVersion"] == "1.0"
+    assert [m["role"] for m in request["messages"]] == ["user", "assistant", "assistant"]
+    assert request["messages"][2]["toolCalls"][0]["id"] == interrupt["toolCallId"]
+    assert resumed["outcome"] == {"type": "success"} and resumed["pendingInterruptsAfter"] == []
+
+    # What the agent holds in the end: one tool call, its result right after it, the reply.
+    assert summary["roles"] == ["user", "assistant", "assistant", "tool", "assistant"]
+    (call,) = summary["toolCalls"]
+    assert call["id"] == interrupt["toolCallId"] and json.loads(call["arguments"])["path"] == "x.txt"
+    (result,) = summary["toolResults"]
+    assert result["toolCallId"] == call["id"] and "Successfully wrote" in result["content"]
+    assert "x.txt was written" in texts_of(summary)[-1]
+    assert summary["pendingInterrupts"] == []
+    assert sum(demo.state.tool_runs.values()) == 1
+
+
+def accepted_but_refusal(summary: dict[str, Any]) -> None:
+    """Like :func:`accepted`, where the only error is the client's own refusal."""
+    assert summary["verificationErrors"] == []
+    assert [e["message"].split(":")[0] for e in summary["errors"]] == ["Thread has 1 pending interrupt(s) not addressed by resume"]
+    assert client_warnings(summary) == []
+
+
+async def test_a_payload_the_adapter_refuses_leaves_the_interrupt_pending_in_both(
+    node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    steps = [
+        {"say": "permission y.txt"},
+        {"resume": {"status": "resolved", "payload": {"decision": "maybe"}}},
+        {"resume": ALLOW},
+    ]
+    summary = await drive(node, adapter.url, "i-bad", iac_props(workspace), steps)
+    first, bad, good = runs(summary)
+    assert summary["verificationErrors"] == []
+    # HTTP 400 before any stream: runAgent rejects with the status and the JSON body.
+    assert bad["httpStatus"] == 400 and bad["eventTypes"] == []
+    assert bad["error"]["status"] == 400 and bad["error"]["payload"]["error"]["code"] == "RESUME_PAYLOAD_INVALID"
+    assert bad["pendingInterruptsAfter"] == first["pendingInterruptsAfter"] != []
+    assert good["outcome"] == {"type": "success"} and summary["pendingInterrupts"] == []
+    assert sum(demo.state.tool_runs.values()) == 1
+    # The client logs the failed run (console.error), and nothing else.
+    assert [line["text"].split(":")[0] for line in summary["console"]] == ["Agent execution failed"]
+
+
+# --------------------------------------------------------------------- (c)
+
+
+async def test_a_cancelled_permission_is_a_deny(node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path) -> None:
+    summary = await drive(node, adapter.url, "i-deny", iac_props(workspace), [{"say": "permission z.txt"}, {"resume": CANCEL}])
+    accepted(summary)
+    assert summary["errors"] == []
+    first, resumed = runs(summary)
+    (interrupt,) = first["outcome"]["interrupts"]
+    assert resumed["request"]["resume"] == [{"interruptId": interrupt["id"], "status": "cancelled"}]
+    assert resumed["outcome"] == {"type": "success"}
+    (result,) = summary["toolResults"]
+    assert result["toolCallId"] == interrupt["toolCallId"] and "denied" in result["content"].lower()
+    assert summary["pendingInterrupts"] == []
+    assert sum(demo.state.tool_runs.values()) == 0
+
+
+async def test_a_cancelled_question_ends_in_run_error_cancelled(
+    node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    steps = [
+        {"say": "question"},
+        {"resume": CANCEL},
+        {"say": "hello again"},  # refused: the client still holds the question
+        {"forgetInterrupts": True},  # what the application has to do after a RUN_ERROR
+        {"run": True},  # the refused turn's message is already in agent.messages
+    ]
+    summary = await drive(node, adapter.url, "i-qc", iac_props(workspace), steps)
+    assert summary["verificationErrors"] == []
+    first, cancelled, refused, retried = runs(summary)
+    (interrupt,) = first["outcome"]["interrupts"]
+    assert interrupt["reason"] == "input_required" and interrupt["metadata"]["kind"] == "ask_user_question"
+    assert cancelled["request"]["resume"] == [{"interruptId": interrupt["id"], "status": "cancelled"}]
+    assert cancelled["eventTypes"][0] == "RUN_STARTED" and cancelled["eventTypes"][-1] == "RUN_ERROR"
+    assert cancelled["runError"]["code"] == "CANCELLED" and cancelled["error"] is None
+    assert next(iter(demo.state.tasks.values())).state == "TASK_STATE_CANCELED"
+    # @ag-ui/client 1.0.0 clears pendingInterrupts only on RUN_FINISHED: after a RUN_ERROR
+    # it keeps the cancelled question and refuses the next turn by itself.
+    assert cancelled["pendingInterruptsAfter"] == first["pendingInterruptsAfter"]
+    assert refused["requestSent"] is False and refused["error"]["constructor"] == "AGUIError"
+    assert retried["outcome"] == {"type": "success"}
+    assert 'You said: "hello again"' in texts_of(summary)[-1]
+    assert client_warnings(summary) == []
+
+
+# --------------------------------------------------------------------- (d)
+
+
+async def test_a_multi_turn_thread_sends_only_the_newest_message(
+    node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    steps = [{"say": "hello", "id": "u1"}, {"say": "tell me more", "id": "u2"}, {"say": "tool", "id": "u3"}]
+    summary = await drive(node, adapter.url, "i-multi", iac_props(workspace), steps)
+    accepted(summary)
+    assert summary["errors"] == []
+    first, second, third = runs(summary)
+    # The client sends the whole conversation every time ...
+    assert [m["id"] for m in first["request"]["messages"]] == ["u1"]
+    assert [m["role"] for m in second["request"]["messages"]] == ["user", "assistant", "user"]
+    assert second["request"]["messages"][1]["content"] == texts_of(summary)[0]
+    assert [m["id"] for m in third["request"]["messages"]][-1] == "u3" and len(third["request"]["messages"]) == 5
+    # ... and the runtime gets only the newest user message, in one session.
+    assert sent_texts(demo) == ["hello", "tell me more", "tool"]
+    assert len(demo.state.contexts) == 1
+    assert 'You said: "tell me more"' in texts_of(summary)[1]
+    assert summary["roles"] == ["user", "assistant", "user", "assistant", "user", "assistant", "tool", "assistant"]
+
+
+# ------------------------------------------------ the client's verification is on
+
+
+@pytest.mark.parametrize(
+    ("tamper", "complaint"),
+    [
+        ("second-run-started", "Cannot send 'RUN_STARTED' while a run is still active"),
+        ("orphan-content", "Cannot send 'TEXT_MESSAGE_CONTENT' event: No active text message"),
+    ],
+)
+async def test_the_clients_verification_rejects_a_broken_stream(
+    node: str, adapter: RunningAdapter, workspace: Path, tamper: str, complaint: str
+) -> None:
+    # A negative control for every `accepted(...)` above: the same pipeline does reject.
+    summary = await drive(node, adapter.url, f"i-{tamper}", iac_props(workspace), [{"say": "hello"}], tamper=tamper)
+    (error,) = summary["verificationErrors"]
+    assert error["message"].startswith(complaint)
+
+
+# ---------------------------- AGUI207: a resumed run's result for a tool of the run before
+
+
+def tool_pairs(messages: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """(tool message toolCallId, the toolCallId of the assistant message right before the tool messages)."""
+    pairs = []
+    for index, message in enumerate(messages):
+        if message["role"] != "tool":
+            continue
+        owner = index - 1
+        while owner >= 0 and messages[owner]["role"] == "tool":
+            owner -= 1
+        calls = messages[owner].get("toolCalls") or [] if owner >= 0 else []
+        owner_ids = [call["id"] for call in calls]
+        pairs.append((message["toolCallId"], message["toolCallId"] if message["toolCallId"] in owner_ids else None))
+    return pairs
+
+
+def arguments_kind(summary: dict[str, Any]) -> str:
+    """How the tool call's arguments look: "json", "empty", "not json", or "no call"."""
+    if not summary["toolCalls"]:
+        return "no call"
+    (call,) = summary["toolCalls"]
+    if call["arguments"] == "":
+        return "empty"
+    try:
+        json.loads(call["arguments"])
+    except ValueError:
+        return "not json"
+    return "json"
+
+
+@pytest.mark.parametrize("variant", ["as-is", "reopen", "reopen-args"])
+@pytest.mark.parametrize("client", ["same", "fresh"])
+async def test_agui207_options_as_the_client_applies_them(
+    node: str, adapter: RunningAdapter, workspace: Path, variant: str, client: str
+) -> None:
+    """Evidence for tests/interop/README.md ("AGUI207").
+
+    ``as-is`` is the adapter's stream; ``reopen`` and ``reopen-args`` are that
+    stream rewritten by the driver before the client reads it.
+    ``same``: the client that saw the interrupt resumes; ``fresh``: a new
+    ``HttpAgent`` (a reloaded page) resumes with the interrupt it was told about.
+    """
+    steps: list[dict[str, Any]] = [{"say": "permission w.txt"}]
+    steps += [{"resume": ALLOW}] if client == "same" else [{"newClient": True}, {"resume": ALLOW, "fromSaved": True}]
+    summary = await drive(node, adapter.url, f"i-207-{variant}-{client}", iac_props(workspace), steps, resumeVariant=variant)
+    accepted(summary)
+    assert summary["errors"] == []
+    (call_id,) = {r["toolCallId"] for r in summary["toolResults"]}
+    turn = ["user", "assistant", "assistant", "tool", "assistant"]
+    expected: dict[tuple[str, str], tuple[list[str], list[tuple[str, str | None]], str]] = {
+        # (roles, (result, owning call) pairs, arguments)
+        ("same", "as-is"): (turn, [(call_id, call_id)], "json"),
+        ("same", "reopen"): (turn, [(call_id, call_id)], "json"),
+        # The args are appended to the call the client already holds: "{...}{...}".
+        ("same", "reopen-args"): (turn, [(call_id, call_id)], "not json"),
+        # An orphan tool message: no assistant message carries its call.
+        ("fresh", "as-is"): (["tool", "assistant"], [(call_id, None)], "no call"),
+        ("fresh", "reopen"): (["assistant", "tool", "assistant"], [(call_id, call_id)], "empty"),
+        ("fresh", "reopen-args"): (["assistant", "tool", "assistant"], [(call_id, call_id)], "json"),
+    }
+    roles, pairs, arguments = expected[(client, variant)]
+    assert summary["roles"] == roles
+    assert tool_pairs(summary["messages"]) == pairs
+    assert arguments_kind(summary) == arguments
+    assert all(call["name"] == "write_file" for call in summary["toolCalls"])
+    if (client, variant) == ("same", "reopen-args"):
+        assert re.fullmatch(r"(\{.*\})\1", summary["toolCalls"][0]["arguments"])
