@@ -74,4 +74,4 @@ async def test_two_adapters_in_one_process_share_nothing(tmp_path: Path, demo: D
                 assert resp.status == 401
     finally:
         await runner.cleanup()
-    assert list((tmp_path / "a" / "threads").iterdir()) and not (tmp_path / "b" / "threads").exists()
+    assert list((tmp_path / "a" / "threads").iterdir()) and not list((tmp_path / "b" / "threads").iterdir())
