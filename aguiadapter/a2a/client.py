@@ -337,6 +337,22 @@ class A2AClient:
             raise A2AUnavailable(f"{path}: reply is not a JSON object", status=resp.status)
         return obj
 
+    async def get_json(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        """GET an extra route of the runtime (e.g. the pipeline state)."""
+        url = f"{self._base}/{path.lstrip('/')}"
+        headers = {key: value for key, value in self._json_headers.items() if key != "Content-Type"}
+        try:
+            resp = await self._get_session().get(url, params=params, headers=headers, timeout=self._unary_timeout)
+        except _TRANSPORT_ERRORS as exc:
+            raise A2AUnavailable(f"{path}: A2A runtime unreachable ({type(exc).__name__})") from exc
+        async with resp:
+            obj = await self._read_reply(resp, path)
+        if not 200 <= resp.status < 300:
+            raise A2AHttpError(resp.status, obj)
+        if not isinstance(obj, dict):
+            raise A2AUnavailable(f"{path}: reply is not a JSON object", status=resp.status)
+        return obj
+
     async def close(self) -> None:
         """Close the HTTP session if this client created it."""
         session, self._session = self._session, None

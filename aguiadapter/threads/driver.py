@@ -16,13 +16,21 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..a2a import wire
-from ..a2a.client import A2ARpcError, A2AUnavailable
+from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
 from ..a2a.messages import answer_message, permission_part
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
 from ..protocol.interrupts import build_interrupt
 from ..protocol.resume import Answer, answer_text
-from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
+from ..translate.mapper import (
+    IdentityMismatch,
+    RunIdentity,
+    RunTranslator,
+    TurnOutcome,
+    is_sideband,
+    required_inputs,
+)
+from ..translate.pipeline import PipelineState
 from .machine import SinkClosed, ThreadMachine, apply
 from .store import PersistenceError
 
@@ -58,7 +66,10 @@ class RunDriver:
             task_id=record.task_id if ticket.answers else None,
             session_id=record.session_id,
         )
-        self.translator = RunTranslator(self.identity, known_session=bool(ticket.answers))
+        if not ticket.answers or record.pipeline is None:
+            # A new turn is a new task: its pipeline sequence starts over.
+            record.pipeline = PipelineState()
+        self.translator = RunTranslator(self.identity, known_session=bool(ticket.answers), pipeline=record.pipeline)
         self.started = time.monotonic()
         self.stop_reason: StopReason | None = None
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
@@ -139,7 +150,10 @@ class RunDriver:
         return await self._resume()
 
     async def _relay(
-        self, results: AsyncIterator[dict[str, Any]], accepted: list[Answer] | None = None
+        self,
+        results: AsyncIterator[dict[str, Any]],
+        accepted: list[Answer] | None = None,
+        recover_after_first: bool = False,
     ) -> TurnOutcome | None:
         translator = self.translator
         sink = self.machine.sink
@@ -159,6 +173,11 @@ class RunDriver:
                     await self._persist_identity()
                 if events:
                     await sink.emit(events)
+                if recover_after_first:
+                    # Subscribed: what happened before is in the state route,
+                    # what happens now arrives here (the cursor drops overlap).
+                    recover_after_first = False
+                    await self._recover_pipeline()
                 if translator.outcome is not None:
                     return translator.outcome
         except A2ARpcError as exc:
@@ -181,24 +200,58 @@ class RunDriver:
         task = await self._waiting_task()
         if (task.get("status") or {}).get("state") in wire.TERMINAL_STATES:
             raise AdapterError(ErrorCode.EXECUTION_LOST)
+        await self._emit(self.translator.reopen_steps())
         if not _still_waits(task, answers):
             # The runtime took these answers before we could record it
             # (the adapter died in between): record them and follow the task.
             await self._mark_applied(answers)
             return await self._follow(task)
-        client = self.service.client
+        waiting = required_inputs(_task_iac(task))
+        answered = {answer.interrupt_id for answer in answers}
+        if any(str(envelope.get("inputId")) not in answered for envelope in waiting):
+            # The runtime asks for more than the client answered: announce
+            # everything that waits now, before anything is sent.
+            return TurnOutcome("interrupt", inputs=tuple(waiting))
+        await self._recover_pipeline()
         for answer in answers:
             if answer.cancels_task:
                 await self.service.cancel_task_quietly(self.identity.task_id)
                 return TurnOutcome("canceled")
-        *sideband, last = answers
-        for answer in sideband:
-            try:
-                await client.send_message(self._answer_message(answer))
-            except A2ARpcError as exc:
-                raise AnswerRefused(str(exc)) from exc
-            await self._mark_applied([answer])
-        return await self._relay(client.stream_message(self._answer_message(last)), accepted=[last])
+        streamed = [answer for answer in answers if not is_sideband(answer.pending["envelope"])]
+        for answer in answers:
+            if answer not in streamed[-1:]:
+                await self._send_sideband(answer)
+        if streamed:
+            last = streamed[-1]
+            return await self._relay(self.service.client.stream_message(self._answer_message(last)), accepted=[last])
+        return await self._follow(await self.service.client.get_task(str(self.identity.task_id)))
+
+    async def _send_sideband(self, answer: Answer) -> None:
+        """An answer sent without a stream (``SendMessage``); the task keeps
+        working and is followed afterwards."""
+        try:
+            await self.service.client.send_message(self._answer_message(answer))
+        except A2ARpcError as exc:
+            raise AnswerRefused(str(exc)) from exc
+        await self._mark_applied([answer])
+
+    async def _recover_pipeline(self) -> None:
+        """Events the runtime's pipeline produced while no stream was open,
+        after the stored cursor, with a snapshot that restores the view."""
+        state = self.translator.pipeline
+        if state.pipeline_run_id is None or self.identity.task_id is None:
+            return
+        params = {"taskId": self.identity.task_id, "afterSequence": str(state.last_sequence)}
+        try:
+            document = await self.service.client.get_json("/iac-code/pipeline/state", params)
+        except A2AError as exc:
+            log.info("run %s: pipeline state not recovered: %s", self.identity.run_id, exc)
+            return
+        await self._emit(self.translator.recover(document))
+
+    async def _emit(self, events: list[Any]) -> None:
+        if events and self.machine.sink is not None:
+            await self.machine.sink.emit(events)
 
     async def _waiting_task(self) -> dict[str, Any]:
         task_id = self.identity.task_id
@@ -216,13 +269,13 @@ class RunDriver:
         return task
 
     async def _follow(self, task: dict[str, Any]) -> TurnOutcome | None:
+        """Relay a task that works on without a stream of ours."""
         state = (task.get("status") or {}).get("state")
         if state in wire.STREAM_END_STATES:
-            events = self.translator.feed({"task": task})
-            if events and self.machine.sink is not None:
-                await self.machine.sink.emit(events)
+            await self._recover_pipeline()
+            await self._emit(self.translator.feed({"task": task}))
             return self.translator.outcome
-        return await self._relay(self.service.client.subscribe(str(task["id"])))
+        return await self._relay(self.service.client.subscribe(str(task["id"])), recover_after_first=True)
 
     def _answer_message(self, answer: Answer) -> dict[str, Any]:
         envelope = answer.pending["envelope"]
@@ -367,14 +420,12 @@ class RunDriver:
         await self.service.expiry.cancel(self.identity.thread_id)
 
 
+def _task_iac(task: dict[str, Any]) -> dict[str, Any]:
+    iac = (task.get("metadata") or {}).get(wire.IAC_CODE_KEY)
+    return iac if isinstance(iac, dict) else {}
+
+
 def _still_waits(task: dict[str, Any], answers: list[Answer]) -> bool:
     """Whether the task still waits for (one of) these answers."""
-    status = task.get("status") or {}
-    if status.get("state") != wire.INPUT_REQUIRED:
-        return False
-    iac = (task.get("metadata") or {}).get(wire.IAC_CODE_KEY) or {}
-    waiting = {str(item.get("inputId")) for item in iac.get("pendingPermissions") or () if isinstance(item, dict)}
-    envelope = iac.get("input")
-    if isinstance(envelope, dict) and envelope.get("required") is True:
-        waiting.add(str(envelope.get("inputId")))
+    waiting = {str(envelope.get("inputId")) for envelope in required_inputs(_task_iac(task))}
     return any(answer.interrupt_id in waiting for answer in answers)

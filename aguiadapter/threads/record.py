@@ -14,6 +14,8 @@ from typing import Any
 import attrs
 import cattrs
 
+from ..translate.pipeline import PipelineState
+
 RECORD_SCHEMA_VERSION = 1
 #: How many (runId → digest) entries a thread keeps for idempotency checks.
 RUN_HISTORY_LIMIT = 1000
@@ -48,6 +50,8 @@ class ThreadRecord:
     pending_interrupts: list[dict[str, Any]] = attrs.Factory(list)
     #: interruptId → digest of the answer the runtime accepted.
     applied_answers: dict[str, str] = attrs.Factory(dict)
+    #: The current execution's pipeline cursor (sequence, open steps).
+    pipeline: PipelineState | None = None
     updated_at: float = 0.0
     version: int = 0
     schema_version: int = RECORD_SCHEMA_VERSION

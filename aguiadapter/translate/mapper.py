@@ -16,7 +16,8 @@ from typing import Any, Literal
 import attrs
 
 from ..a2a import wire
-from ..protocol.events import ARTIFACT_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT, Event
+from ..protocol.events import ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT, Event
+from . import pipeline as pl
 from .spans import SpanTracker
 
 OutcomeKind = Literal["success", "interrupt", "failed", "canceled"]
@@ -55,8 +56,16 @@ _ERROR_STATES = frozenset({wire.FAILED, wire.REJECTED, wire.AUTH_REQUIRED})
 class RunTranslator:
     """Translate one run's A2A results into AG-UI events."""
 
-    def __init__(self, identity: RunIdentity, *, known_session: bool = False) -> None:
+    def __init__(
+        self,
+        identity: RunIdentity,
+        *,
+        known_session: bool = False,
+        pipeline: pl.PipelineState | None = None,
+    ) -> None:
         self.identity = identity
+        #: The thread's pipeline cursor; advanced in place, saved with the record.
+        self.pipeline = pipeline if pipeline is not None else pl.PipelineState()
         self.spans = SpanTracker(f"{identity.run_id}")
         self.outcome: TurnOutcome | None = None
         #: Set when a task or session id was learned; the service persists it.
@@ -98,6 +107,27 @@ class RunTranslator:
         self.spans.close_all(out)
         return out
 
+    def reopen_steps(self) -> list[Event]:
+        """Open, in this run, the pipeline steps an earlier run left active."""
+        out: list[Event] = []
+        for key in self.pipeline.open_steps:
+            self.spans.open_step(out, pl.step_name(key))
+        return out
+
+    def recover(self, state: dict[str, Any]) -> list[Event]:
+        """The runtime's pipeline state route: a snapshot for the client's
+        view, then the events the cursor has not seen yet."""
+        out: list[Event] = []
+        snapshot = state.get("snapshot")
+        if isinstance(snapshot, dict):
+            run_id = snapshot.get("pipelineRunId") or self.pipeline.pipeline_run_id
+            run_id = run_id if isinstance(run_id, str) else None
+            out.append(pl.activity_snapshot(f"pipeline:{run_id or self.identity.thread_id}", run_id, snapshot))
+        for envelope in state.get("events") or ():
+            if isinstance(envelope, dict):
+                self._pipeline_event(envelope, out)
+        return out
+
     def usage(self) -> list[dict[str, Any]]:
         """Token usage summed over the run, as AG-UI ``TokenUsage`` entries."""
         if not self._usage:
@@ -127,6 +157,12 @@ class RunTranslator:
                 self._final_text(_text_of(message), out)
             else:
                 self._text_parts(message.get("parts") or (), out)
+        if iac and ("pendingPermissions" in iac or "input" in iac):
+            inputs = required_inputs(iac)
+            if inputs:
+                # Also while WORKING: a sub-pipeline waits for the user.
+                self.outcome = TurnOutcome("interrupt", inputs=tuple(inputs))
+                return
         if state != wire.WORKING and state != wire.SUBMITTED:
             self._end_state(status, iac, out)
 
@@ -146,6 +182,54 @@ class RunTranslator:
         usage = iac.get("usage")
         if usage is not None:
             self._add_usage(usage)
+        if "pipeline" in iac or "pipelineBatch" in iac:
+            for envelope in pl.envelopes_of(iac):
+                self._pipeline_event(envelope, out)
+
+    def _pipeline_event(self, envelope: dict[str, Any], out: list[Event]) -> None:
+        state = self.pipeline
+        if state.is_replay(envelope):
+            return
+        state.remember(envelope)
+        kind = envelope.get("eventType")
+        data = envelope.get("data")
+        data = data if isinstance(data, dict) else {}
+        if kind == "text_delta":
+            text = data.get("text")
+            if isinstance(text, str) and text:
+                message_id = self.spans.open_keyed_text(out, pl.text_key(envelope))
+                out.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})
+        elif kind == "thinking_delta":
+            text = data.get("text")
+            if isinstance(text, str) and text:
+                rid = self.spans.open_reasoning(out)
+                out.append({"type": "REASONING_MESSAGE_CONTENT", "messageId": rid, "delta": text})
+        elif kind == "tool_started":
+            self._tool({"status": "input_complete", "toolUseId": data.get("toolUseId"),
+                        "name": data.get("toolName"), "toolInput": data.get("input")}, out)
+        elif kind == "tool_result":
+            status = "failed" if data.get("isError") is True else "completed"
+            self._tool({"status": status, "toolUseId": data.get("toolUseId"), "result": data.get("result")}, out)
+        elif kind == "usage":
+            self._add_usage(data)
+        elif kind in pl.STEP_OPENERS or kind in pl.STEP_CLOSERS:
+            self._pipeline_step(envelope, kind in pl.STEP_OPENERS, out)
+        if kind in pl.CUSTOM_TYPES:
+            out.append({"type": "CUSTOM", "name": PIPELINE_EVENT, "value": envelope})
+
+    def _pipeline_step(self, envelope: dict[str, Any], opens: bool, out: list[Event]) -> None:
+        key = pl.step_key(envelope)
+        if key is None:
+            return
+        open_steps = self.pipeline.open_steps
+        if opens:
+            if key not in open_steps:
+                open_steps.append(key)
+            self.spans.open_step(out, pl.step_name(key))
+        else:
+            if key in open_steps:
+                open_steps.remove(key)
+            self.spans.close_step(out, pl.step_name(key))
 
     def _learn_session(self, session_id: Any) -> None:
         if not isinstance(session_id, str) or not session_id:
@@ -229,9 +313,9 @@ class RunTranslator:
     def _end_state(self, status: dict[str, Any], iac: dict[str, Any], out: list[Event]) -> None:
         state = status.get("state")
         if state == wire.INPUT_REQUIRED:
-            envelope = iac.get("input")
-            if isinstance(envelope, dict) and envelope.get("required") is True:
-                self.outcome = TurnOutcome("interrupt", inputs=(envelope,))
+            inputs = required_inputs(iac)
+            if inputs:
+                self.outcome = TurnOutcome("interrupt", inputs=tuple(inputs))
             else:
                 self.outcome = TurnOutcome("success")
         elif state == wire.COMPLETED:
@@ -260,6 +344,28 @@ class RunTranslator:
             "sessionId": ident.session_id,
         }
         out.append({"type": "CUSTOM", "name": SESSION_EVENT, "value": _compact(value)})
+
+
+def required_inputs(iac: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the runtime waits for: the ``input`` envelope and the
+    sub-pipeline ``pendingPermissions``, required ones only, once each."""
+    found: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    candidates = [iac.get("input"), *(iac.get("pendingPermissions") or ())]
+    for envelope in candidates:
+        if not isinstance(envelope, dict) or envelope.get("required") is not True:
+            continue
+        input_id = str(envelope.get("inputId") or "")
+        if input_id in seen:
+            continue
+        seen.add(input_id)
+        found.append(envelope)
+    return found
+
+
+def is_sideband(envelope: dict[str, Any]) -> bool:
+    """A sub-pipeline input: answered with ``SendMessage`` while the task works."""
+    return envelope.get("scope") == "candidate" or isinstance(envelope.get("subPipelineId"), str)
 
 
 def _iac(obj: dict[str, Any]) -> dict[str, Any]:

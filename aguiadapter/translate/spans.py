@@ -13,12 +13,14 @@ from ..protocol.events import Event
 class SpanTracker:
     """Open AG-UI spans of one run, with id allocation for new messages."""
 
-    __slots__ = ("_counter", "_prefix", "open_steps", "open_tools", "reasoning_id", "text_id")
+    __slots__ = ("_counter", "_prefix", "keyed_texts", "open_steps", "open_tools", "reasoning_id", "text_id")
 
     def __init__(self, id_prefix: str) -> None:
         self._prefix = id_prefix
         self._counter = 0
         self.text_id: str | None = None
+        #: Parallel text streams (pipeline candidates), by stream key.
+        self.keyed_texts: dict[str, str] = {}
         self.reasoning_id: str | None = None
         self.open_tools: dict[str, str] = {}
         self.open_steps: list[str] = []
@@ -42,10 +44,26 @@ class SpanTracker:
             out.append({"type": "TEXT_MESSAGE_END", "messageId": self.text_id})
             self.text_id = None
 
+    def open_keyed_text(self, out: list[Event], key: str) -> str:
+        """The open message of one parallel text stream, opened if needed."""
+        message_id = self.keyed_texts.get(key)
+        if message_id is None:
+            self.close_reasoning(out)
+            message_id = self.keyed_texts[key] = self.new_id("m")
+            out.append({"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"})
+        return message_id
+
+    def close_keyed_texts(self, out: list[Event]) -> None:
+        """Close every parallel text stream."""
+        for message_id in self.keyed_texts.values():
+            out.append({"type": "TEXT_MESSAGE_END", "messageId": message_id})
+        self.keyed_texts.clear()
+
     def open_reasoning(self, out: list[Event]) -> str:
         """Return the open reasoning message id, opening span and message if needed."""
         if self.reasoning_id is None:
             self.close_text(out)
+            self.close_keyed_texts(out)
             rid = self.reasoning_id = self.new_id("r")
             out.append({"type": "REASONING_START", "messageId": rid})
             out.append({"type": "REASONING_MESSAGE_START", "messageId": rid, "role": "reasoning"})
@@ -62,6 +80,8 @@ class SpanTracker:
     def close_messages(self, out: list[Event]) -> None:
         """Close text and reasoning (a tool call or a step boundary follows)."""
         self.close_text(out)
+        if self.keyed_texts:
+            self.close_keyed_texts(out)
         self.close_reasoning(out)
 
     def open_tool(self, out: list[Event], tool_call_id: str, name: str) -> None:

@@ -1,0 +1,445 @@
+"""A shared store for several replicas: thread records, claims and signals in Redis.
+
+Chosen with ``--store redis://HOST:PORT/DB`` (needs ``aguiadapter[redis]``).
+Every key is described in ``docs/redis-layout.md``. In short:
+
+- a record is one hash (``version`` and ``record`` JSON); a save is a Lua
+  compare-and-set on the version, allowed only while the thread's claim key
+  still holds the writer's fencing token;
+- a claim is a key with a lease (``PX``) holding a fencing token that grows
+  with a counter (``INCR``); renewal and release check the token first;
+- deadlines are a sorted set; ``due_deadlines`` hands them out only to the
+  replica that holds a short sweeper lease;
+- cancels travel on a pub/sub channel that a background task listens to,
+  reconnecting whenever Redis goes away.
+
+Options of the store itself ride in the URL's query string and are removed
+before the URL reaches redis-py: ``prefix`` (key prefix, default
+``aguiadapter:``), ``lease_seconds`` (claim lease, default 5) and
+``retention_days`` (how long idle and terminal records are kept, default 30;
+0 keeps them forever). Interrupted and running records never expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import attrs
+import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisError
+
+from .record import ThreadRecord, record_from_json, record_to_json
+from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+DEFAULT_PREFIX = "aguiadapter:"
+DEFAULT_LEASE_SECONDS = 5.0
+DEFAULT_RETENTION_DAYS = 30.0
+#: How long one replica keeps the right to sweep deadlines (service sweeps every 5 s).
+SWEEPER_LEASE_MS = 4000
+#: At most this many due threads are handed out per sweep.
+SWEEP_BATCH = 100
+#: States whose records may expire after the retention period.
+EXPIRING_STATES = frozenset({"idle", "terminal"})
+#: Low bits of a fencing token that come from a random number, so that a
+#: counter that went back (Redis lost its last writes) cannot reissue a token.
+_TOKEN_RANDOM_BITS = 16
+_ERRORS = (RedisError, OSError)
+
+# KEYS: claim, fence counter. ARGV: lease ms, random low bits.
+_CLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local token = redis.call('INCR', KEYS[2]) * 65536 + tonumber(ARGV[2])
+redis.call('SET', KEYS[1], string.format('%.0f', token), 'PX', ARGV[1])
+return token
+"""
+
+# KEYS: claim. ARGV: token, lease ms.
+_RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+# KEYS: claim. ARGV: token.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+"""
+
+# KEYS: record, claim. ARGV: expected version, new version, record JSON,
+# token ('' when the write holds no claim), TTL ms ('0': keep forever).
+# Returns 1 (written, or this very write was already applied), -1 (the claim
+# is not ours any more), -2 (someone else changed the record).
+_SAVE = """
+if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return -1 end
+local current = redis.call('HGET', KEYS[1], 'version') or '0'
+if current == ARGV[2] and redis.call('HGET', KEYS[1], 'record') == ARGV[3] then return 1 end
+if current ~= ARGV[1] then return -2 end
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3])
+if ARGV[5] == '0' then redis.call('PERSIST', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
+return 1
+"""
+
+# KEYS: sweeper lease, deadlines. ARGV: replica id, lease ms, now, batch.
+_SWEEP = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return {} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
+"""
+
+
+class RedisStoreError(RuntimeError):
+    """The Redis store cannot be configured or started (a clear startup error)."""
+
+
+@attrs.frozen
+class RedisSettings:
+    """The store's own options, taken from the URL's query string."""
+
+    prefix: str = DEFAULT_PREFIX
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    retention_days: float = DEFAULT_RETENTION_DAYS
+
+    @property
+    def retention_ms(self) -> int:
+        """The TTL of idle and terminal records; 0 keeps them forever."""
+        return round(self.retention_days * 86_400_000)
+
+    @property
+    def lease_ms(self) -> int:
+        """The claim lease in milliseconds."""
+        return max(1, round(self.lease_seconds * 1000))
+
+
+@attrs.frozen
+class Keys:
+    """Every key name the store uses (see docs/redis-layout.md)."""
+
+    prefix: str
+
+    def thread(self, thread_id: str) -> str:
+        """The hash holding a thread's record."""
+        return f"{self.prefix}thread:{thread_id}"
+
+    def claim(self, thread_id: str) -> str:
+        """The lease of the run (or expiry, or cancel) that owns a thread."""
+        return f"{self.prefix}claim:{thread_id}"
+
+    @property
+    def fence(self) -> str:
+        """The counter fencing tokens are made from."""
+        return f"{self.prefix}fence"
+
+    @property
+    def deadlines(self) -> str:
+        """The sorted set of interrupt deadlines (score: epoch seconds)."""
+        return f"{self.prefix}deadlines"
+
+    @property
+    def sweeper(self) -> str:
+        """The short lease of the replica that sweeps deadlines."""
+        return f"{self.prefix}sweeper"
+
+    @property
+    def cancel_channel(self) -> str:
+        """The pub/sub channel of cross-replica cancels."""
+        return f"{self.prefix}cancel"
+
+
+# ------------------------------------------------------------------ URLs
+def is_redis_url(url: str | None) -> bool:
+    """Whether a ``--store`` value names a Redis server."""
+    return bool(url) and urlsplit(str(url)).scheme in REDIS_SCHEMES
+
+
+def split_store_url(url: str) -> tuple[str, RedisSettings]:
+    """Split a store URL into the redis-py URL and the store's own options."""
+    parts = urlsplit(url)
+    if parts.scheme not in REDIS_SCHEMES:
+        raise RedisStoreError(f"not a redis URL: {redact_url(url)} (use redis://HOST:PORT/DB)")
+    ours: dict[str, str] = {}
+    theirs: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _OPTION_NAMES:
+            ours[name] = value
+        else:
+            theirs.append((name, value))
+    settings = _settings_from(ours)
+    return urlunsplit(parts._replace(query=urlencode(theirs))), settings
+
+
+_OPTION_NAMES = frozenset({"prefix", "lease_seconds", "retention_days"})
+
+
+def _settings_from(options: dict[str, str]) -> RedisSettings:
+    try:
+        lease = float(options.get("lease_seconds", DEFAULT_LEASE_SECONDS))
+        retention = float(options.get("retention_days", DEFAULT_RETENTION_DAYS))
+    except ValueError as exc:
+        raise RedisStoreError(f"bad store option: {exc}") from exc
+    if lease <= 0 or retention < 0:
+        raise RedisStoreError("lease_seconds must be > 0 and retention_days >= 0")
+    return RedisSettings(options.get("prefix", DEFAULT_PREFIX), lease, retention)
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (for banners, logs and /health)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=user + host))
+
+
+def store_from_url(url: str) -> RedisThreadStore:
+    """The store for a ``--store redis://...`` value (what ``create_app`` calls)."""
+    redis_url, settings = split_store_url(url)
+    return RedisThreadStore(redis_url, settings)
+
+
+def _client_for(redis_url: str) -> aioredis.Redis:
+    """A client with short timeouts and a quick retry (URL options win)."""
+    retry = Retry(ExponentialBackoff(cap=0.25, base=0.05), retries=2)
+    try:
+        return aioredis.Redis.from_url(
+            redis_url, socket_connect_timeout=2.0, socket_timeout=3.0, retry=retry, health_check_interval=15
+        )
+    except ValueError as exc:
+        raise RedisStoreError(f"bad redis URL {redact_url(redis_url)}: {exc}") from exc
+
+
+# ----------------------------------------------------------------- store
+class RedisThreadStore:
+    """Thread records, claims, deadlines and cancels shared through Redis."""
+
+    def __init__(self, redis_url: str, settings: RedisSettings | None = None) -> None:
+        self.settings = settings or RedisSettings()
+        self.keys = Keys(self.settings.prefix)
+        self.replica_id = f"{uuid.uuid4()}"
+        self._url = redact_url(redis_url)
+        self._client = _client_for(redis_url)
+        self._claim_script = self._client.register_script(_CLAIM)
+        self._renew_script = self._client.register_script(_RENEW)
+        self._release_script = self._client.register_script(_RELEASE)
+        self._save_script = self._client.register_script(_SAVE)
+        self._sweep_script = self._client.register_script(_SWEEP)
+        self._callbacks: list[Callable[[str], None]] = []
+        self._listener: asyncio.Task[None] | None = None
+        #: Set while the cancel listener is subscribed (tests wait on it).
+        self.listening = asyncio.Event()
+
+    # ------------------------------------------------------------ identity
+    @property
+    def kind(self) -> str:
+        """This is the Redis store."""
+        return "redis"
+
+    @property
+    def lease_seconds(self) -> float:
+        """A claim lapses this long after its last renewal."""
+        return self.settings.lease_seconds
+
+    def location(self) -> str:
+        """The server (password hidden) and the key prefix."""
+        return f"{self._url} (prefix {self.settings.prefix})"
+
+    # ----------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Check that Redis answers, then listen for cancels."""
+        try:
+            await self._client.ping()
+        except _ERRORS as exc:
+            raise RedisStoreError(f"cannot reach the redis store at {self._url}: {exc}") from exc
+        self._listener = asyncio.create_task(self._listen_forever(), name="redis-cancel-listener")
+
+    async def close(self) -> None:
+        """Stop listening and close the connections."""
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+            self._listener = None
+        await self._client.aclose()
+
+    async def ping(self) -> bool:
+        """Whether Redis answers (for /health)."""
+        try:
+            return bool(await self._client.ping())
+        except _ERRORS:
+            return False
+
+    # ------------------------------------------------------------- records
+    async def load(self, thread_id: str) -> ThreadRecord | None:
+        """The stored record; ``StoreUnavailable`` when Redis does not answer."""
+        try:
+            data = await self._client.hget(self.keys.thread(thread_id), "record")
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {exc}") from exc
+        if data is None:
+            return None
+        return _parse_record(thread_id, data if isinstance(data, bytes) else data.encode())
+
+    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
+        """Compare-and-set the record on its version, fenced by the claim's token."""
+        if claim is not None and claim.thread_id != record.thread_id:
+            raise PersistenceError(f"claim of {claim.thread_id} used for {record.thread_id}")
+        expected = record.version
+        record.version, record.updated_at = expected + 1, time.time()
+        try:
+            result = await self._save_script(
+                keys=[self.keys.thread(record.thread_id), self.keys.claim(record.thread_id)],
+                args=[expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record)],
+            )
+        except _ERRORS as exc:
+            record.version = expected
+            raise PersistenceError(f"redis: {exc}") from exc
+        if result != 1:
+            record.version = expected
+            raise PersistenceError(_SAVE_REFUSALS.get(int(result), f"unexpected answer {result!r}"))
+
+    def _ttl_ms(self, record: ThreadRecord) -> int:
+        return self.settings.retention_ms if record.state in EXPIRING_STATES else 0
+
+    # -------------------------------------------------------------- claims
+    async def claim(self, thread_id: str, run_id: str) -> Claim | None:
+        """Take the thread's lease with a new fencing token; ``None`` if held."""
+        low_bits = secrets.randbits(_TOKEN_RANDOM_BITS)
+        keys = [self.keys.claim(thread_id), self.keys.fence]
+        try:
+            token = await self._claim_script(keys=keys, args=[self.settings.lease_ms, low_bits])
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {exc}") from exc
+        return Claim(thread_id, run_id, int(token)) if int(token) > 0 else None
+
+    async def renew(self, claim: Claim) -> bool:
+        """Extend the lease if it still holds our token; ``False`` once lost."""
+        keys = [self.keys.claim(claim.thread_id)]
+        try:
+            kept = await self._renew_script(keys=keys, args=[claim.token, self.settings.lease_ms])
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {exc}") from exc
+        return int(kept) == 1
+
+    async def release(self, claim: Claim) -> None:
+        """Delete the lease only if it still holds our token (never raises)."""
+        try:
+            await self._release_script(keys=[self.keys.claim(claim.thread_id)], args=[claim.token])
+        except _ERRORS as exc:
+            log.warning("thread %s: claim not released (it lapses by itself): %s", claim.thread_id, exc)
+
+    # ----------------------------------------------------------- deadlines
+    async def set_deadline(self, thread_id: str, expires_at: float | None) -> None:
+        """Add, move or remove a thread's deadline in the sorted set."""
+        try:
+            if expires_at is None:
+                await self._client.zrem(self.keys.deadlines, thread_id)
+            else:
+                await self._client.zadd(self.keys.deadlines, {thread_id: expires_at})
+        except _ERRORS as exc:
+            raise PersistenceError(f"redis: {exc}") from exc
+
+    async def deadlines(self) -> dict[str, float]:
+        """Every deadline (each replica re-arms them all at startup)."""
+        try:
+            entries = await self._client.zrange(self.keys.deadlines, 0, -1, withscores=True)
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {exc}") from exc
+        return {_text(member): float(score) for member, score in entries}
+
+    async def due_deadlines(self, now: float) -> list[str]:
+        """Deadlines that passed, for the replica holding the sweeper lease only."""
+        keys = [self.keys.sweeper, self.keys.deadlines]
+        args = [self.replica_id, SWEEPER_LEASE_MS, repr(now), SWEEP_BATCH]
+        try:
+            due = await self._sweep_script(keys=keys, args=args)
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {exc}") from exc
+        return [_text(member) for member in due]
+
+    # ------------------------------------------------------------- cancels
+    async def publish_cancel(self, execution_id: str) -> None:
+        """Tell every replica; the one streaming the execution stops it."""
+        try:
+            await self._client.publish(self.keys.cancel_channel, execution_id)
+        except _ERRORS as exc:
+            # The caller then waits for the run to end and reports 503 or busy.
+            log.warning("cancel of %s not published: %s", execution_id, exc)
+
+    def on_cancel(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(execution_id)`` for every published cancel."""
+        self._callbacks.append(callback)
+
+    async def _listen_forever(self) -> None:
+        delay = 0.1
+        while True:
+            try:
+                await self._listen_once()
+            except _ERRORS as exc:
+                log.warning("cancel listener lost redis (%s); reconnecting in %.1f s", exc, delay)
+            delay = 0.1 if self.listening.is_set() else min(delay * 2, 5.0)
+            self.listening.clear()
+            await asyncio.sleep(delay)
+
+    async def _listen_once(self) -> None:
+        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(self.keys.cancel_channel)
+            self.listening.set()
+            while True:
+                message = await pubsub.get_message(timeout=1.0)
+                if message is not None and message.get("type") == "message":
+                    self._dispatch(_text(message["data"]))
+        finally:
+            await _close_quietly(pubsub)
+
+    def _dispatch(self, execution_id: str) -> None:
+        for callback in list(self._callbacks):
+            try:
+                callback(execution_id)
+            except Exception:
+                log.exception("cancel callback failed for %s", execution_id)
+
+
+_SAVE_REFUSALS = {
+    -1: "the thread's claim was lost (its lease lapsed or another replica holds it)",
+    -2: "the record was changed by another writer (version conflict)",
+}
+
+
+def _token_arg(claim: Claim | None) -> str:
+    return "" if claim is None else str(claim.token)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _parse_record(thread_id: str, data: bytes) -> ThreadRecord:
+    try:
+        record = record_from_json(data)
+    except ValueError as exc:
+        raise CorruptRecord(f"redis record of {thread_id}: {exc}") from exc
+    if record.thread_id != thread_id:
+        raise CorruptRecord(f"redis record of {thread_id} belongs to another thread")
+    return record
+
+
+async def _close_quietly(pubsub: PubSub) -> None:
+    try:
+        await pubsub.aclose()
+    except _ERRORS:
+        pass
