@@ -329,13 +329,7 @@ class A2AClient:
         """
         url = f"{self._base}/{path.lstrip('/')}"
         resp = await self._send(url, body, self._json_headers, self._unary_timeout, path)
-        async with resp:
-            obj = await self._read_reply(resp, path)
-        if not 200 <= resp.status < 300:
-            raise A2AHttpError(resp.status, obj)
-        if not isinstance(obj, dict):
-            raise A2AUnavailable(f"{path}: reply is not a JSON object", status=resp.status)
-        return obj
+        return await self._json_object(resp, path)
 
     async def get_json(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         """GET an extra route of the runtime (e.g. the pipeline state)."""
@@ -345,6 +339,10 @@ class A2AClient:
             resp = await self._get_session().get(url, params=params, headers=headers, timeout=self._unary_timeout)
         except _TRANSPORT_ERRORS as exc:
             raise A2AUnavailable(f"{path}: A2A runtime unreachable ({type(exc).__name__})") from exc
+        return await self._json_object(resp, path)
+
+    async def _json_object(self, resp: aiohttp.ClientResponse, path: str) -> dict[str, Any]:
+        """A plain (non-JSON-RPC) JSON object reply, or the matching error."""
         async with resp:
             obj = await self._read_reply(resp, path)
         if not 200 <= resp.status < 300:

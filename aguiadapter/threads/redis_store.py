@@ -358,12 +358,12 @@ class RedisThreadStore:
             entries = await self._client.zrange(self.keys.deadlines, 0, -1, withscores=True)
         except _ERRORS as exc:
             raise StoreUnavailable(f"redis: {exc}") from exc
-        return {_text(member): float(score) for member, score in entries}
+        return _scores(entries)
 
     async def due_deadlines(self, now: float) -> list[str]:
         """Deadlines that passed, for the replica holding the sweeper lease only."""
         keys = [self.keys.sweeper, self.keys.deadlines]
-        args = [self.replica_id, SWEEPER_LEASE_MS, repr(now), SWEEP_BATCH]
+        args: list[str | int] = [self.replica_id, SWEEPER_LEASE_MS, repr(now), SWEEP_BATCH]
         try:
             due = await self._sweep_script(keys=keys, args=args)
         except _ERRORS as exc:
@@ -428,6 +428,10 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _scores(entries: Any) -> dict[str, float]:
+    return {_text(member): float(score) for member, score in entries}
+
+
 def _parse_record(thread_id: str, data: bytes) -> ThreadRecord:
     try:
         record = record_from_json(data)
@@ -440,6 +444,6 @@ def _parse_record(thread_id: str, data: bytes) -> ThreadRecord:
 
 async def _close_quietly(pubsub: PubSub) -> None:
     try:
-        await pubsub.aclose()
+        await pubsub.reset()
     except _ERRORS:
         pass
