@@ -284,3 +284,13 @@ async def test_an_answer_the_runtime_took_before_a_crash_is_recorded_not_resent(
     assert sum(demo.state.tool_runs.values()) == 1, "the answer must not be sent twice"
     record = await FileThreadStore(adapter.config.state_dir).load("t-window")
     assert record is not None and record.pending_interrupts == [] and interrupt["id"] in record.applied_answers
+
+
+async def test_the_resumed_run_reopens_the_tool_call_before_its_result(adapter: RunningAdapter, workspace: Path) -> None:
+    # AG-UI validators want a TOOL_CALL_RESULT to answer a call of the same
+    # run; clients treat the repeated START as the same call (no new arguments).
+    interrupt = await interrupt_on(adapter, "t-reopen", workspace)
+    events = (await adapter.run(resume_body("t-reopen", workspace, allow(interrupt)))).events()
+    tool = [e for e in events if e["type"].startswith("TOOL_CALL")]
+    assert [e["type"] for e in tool] == ["TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
+    assert tool[0] == {"type": "TOOL_CALL_START", "toolCallId": interrupt["toolCallId"], "toolCallName": "write_file"}

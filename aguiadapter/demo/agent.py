@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from itertools import chain
 from typing import Any, Final
@@ -21,8 +22,9 @@ from typing import Any, Final
 import attrs
 
 from aguiadapter.a2a import wire
-from aguiadapter.demo import scripts
-from aguiadapter.demo.scripts import Burst, Interrupt, Json, PendingInput, RpcFailure, Sleep, Step
+from aguiadapter.demo import pipeline, scripts
+from aguiadapter.demo.pipeline import AwaitAnswer, PipelineRun, PipelineStep, SideInterrupt
+from aguiadapter.demo.scripts import Burst, Interrupt, Json, PendingInput, RpcFailure, Sleep
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +94,8 @@ class Listener:
             await self._room.wait()
 
 
-def _new_execution_id() -> str:
-    return f"exec-{uuid.uuid4().hex}"
+def _new_uuid() -> str:
+    return str(uuid.uuid4())
 
 
 @attrs.define(eq=False)
@@ -113,9 +115,16 @@ class TaskRecord:
     pending: PendingInput | None = None
     permission: Json | None = None
     input_received: Json | None = None
-    execution_id: str = attrs.field(factory=_new_execution_id)
+    execution_id: str = attrs.field(factory=lambda: f"exec-{uuid.uuid4().hex}")
     runner: asyncio.Task[None] | None = None
     listeners: set[Listener] = attrs.field(factory=set)
+    pipeline: PipelineRun | None = None
+    # Side-band inputs: asked while the turn goes on (WORKING), answered with SendMessage.
+    side_pending: dict[str, PendingInput] = attrs.field(factory=dict)
+    side_answers: dict[str, asyncio.Future[str]] = attrs.field(factory=dict)
+    # Set whenever a listener joins; cleared when a side-band answer arrives.
+    followed: asyncio.Event = attrs.field(factory=asyncio.Event)
+    clock: Callable[[], str] = scripts.utc_timestamp
 
     @property
     def cancelable(self) -> bool:
@@ -124,7 +133,7 @@ class TaskRecord:
 
     def turn_context(self) -> scripts.TurnContext:
         """The ids and options a script needs for this task."""
-        return scripts.TurnContext(self.id, self.context_id, self.session_id, self.cwd, self.language)
+        return scripts.TurnContext(self.id, self.context_id, self.session_id, self.cwd, self.language, self.clock)
 
 
 @attrs.define
@@ -148,6 +157,9 @@ class DemoState:
     # Every well-formed user message that arrived, as sent (refused ones too).
     received: list[Json] = attrs.field(factory=list)
     server_instance_id: str = attrs.field(factory=lambda: f"instance-{uuid.uuid4().hex}")
+    # Where task, session and execution ids and timestamps come from (recordings fix them).
+    new_id: Callable[[], str] = _new_uuid
+    clock: Callable[[], str] = scripts.utc_timestamp
 
     @property
     def total_cancel_calls(self) -> int:
@@ -157,7 +169,7 @@ class DemoState:
     def context(self, context_id: str, session_id: str | None = None) -> ContextRecord:
         """The context record, created on first use."""
         if context_id not in self.contexts:
-            session = session_id or str(uuid.uuid4())
+            session = session_id or self.new_id()
             self.contexts[context_id] = ContextRecord(context_id, session)
         return self.contexts[context_id]
 
@@ -217,6 +229,11 @@ def _permission_answer(message: Json) -> Json | None:
     return answers[0] if answers else None
 
 
+def _received(pending: PendingInput) -> Json:
+    """``inputReceived``: which interrupt was answered."""
+    return {"inputId": pending.input_id, "toolUseId": pending.tool_use_id, "kind": pending.kind}
+
+
 def check_permission_answer(
     answer: Mapping[str, Any], task_id: str, pending: PendingInput | None, canceled: bool
 ) -> str | None:
@@ -247,39 +264,63 @@ class DemoAgent:
 
     # --- admission ----------------------------------------------------------
 
-    def send(self, message: Any) -> tuple[TaskRecord, Listener]:
-        """Admit a user message, start its turn, and listen to it from the start."""
+    def send(self, message: Any, *, stream: bool = True) -> tuple[TaskRecord, Listener]:
+        """Admit a user message, start its turn, and listen to it from the start. A side-band
+        answer starts no turn; a *stream* caller then follows the task (others get a closed listener)."""
         message = _check_message(message)
         self.state.received.append(message)
         task_id = message.get("taskId")
         task, steps = self._continue(task_id, message) if task_id else self._new_task(message)
         listener = Listener()
-        task.listeners.add(listener)
-        self._start(task, steps)
+        if steps is None and not stream:
+            listener.close()
+            return task, listener
+        self._attach(task, listener)
+        if steps is not None:
+            self._start(task, steps)
         return task, listener
 
-    def _new_task(self, message: Json) -> tuple[TaskRecord, Iterator[Step]]:
-        context = self.state.context(message.get("contextId") or str(uuid.uuid4()))
-        task = TaskRecord(str(uuid.uuid4()), context.id, context.session_id)
+    @staticmethod
+    def _attach(task: TaskRecord, listener: Listener) -> None:
+        task.listeners.add(listener)
+        task.followed.set()
+
+    def _execution_id(self) -> str:
+        return f"exec-{self.state.new_id().replace('-', '')}"
+
+    def _plan(self, task: TaskRecord, message: Json) -> Iterator[PipelineStep]:
+        """The turn a message asks for: a pipeline run or a text behaviour."""
+        ctx = task.turn_context()
+        request = pipeline.pipeline_request(message)
+        if request is None:
+            return scripts.plan_turn(ctx, _message_text(message))
+        task.pipeline = PipelineRun.start(task.id, request, task.pipeline)
+        return pipeline.plan_pipeline(ctx, task.pipeline)
+
+    def _new_task(self, message: Json) -> tuple[TaskRecord, Iterator[PipelineStep]]:
+        context = self.state.context(message.get("contextId") or self.state.new_id())
+        task_id, clock = self.state.new_id(), self.state.clock
+        task = TaskRecord(task_id, context.id, context.session_id, execution_id=self._execution_id(), clock=clock)
         _turn_options(task, message)
         self.state.tasks[task.id] = task
         context.task_ids.append(task.id)
         ctx = task.turn_context()
         # Like iac-code, the opening message is in the task result but not in the history.
-        steps = chain(
-            scripts.open_new_task(ctx, _echo(message, task)),
-            scripts.plan_turn(ctx, _message_text(message)),
-        )
+        steps = chain(scripts.open_new_task(ctx, _echo(message, task)), self._plan(task, message))
         return task, steps
 
-    def _continue(self, task_id: str, message: Json) -> tuple[TaskRecord, Iterator[Step]]:
+    def _continue(self, task_id: str, message: Json) -> tuple[TaskRecord, Iterator[PipelineStep] | None]:
+        """The steps of the message's turn; None for an answer the running turn takes."""
         task = self.task(task_id)
         if (message.get("contextId") or task.context_id) != task.context_id:
             raise RpcError(wire.INVALID_PARAMS, "bad context id")
+        answer = _permission_answer(message)
+        if answer is not None and task.side_pending:
+            self._answer_side_band(task, answer)
+            return task, None
         if task.runner is not None:
             raise RpcError(wire.INVALID_PARAMS, f"Task {task.id} is still working; wait for it or cancel it")
         _turn_options(task, message)
-        answer = _permission_answer(message)
         if answer is not None:
             return task, self._resume_permission(task, answer)
         if task.state in wire.TERMINAL_STATES - {wire.CANCELED}:
@@ -292,15 +333,23 @@ class DemoAgent:
             task.history.append(_echo(message, task))
             self._take_pending(task, pending)
             return task, scripts.answer_question(task.turn_context(), pending, text)
+        if pending is not None and pending.kind == "candidate_selection" and task.pipeline is not None:
+            option = pipeline.chosen_option(pending, text)
+            if option is None:
+                labels = ", ".join(str(o["label"]) for o in pending.tool_input["options"])
+                raise RpcError(wire.INVALID_PARAMS, f"The answer must name one of the candidates: {labels}.")
+            task.history.append(_echo(message, task))
+            self._take_pending(task, pending)
+            task.pipeline.answered(pending.input_id)
+            return task, pipeline.answer_selection(task.turn_context(), task.pipeline, pending, option)
         # A text message on a finished, canceled or permission-waiting task is a new
         # turn on the same task; a pending tool call is dropped (as iac-code does).
         task.history.append(_echo(message, task))
         task.pending = task.permission = task.input_received = None
-        task.execution_id = _new_execution_id()
-        ctx = task.turn_context()
-        return task, chain(scripts.open_follow_up(ctx), scripts.plan_turn(ctx, text))
+        task.execution_id = self._execution_id()
+        return task, chain(scripts.open_follow_up(task.turn_context()), self._plan(task, message))
 
-    def _resume_permission(self, task: TaskRecord, answer: Json) -> Iterator[Step]:
+    def _resume_permission(self, task: TaskRecord, answer: Json) -> Iterator[scripts.Step]:
         pending, canceled = task.pending, task.state == wire.CANCELED
         problem = check_permission_answer(answer, task.id, pending, canceled)
         if problem is not None or pending is None:
@@ -312,11 +361,24 @@ class DemoAgent:
     def _take_pending(task: TaskRecord, pending: PendingInput) -> None:
         """The interrupt is answered: it leaves the task, ``inputReceived`` names it."""
         task.pending = task.permission = None
-        task.input_received = {
-            "inputId": pending.input_id,
-            "toolUseId": pending.tool_use_id,
-            "kind": pending.kind,
-        }
+        task.input_received = _received(pending)
+
+    def _answer_side_band(self, task: TaskRecord, answer: Json) -> None:
+        """Hand a validated side-band permission answer to the waiting turn."""
+        pending = task.side_pending.get(str(answer.get("inputId")))
+        if pending is None:  # let the check name the mismatch
+            pending = next(iter(task.side_pending.values()))
+        problem = check_permission_answer(answer, task.id, pending, task.state == wire.CANCELED)
+        if problem is not None:
+            raise RpcError(wire.INVALID_PARAMS, problem)
+        del task.side_pending[pending.input_id]
+        task.input_received = _received(pending)
+        if task.pipeline is not None:
+            task.pipeline.answered(pending.input_id)
+        task.followed.clear()
+        future = task.side_answers.get(pending.input_id)
+        if future is not None and not future.done():
+            future.set_result(str(answer["decision"]))
 
     def task(self, task_id: Any) -> TaskRecord:
         """The task, or TASK_NOT_FOUND."""
@@ -326,13 +388,13 @@ class DemoAgent:
 
     # --- running a turn -----------------------------------------------------
 
-    def _start(self, task: TaskRecord, steps: Iterable[Step]) -> None:
+    def _start(self, task: TaskRecord, steps: Iterable[PipelineStep]) -> None:
         runner = asyncio.get_running_loop().create_task(self._drive(task, steps), name=f"demo-turn-{task.id}")
         task.runner = runner
         self._background.add(runner)
         runner.add_done_callback(self._background.discard)
 
-    async def _drive(self, task: TaskRecord, steps: Iterable[Step]) -> None:
+    async def _drive(self, task: TaskRecord, steps: Iterable[PipelineStep]) -> None:
         try:
             for step in steps:
                 if await self._perform(task, step):
@@ -348,7 +410,7 @@ class DemoAgent:
                 task.runner = None
                 self._close_listeners(task)
 
-    async def _perform(self, task: TaskRecord, step: Step) -> bool:
+    async def _perform(self, task: TaskRecord, step: PipelineStep) -> bool:
         """Do one step; True when the turn's stream is over."""
         if isinstance(step, Sleep):
             await asyncio.sleep(step.seconds)
@@ -363,10 +425,27 @@ class DemoAgent:
         if isinstance(step, RpcFailure):
             self._crash(task, step)
             return True
+        if isinstance(step, AwaitAnswer):
+            await self._await_answer(task, step)
+            return False
         if isinstance(step, Interrupt):
             # Recorded before it is sent, so an immediate answer finds it pending.
             task.pending, task.permission = step.pending, step.pending.permission
+        elif isinstance(step, SideInterrupt):
+            task.side_pending[step.pending.input_id] = step.pending
+            task.side_answers[step.pending.input_id] = asyncio.get_running_loop().create_future()
         return self.emit(task, step.result)
+
+    @staticmethod
+    async def _await_answer(task: TaskRecord, step: AwaitAnswer) -> None:
+        try:
+            step.box.decision = await task.side_answers[step.input_id]
+        finally:
+            task.side_answers.pop(step.input_id, None)
+        # Whoever answered with SendMessage follows the task next (GetTask, then
+        # SubscribeToTask): wait a little so their stream starts at the answer.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(task.followed.wait(), step.follow_grace)
 
     async def _burst(self, task: TaskRecord, burst: Burst) -> None:
         task.history.extend(burst.texts)
@@ -430,6 +509,10 @@ class DemoAgent:
         if not task.cancelable:
             raise RpcError(wire.TASK_NOT_CANCELABLE, "Task cannot be canceled")
         runner, task.runner, task.pending = task.runner, None, None
+        task.side_pending.clear()
+        task.side_answers.clear()
+        if task.pipeline is not None:
+            task.pipeline.cancel()
         if runner is not None:
             runner.cancel()
         # iac-code keeps showing the permission it canceled (recording 08.2).
@@ -443,7 +526,7 @@ class DemoAgent:
             raise RpcError(wire.TASK_NOT_FOUND, f"Task {task.id} is not active")
         listener = Listener()
         listener.push((dumps({"task": self.snapshot(task)}),))
-        task.listeners.add(listener)
+        self._attach(task, listener)
         return task, listener
 
     @staticmethod
@@ -475,6 +558,8 @@ class DemoAgent:
             iac["permission"] = task.permission
         if task.pending is not None:
             iac["input"] = task.pending.envelope
+        if task.side_pending:
+            iac["pendingPermissions"] = [pending.envelope for pending in task.side_pending.values()]
         if task.input_received is not None:
             iac["inputReceived"] = task.input_received
         result["metadata"] = {"iac_code": iac}

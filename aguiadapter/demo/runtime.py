@@ -4,7 +4,8 @@ It plays the scripts of :mod:`aguiadapter.demo.scripts` with the wire of
 ``iac-code a2a``: ``POST /`` takes JSON-RPC 2.0 (``SendStreamingMessage``,
 ``SendMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``) and needs
 the ``A2A-Version: 1.0`` header; a bearer token is checked when one is set.
-``GET /health`` and the agent card are open. Turns run in the task engine of
+``GET /health`` and the agent card are open; ``GET /iac-code/pipeline/state``
+serves a task's pipeline log. Turns run in the task engine of
 :mod:`aguiadapter.demo.agent`: a client that leaves its stream does not cancel
 the turn (iac-code does not either), only ``CancelTask`` does.
 """
@@ -89,7 +90,8 @@ async def _send_streaming(request: web.Request, request_id: Any, params: Json) -
 
 async def _send(request: web.Request, request_id: Any, params: Json) -> web.StreamResponse:
     agent = request.app[AGENT_KEY]
-    task, listener = agent.send(params.get("message"))
+    # A side-band answer comes back at once (WORKING); its turn goes on.
+    task, listener = agent.send(params.get("message"), stream=False)
     config = params.get("configuration")
     if isinstance(config, dict) and config.get("returnImmediately") is True:
         agent.detach(task, listener)
@@ -207,6 +209,22 @@ async def handle_ensure_restored(request: web.Request) -> web.Response:
     return _json({"sessionId": context.session_id, "restored": True})
 
 
+async def handle_pipeline_state(request: web.Request) -> web.Response:
+    """``GET /iac-code/pipeline/state?taskId=…&afterSequence=N``: snapshot and later events."""
+    task = request.app[AGENT_KEY].state.tasks.get(request.query.get("taskId", ""))
+    if task is None:
+        return _json({"error": "task not found"}, status=404)
+    try:
+        after = float(request.query.get("afterSequence", "0"))
+    except ValueError:
+        after = float("nan")
+    if after != after:  # NaN: not a number, or "nan"
+        return _json({"error": "afterSequence must be a number"}, status=400)
+    if task.pipeline is None:
+        return _json({"error": "the task has no pipeline run"}, status=404)
+    return _json(task.pipeline.state_after(after))
+
+
 @web.middleware
 async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Check ``Authorization: Bearer <token>`` when the app has a token."""
@@ -223,15 +241,16 @@ async def _on_shutdown(app: web.Application) -> None:
     app[AGENT_KEY].shutdown()
 
 
-def create_demo_app(*, token: str | None = None) -> web.Application:
+def create_demo_app(*, token: str | None = None, state: DemoState | None = None) -> web.Application:
     """The demo runtime as an aiohttp application (bearer auth when *token* is set)."""
     app = web.Application(middlewares=[bearer_auth])
     app[CONFIG_KEY] = DemoConfig(token)
-    app[AGENT_KEY] = DemoAgent(DemoState())
+    app[AGENT_KEY] = DemoAgent(state or DemoState())
     app.router.add_post("/", handle_rpc)
     app.router.add_get("/health", handle_health)
     app.router.add_get("/.well-known/agent-card.json", handle_agent_card)
     app.router.add_post("/iac-code/session/ensure-restored", handle_ensure_restored)
+    app.router.add_get("/iac-code/pipeline/state", handle_pipeline_state)
     app.on_shutdown.append(_on_shutdown)
     return app
 
@@ -243,8 +262,8 @@ class DemoRuntime:
     and counters to tests; ``await runtime.close()`` stops turns and server.
     """
 
-    def __init__(self, *, token: str | None = None) -> None:
-        self.app = create_demo_app(token=token)
+    def __init__(self, *, token: str | None = None, state: DemoState | None = None) -> None:
+        self.app = create_demo_app(token=token, state=state)
         self._runner: web.AppRunner | None = None
         self._url: str | None = None
 

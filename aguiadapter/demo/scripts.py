@@ -29,6 +29,33 @@ first word             what happens
                        gets a reply naming the choice, then end of turn.
 =====================  ===================================================================
 
+``metadata.iac_code.run_mode == "pipeline"`` (any ``pipeline_name``) runs the pipeline of
+:mod:`aguiadapter.demo.pipeline` instead, whatever the text says:
+
+=====================  ===================================================================
+step                   what happens (pipeline events in WORKING updates)
+=====================  ===================================================================
+``requirements``       pipeline_started, step_started, thinking, 2 text deltas, usage,
+                       step_completed.
+``candidates``         Candidates A and B start; their text interleaves in one
+                       ``pipelineBatch``; A runs ``list_files`` (its result is sent twice,
+                       a deliberate replay), an ``internal_debug`` event, stack_progress.
+*pause 1*              B asks to ``write_file``: ``pendingPermissions`` in a WORKING update,
+                       the stream stays open; A finishes. Answer with ``SendMessage`` (the
+                       permission data part); it returns the WORKING task at once and the
+                       pipeline goes on (follow it with GetTask + SubscribeToTask).
+``selection``          B's tool runs (or is denied), B finishes, then
+*pause 2*              INPUT_REQUIRED with a ``candidate_selection`` input; answer with a
+                       text message naming "Candidate A" or "Candidate B".
+``deploy``             candidate_selected, diagram_shown, 2 stack_progress,
+                       pipeline_completed, a text delta, usage, end of turn.
+``cleanupOnly: true``  Only cleanup_started, 2 cleanup_progress, cleanup_completed,
+                       pipeline_completed, a text delta, usage, end of turn.
+=====================  ===================================================================
+
+``GET /iac-code/pipeline/state?taskId=&afterSequence=N`` returns the run's snapshot and
+every envelope after sequence N.
+
 A turn is planned as an iterator of :data:`Step` values; the runtime performs
 them (emits results, sleeps, counts tool runs, records interrupts). Numbers
 under ``metadata.iac_code`` are floats because iac-code sends a proto Struct.
@@ -420,20 +447,22 @@ def _safe_summary(tool_name: str, tool_input: Json) -> str:
     return f"{tool_name}: {json.dumps(shown, separators=(',', ':'), sort_keys=True)}"
 
 
-def _envelope(ctx: TurnContext, kind: str, input_id: str, use_id: str, **fields: Any) -> Json:
+def input_envelope(ctx: TurnContext, kind: str, input_id: str, use_id: str, **fields: Any) -> Json:
     """An interrupt envelope (``metadata.iac_code.input``)."""
     ids = {"requestTaskId": ctx.task_id, "contextId": ctx.context_id, "inputId": input_id}
     envelope = {"schemaVersion": 1.0, "kind": kind, **ids, "toolUseId": use_id, **fields}
     return {**envelope, "language": ctx.language, "required": True}
 
 
-def permission_pending(ctx: TurnContext, use_id: str, tool_input: Json) -> PendingInput:
+def permission_pending(
+    ctx: TurnContext, use_id: str, tool_input: Json, *, input_id: str | None = None
+) -> PendingInput:
     """The ``write_file`` permission interrupt iac-code raises for *tool_input*."""
     target = str(tool_input["path"])
-    envelope = _envelope(
+    envelope = input_envelope(
         ctx,
         "permission",
-        f"permission-{ctx.new_hex()}",
+        input_id or f"permission-{ctx.new_hex()}",
         use_id,
         toolName="write_file",
         title="Change a workspace file",
@@ -503,7 +532,7 @@ def question_turn(ctx: TurnContext, args: str, text: str) -> Iterator[Step]:
     yield usage(ctx, 8)
     use_id = f"call_{ctx.new_hex()[:24]}"
     options = [{"id": option_id, "label": label} for option_id, label in _QUESTION_OPTIONS]
-    envelope = _envelope(
+    envelope = input_envelope(
         ctx,
         "ask_user_question",
         f"question-{ctx.new_hex()}",

@@ -69,7 +69,14 @@ class RunDriver:
         if not ticket.answers or record.pipeline is None:
             # A new turn is a new task: its pipeline sequence starts over.
             record.pipeline = PipelineState()
-        self.translator = RunTranslator(self.identity, known_session=bool(ticket.answers), pipeline=record.pipeline)
+        resumed_tools = {
+            str(answer.pending["envelope"]["toolUseId"]): str(answer.pending["envelope"].get("toolName") or "tool")
+            for answer in ticket.answers
+            if answer.pending["envelope"].get("toolUseId")
+        }
+        self.translator = RunTranslator(
+            self.identity, known_session=bool(ticket.answers), pipeline=record.pipeline, resumed_tools=resumed_tools
+        )
         self.started = time.monotonic()
         self.stop_reason: StopReason | None = None
         self._inner: asyncio.Task[TurnOutcome | None] | None = None

@@ -62,8 +62,11 @@ class RunTranslator:
         *,
         known_session: bool = False,
         pipeline: pl.PipelineState | None = None,
+        resumed_tools: dict[str, str] | None = None,
     ) -> None:
         self.identity = identity
+        #: toolCallId → tool name of the calls whose interrupts this run answers.
+        self._resumed_tools = resumed_tools or {}
         #: The thread's pipeline cursor; advanced in place, saved with the record.
         self.pipeline = pipeline if pipeline is not None else pl.PipelineState()
         self.spans = SpanTracker(f"{identity.run_id}")
@@ -280,6 +283,12 @@ class RunTranslator:
                     out.append({"type": "TOOL_CALL_ARGS", "toolCallId": tool_call_id, "delta": delta})
             spans.close_tool(out, tool_call_id)
         elif status == "completed" or status == "failed":
+            if tool_call_id not in spans.started_tools:
+                # Started before an interrupt, in an earlier run: open it again
+                # here (same id and name, no arguments: clients would append
+                # them twice) so the result answers a tool call of this run.
+                name = tool.get("name") or self._resumed_tools.get(tool_call_id) or "tool"
+                spans.open_tool(out, tool_call_id, str(name))
             spans.close_tool(out, tool_call_id)
             spans.close_messages(out)
             result = tool.get("result")

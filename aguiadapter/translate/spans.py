@@ -13,7 +13,9 @@ from ..protocol.events import Event
 class SpanTracker:
     """Open AG-UI spans of one run, with id allocation for new messages."""
 
-    __slots__ = ("_counter", "_prefix", "keyed_texts", "open_steps", "open_tools", "reasoning_id", "text_id")
+    __slots__ = (
+        "_counter", "_prefix", "keyed_texts", "open_steps", "open_tools", "reasoning_id", "started_tools", "text_id",
+    )
 
     def __init__(self, id_prefix: str) -> None:
         self._prefix = id_prefix
@@ -23,6 +25,8 @@ class SpanTracker:
         self.keyed_texts: dict[str, str] = {}
         self.reasoning_id: str | None = None
         self.open_tools: dict[str, str] = {}
+        #: Every tool call started in this run (open or ended).
+        self.started_tools: set[str] = set()
         self.open_steps: list[str] = []
 
     def new_id(self, kind: str) -> str:
@@ -90,6 +94,7 @@ class SpanTracker:
             return
         self.close_messages(out)
         self.open_tools[tool_call_id] = name
+        self.started_tools.add(tool_call_id)
         out.append({"type": "TOOL_CALL_START", "toolCallId": tool_call_id, "toolCallName": name})
 
     def close_tool(self, out: list[Event], tool_call_id: str) -> None:

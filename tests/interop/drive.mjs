@@ -134,24 +134,30 @@ function makeFetch(plan, exchanges, knownToolCalls) {
 }
 
 // How a server could report, in a resumed run, the result of a tool call that
-// was started (and ended) in the run before the interrupt:
-//   as-is        TOOL_CALL_RESULT alone (what the adapter sends today)
+// was started (and ended) in the run before the interrupt. The server's own
+// shape is "as-is"; the others are rewrites of the resumed run, made from it
+// whatever the server sends (the re-open events of an earlier run's call, if
+// any, are dropped first):
+//   result-only  TOOL_CALL_RESULT alone
 //   reopen       TOOL_CALL_START + TOOL_CALL_END (same id and name, no args), then the result
 //   reopen-args  TOOL_CALL_START + TOOL_CALL_ARGS (the original args again) + TOOL_CALL_END, then the result
 function rewriteResumedRun(text, variant, knownToolCalls) {
+  const earlier = new Set(knownToolCalls.keys()); // calls started by the runs before this one
   const startedHere = new Set();
   let out = "";
   for (const block of sseBlocks(text)) {
     const event = blockEvent(block);
-    if (event?.type === "TOOL_CALL_START") startedHere.add(event.toolCallId);
-    if (event?.type === "TOOL_CALL_RESULT" && !startedHere.has(event.toolCallId)) {
-      const known = knownToolCalls.get(event.toolCallId) ?? { name: "unknown", args: "" };
-      out += sseOf({ type: "TOOL_CALL_START", toolCallId: event.toolCallId, toolCallName: known.name });
+    const id = event?.toolCallId;
+    if (["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"].includes(event?.type) && earlier.has(id)) continue;
+    if (event?.type === "TOOL_CALL_START") startedHere.add(id);
+    if (event?.type === "TOOL_CALL_RESULT" && !startedHere.has(id) && variant !== "result-only") {
+      const known = knownToolCalls.get(id) ?? { name: "unknown", args: "" };
+      out += sseOf({ type: "TOOL_CALL_START", toolCallId: id, toolCallName: known.name });
       if (variant === "reopen-args" && known.args) {
-        out += sseOf({ type: "TOOL_CALL_ARGS", toolCallId: event.toolCallId, delta: known.args });
+        out += sseOf({ type: "TOOL_CALL_ARGS", toolCallId: id, delta: known.args });
       }
-      out += sseOf({ type: "TOOL_CALL_END", toolCallId: event.toolCallId });
-      startedHere.add(event.toolCallId);
+      out += sseOf({ type: "TOOL_CALL_END", toolCallId: id });
+      startedHere.add(id);
     }
     out += `${block}\n\n`;
   }
@@ -271,9 +277,10 @@ async function main() {
       onEvent({ event }) {
         record.events.push(event);
         record.eventTypes.push(event.type);
-        if (event.type === "TOOL_CALL_START") {
-          knownToolCalls.set(event.toolCallId, { name: event.toolCallName, args: "" });
-        } else if (event.type === "TOOL_CALL_ARGS" && knownToolCalls.has(event.toolCallId)) {
+        // Name and args of each tool call as the run that first started it sent them.
+        if (event.type === "TOOL_CALL_START" && !knownToolCalls.has(event.toolCallId)) {
+          knownToolCalls.set(event.toolCallId, { name: event.toolCallName, args: "", runId: record.runId });
+        } else if (event.type === "TOOL_CALL_ARGS" && knownToolCalls.get(event.toolCallId)?.runId === record.runId) {
           knownToolCalls.get(event.toolCallId).args += event.delta;
         }
       },

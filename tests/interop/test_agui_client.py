@@ -94,7 +94,7 @@ async def test_an_interrupt_answered_through_the_clients_own_resume(
     node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
 ) -> None:
     props = iac_props(workspace)
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"say": "permission x.txt", "id": "u1"},
         {"run": True},  # leaves the interrupt unanswered: the client refuses it
         {"resume": ALLOW},  # buildResumeArray(agent.pendingInterrupts, ...) + runAgent({runId, forwardedProps, resume})
@@ -146,7 +146,7 @@ def accepted_but_refusal(summary: dict[str, Any]) -> None:
 async def test_a_payload_the_adapter_refuses_leaves_the_interrupt_pending_in_both(
     node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
 ) -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"say": "permission y.txt"},
         {"resume": {"status": "resolved", "payload": {"decision": "maybe"}}},
         {"resume": ALLOW},
@@ -184,7 +184,7 @@ async def test_a_cancelled_permission_is_a_deny(node: str, adapter: RunningAdapt
 async def test_a_cancelled_question_ends_in_run_error_cancelled(
     node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
 ) -> None:
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"say": "question"},
         {"resume": CANCEL},
         {"say": "hello again"},  # refused: the client still holds the question
@@ -241,6 +241,7 @@ async def test_a_multi_turn_thread_sends_only_the_newest_message(
         ("second-run-started", "Cannot send 'RUN_STARTED' while a run is still active"),
         ("orphan-content", "Cannot send 'TEXT_MESSAGE_CONTENT' event: No active text message"),
     ],
+    ids=["second-run-started", "orphan-content"],
 )
 async def test_the_clients_verification_rejects_a_broken_stream(
     node: str, adapter: RunningAdapter, workspace: Path, tamper: str, complaint: str
@@ -283,15 +284,16 @@ def arguments_kind(summary: dict[str, Any]) -> str:
     return "json"
 
 
-@pytest.mark.parametrize("variant", ["as-is", "reopen", "reopen-args"])
+@pytest.mark.parametrize("variant", ["result-only", "reopen", "reopen-args"])
 @pytest.mark.parametrize("client", ["same", "fresh"])
 async def test_agui207_options_as_the_client_applies_them(
     node: str, adapter: RunningAdapter, workspace: Path, variant: str, client: str
 ) -> None:
     """Evidence for tests/interop/README.md ("AGUI207").
 
-    ``as-is`` is the adapter's stream; ``reopen`` and ``reopen-args`` are that
-    stream rewritten by the driver before the client reads it.
+    The driver rewrites the adapter's resumed run before the client reads it:
+    ``result-only`` (the adapter's shape today), ``reopen`` (START + END before
+    the result), ``reopen-args`` (START + ARGS + END).
     ``same``: the client that saw the interrupt resumes; ``fresh``: a new
     ``HttpAgent`` (a reloaded page) resumes with the interrupt it was told about.
     """
@@ -304,12 +306,12 @@ async def test_agui207_options_as_the_client_applies_them(
     turn = ["user", "assistant", "assistant", "tool", "assistant"]
     expected: dict[tuple[str, str], tuple[list[str], list[tuple[str, str | None]], str]] = {
         # (roles, (result, owning call) pairs, arguments)
-        ("same", "as-is"): (turn, [(call_id, call_id)], "json"),
+        ("same", "result-only"): (turn, [(call_id, call_id)], "json"),
         ("same", "reopen"): (turn, [(call_id, call_id)], "json"),
         # The args are appended to the call the client already holds: "{...}{...}".
         ("same", "reopen-args"): (turn, [(call_id, call_id)], "not json"),
         # An orphan tool message: no assistant message carries its call.
-        ("fresh", "as-is"): (["tool", "assistant"], [(call_id, None)], "no call"),
+        ("fresh", "result-only"): (["tool", "assistant"], [(call_id, None)], "no call"),
         ("fresh", "reopen"): (["assistant", "tool", "assistant"], [(call_id, call_id)], "empty"),
         ("fresh", "reopen-args"): (["assistant", "tool", "assistant"], [(call_id, call_id)], "json"),
     }

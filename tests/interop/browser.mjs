@@ -1,0 +1,97 @@
+// Drive the example page (examples/browser) in headless Chromium with playwright-core.
+//
+//   node browser.mjs - < job.json
+//
+// job: {"url": "http://127.0.0.1:PORT/", "chromium": "/usr/bin/chromium",
+//       "userDataDir": "<a fresh folder>", "screenshot": "<png path>"}
+// It types `hello` and waits for the reply, then `permission x.txt`, clicks
+// Approve and waits for the tool's result and the closing reply. It prints one
+// JSON document: what the page shows, what the page logged, every URL it
+// asked for, and the error if a step failed (exit status 0 either way).
+import { readFileSync } from "node:fs";
+import { chromium } from "playwright-core";
+
+const job = JSON.parse(readFileSync(process.argv[2] === undefined || process.argv[2] === "-" ? 0 : process.argv[2], "utf8"));
+
+// The flags the project runs Chromium with; playwright-core adds --headless
+// (headless: true) and --no-sandbox (chromiumSandbox: false), and takes the
+// profile folder as launchPersistentContext's first argument (--user-data-dir).
+const FLAGS = [
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+const report = { steps: [], transcript: [], interrupt: null, console: [], pageErrors: [], requests: [], error: null };
+
+async function transcript(page) {
+  return page.$$eval("[data-testid=log] > li", (items) =>
+    items.map((item) => ({ role: item.dataset.role, text: item.textContent })),
+  );
+}
+
+async function waitForText(page, role, needle) {
+  await page.waitForFunction(
+    ([role, needle]) =>
+      [...document.querySelectorAll(`[data-testid=log] > li[data-role="${role}"]`)].some((item) =>
+        item.textContent.includes(needle),
+      ),
+    [role, needle],
+  );
+}
+
+async function say(page, text) {
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  await page.fill("[data-testid=prompt]", text);
+  await page.click("[data-testid=send]");
+}
+
+const context = await chromium.launchPersistentContext(job.userDataDir, {
+  executablePath: job.chromium,
+  headless: true,
+  chromiumSandbox: false,
+  args: FLAGS,
+  viewport: { width: 900, height: 820 },
+  timeout: 60_000,
+});
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(job.timeoutMs ?? 20_000);
+  page.on("console", (message) => report.console.push({ type: message.type(), text: message.text() }));
+  page.on("pageerror", (error) => report.pageErrors.push(String(error)));
+  page.on("request", (request) => report.requests.push(request.url()));
+
+  await page.goto(job.url);
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("loaded");
+
+  await say(page, "hello");
+  await waitForText(page, "assistant", 'You said: "hello"');
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("hello answered");
+
+  await say(page, "permission x.txt");
+  const approve = page.getByRole("button", { name: "Approve" });
+  await approve.waitFor();
+  await page.getByRole("button", { name: "Deny" }).waitFor();
+  report.interrupt = await page.textContent("[data-testid=interrupt]");
+  report.steps.push("interrupt shown");
+  await approve.click();
+  await waitForText(page, "tool-result", "Successfully wrote");
+  await waitForText(page, "assistant", "x.txt was written");
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("approved and finished");
+} catch (error) {
+  report.error = String(error?.stack ?? error);
+} finally {
+  const page = context.pages()[0];
+  if (page) {
+    report.transcript = await transcript(page).catch(() => []);
+    if (job.screenshot) await page.screenshot({ path: job.screenshot, fullPage: true }).catch(() => {});
+  }
+  await context.close();
+}
+process.stdout.write(`${JSON.stringify(report)}\n`);
