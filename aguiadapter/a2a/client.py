@@ -122,12 +122,25 @@ async def iter_sse_data(
 ) -> AsyncGenerator[bytes, None]:
     """Yield the ``data`` of each server-sent event read from ``content``.
 
+    See :func:`iter_sse_batches`, which this flattens.
+    """
+    async for batch in iter_sse_batches(content, max_line=max_line):
+        for data in batch:
+            yield data
+
+
+async def iter_sse_batches(
+    content: aiohttp.StreamReader, *, max_line: int = MAX_SSE_LINE
+) -> AsyncGenerator[list[bytes], None]:
+    """Yield, per network chunk, the ``data`` of every event it completes.
+
     Several ``data:`` lines of one event are joined with ``\\n``. Comments
     (``:`` lines, used as heartbeats) and the other fields (``event``, ``id``,
     ``retry``) are skipped: A2A puts everything in ``data``. An event cut off
     by the end of the body (no blank line after it) is dropped, as the SSE
     specification requires. LF and CRLF line ends are accepted; a line longer
-    than ``max_line`` bytes raises :class:`A2AUnavailable`.
+    than ``max_line`` bytes raises :class:`A2AUnavailable`. Handing out a
+    chunk's events together lets the relay write them to its client at once.
     """
     # Lines are split here rather than with StreamReader.readline(): one C-level
     # split per network chunk is cheaper, and readline() caps lines at 128 KiB
@@ -135,16 +148,19 @@ async def iter_sse_data(
     split = _LineSplitter(max_line).feed
     pending: list[bytes] = []
     while chunk := await content.readany():
+        batch: list[bytes] = []
         for line in split(chunk):
             if line.startswith(b"data:"):
                 # The single space after the colon is syntax, not part of the value.
                 pending.append(line[6:] if line[5:6] == b" " else line[5:])
             elif not line:
                 if pending:
-                    yield pending[0] if len(pending) == 1 else b"\n".join(pending)
+                    batch.append(pending[0] if len(pending) == 1 else b"\n".join(pending))
                     pending.clear()
             elif line == b"data":
                 pending.append(b"")
+        if batch:
+            yield batch
 
 
 class _LineSplitter:
@@ -294,6 +310,14 @@ class A2AClient:
         """SubscribeToTask: same contract as :meth:`stream_message`."""
         return self._stream(SUBSCRIBE_TO_TASK, {"id": task_id})
 
+    def stream_message_batches(self, message: dict[str, Any]) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """:meth:`stream_message`, a list of results per network chunk (the relay's form)."""
+        return self._stream_batches(SEND_STREAMING_MESSAGE, {"message": message})
+
+    def subscribe_batches(self, task_id: str) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """:meth:`subscribe`, a list of results per network chunk."""
+        return self._stream_batches(SUBSCRIBE_TO_TASK, {"id": task_id})
+
     async def send_message(self, message: dict[str, Any]) -> dict[str, Any]:
         """SendMessage (non-streaming); returns the JSON-RPC ``result``."""
         return await self._call(SEND_MESSAGE, {"message": message}, self._open_timeout)
@@ -435,14 +459,30 @@ class A2AClient:
     async def _stream(
         self, method: str, params: dict[str, Any]
     ) -> AsyncGenerator[dict[str, Any], None]:
+        async with aclosing(self._stream_batches(method, params)) as batches:
+            async for batch in batches:
+                for result in batch:
+                    yield result
+
+    async def _stream_batches(
+        self, method: str, params: dict[str, Any]
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
         resp = await self._open_stream(method, params)
         ended = at_eof = False
         try:
-            async with aclosing(iter_sse_data(resp.content)) as events:
-                async for data in events:
-                    result = _decode_result(data)
-                    ended = _ends_stream(result, ended)
-                    yield result
+            async with aclosing(iter_sse_batches(resp.content)) as chunks:
+                async for chunk in chunks:
+                    batch: list[dict[str, Any]] = []
+                    for data in chunk:
+                        try:
+                            result = _decode_result(data)
+                        except A2AError:
+                            if batch:
+                                yield batch  # what came before the error
+                            raise
+                        ended = _ends_stream(result, ended)
+                        batch.append(result)
+                    yield batch
             at_eof = True
         except _TRANSPORT_ERRORS as exc:
             raise A2AUnavailable(f"{method}: stream broken ({type(exc).__name__})") from exc

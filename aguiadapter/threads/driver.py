@@ -153,31 +153,38 @@ class RunDriver:
     async def _stream(self) -> TurnOutcome | None:
         if not self.ticket.answers:
             assert self.ticket.message is not None
-            return await self._relay(self.service.client.stream_message(self.ticket.message))
+            return await self._relay(self.service.client.stream_message_batches(self.ticket.message))
         return await self._resume()
 
     async def _relay(
         self,
-        results: AsyncIterator[dict[str, Any]],
+        batches: AsyncIterator[list[dict[str, Any]]],
         accepted: list[Answer] | None = None,
         recover_after_first: bool = False,
     ) -> TurnOutcome | None:
+        """Translate the runtime's results and write them; what one network
+        chunk brought goes out in one write."""
         translator = self.translator
         sink = self.machine.sink
         assert sink is not None
-        sent_at: float | None = time.monotonic()
+        sent_at = time.monotonic()
+        first = True
         try:
-            async for result in results:
-                if sent_at is not None:
+            async for batch in batches:
+                if first:
+                    first = False
                     self.service.metrics.observe_a2a_latency(time.monotonic() - sent_at)
-                    sent_at = None
-                if accepted:
-                    await self._mark_applied(accepted)
-                    accepted = None
-                events = translator.feed(result)
-                if translator.identity_changed:
-                    translator.identity_changed = False
-                    await self._persist_identity()
+                    if accepted:
+                        await self._mark_applied(accepted)
+                        accepted = None
+                events: list[Any] = []
+                for result in batch:
+                    events += translator.feed(result)
+                    if translator.identity_changed:
+                        translator.identity_changed = False
+                        await self._persist_identity()
+                    if translator.outcome is not None:
+                        break
                 if events:
                     await sink.emit(events)
                 if recover_after_first:
@@ -192,7 +199,7 @@ class RunDriver:
                 raise AnswerRefused(str(exc)) from exc
             raise
         finally:
-            await results.aclose()  # type: ignore[attr-defined]
+            await batches.aclose()  # type: ignore[attr-defined]
         return None
 
     async def _persist_identity(self) -> None:
@@ -230,7 +237,8 @@ class RunDriver:
                 await self._send_sideband(answer)
         if streamed:
             last = streamed[-1]
-            return await self._relay(self.service.client.stream_message(self._answer_message(last)), accepted=[last])
+            stream = self.service.client.stream_message_batches(self._answer_message(last))
+            return await self._relay(stream, accepted=[last])
         return await self._follow(await self.service.client.get_task(str(self.identity.task_id)))
 
     async def _send_sideband(self, answer: Answer) -> None:
@@ -282,7 +290,7 @@ class RunDriver:
             await self._recover_pipeline()
             await self._emit(self.translator.feed({"task": task}))
             return self.translator.outcome
-        return await self._relay(self.service.client.subscribe(str(task["id"])), recover_after_first=True)
+        return await self._relay(self.service.client.subscribe_batches(str(task["id"])), recover_after_first=True)
 
     def _answer_message(self, answer: Answer) -> dict[str, Any]:
         envelope = answer.pending["envelope"]

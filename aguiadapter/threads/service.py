@@ -109,6 +109,8 @@ class ThreadService:
         if known is not None:
             _check_idempotency(known, run_input.run_id, digest)
             _check_binding(known, cwd, user_id)
+            if run_input.resume and known.state in ("idle", "terminal"):
+                _refuse_resume_of_settled(run_input, known)
         claim = await self._claim(thread_id, run_input.run_id)
         if claim is None:
             raise AdapterError(ErrorCode.THREAD_BUSY)
@@ -156,12 +158,7 @@ class ThreadService:
     async def _check_resume(self, run_input: RunAgentInput, record: ThreadRecord, claim: Claim) -> list[Answer]:
         assert run_input.resume is not None
         if record.state != "interrupted":
-            applied = [entry.interrupt_id in record.applied_answers for entry in run_input.resume]
-            if all(applied):
-                raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
-            if record.state == "terminal" and record.last_error == ErrorCode.EXECUTION_EXPIRED.name:
-                raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
-            raise AdapterError(ErrorCode.UNKNOWN_INTERRUPT)
+            _refuse_resume_of_settled(run_input, record)
         if run_input.iac_code.ros_invocation_id != record.ros_invocation_id:
             raise AdapterError(ErrorCode.EXECUTION_LOST, "resume_identity_mismatch")
         if any(item["expiresAt"] <= time.time() for item in record.pending_interrupts):
@@ -357,6 +354,16 @@ def _new_turn_message(run_input: RunAgentInput, record: ThreadRecord) -> dict[st
     if user is None or user.id == record.last_user_message_id:
         raise AdapterError(ErrorCode.INVALID_INPUT, "new_run_requires_user_message")
     return build_user_message(context_id=record.context_id, message=user, props=run_input.iac_code, cwd=record.cwd)
+
+
+def _refuse_resume_of_settled(run_input: RunAgentInput, record: ThreadRecord) -> None:
+    """A resume of a thread that waits for nothing: why it is refused."""
+    assert run_input.resume is not None
+    if all(entry.interrupt_id in record.applied_answers for entry in run_input.resume):
+        raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
+    if record.state == "terminal" and record.last_error == ErrorCode.EXECUTION_EXPIRED.name:
+        raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
+    raise AdapterError(ErrorCode.UNKNOWN_INTERRUPT)
 
 
 def _check_idempotency(record: ThreadRecord, run_id: str, digest: str) -> None:

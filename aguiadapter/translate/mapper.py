@@ -74,7 +74,9 @@ class RunTranslator:
         #: Set when a task or session id was learned; the service persists it.
         self.identity_changed = False
         self._session_announced = False
-        self._streamed_since_final = ""
+        #: Text deltas since the last final repeat (joined only when one comes:
+        #: growing a string per delta would cost quadratic time).
+        self._streamed_since_final: list[str] = []
         self._usage: dict[str, int] = {}
         self._usage_labels: dict[str, str] = {}
         self._known_session = known_session
@@ -248,13 +250,13 @@ class RunTranslator:
             if text:
                 message_id = self.spans.open_text(out)
                 out.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})
-                self._streamed_since_final += text
+                self._streamed_since_final.append(text)
 
     def _final_text(self, text: str, out: list[Event]) -> None:
         # The runtime repeats the whole reply once it is complete; show only
         # what the deltas did not already carry.
-        streamed = self._streamed_since_final
-        self._streamed_since_final = ""
+        streamed = "".join(self._streamed_since_final)
+        self._streamed_since_final.clear()
         if streamed and not text.startswith(streamed):
             return
         rest = text[len(streamed):]
