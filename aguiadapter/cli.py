@@ -29,8 +29,8 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     )
     parser.add_argument("command", nargs="?", choices=("serve", "diagram"), default="serve",
                         help="serve (default) or print the thread state diagram (mermaid)")
-    parser.add_argument("--host", default=env.get(cfg.ENV_HOST, "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=int(env.get(cfg.ENV_PORT, "8000")))
+    parser.add_argument("--host", default=env.get(cfg.ENV_HOST) or "127.0.0.1")
+    parser.add_argument("--port", type=int, default=_port_from(env))
     parser.add_argument("--a2a-url", default=env.get(cfg.ENV_A2A_URL) or None,
                         help="A2A runtime URL (default: the embedded demo runtime)")
     parser.add_argument("--a2a-token", default=env.get(cfg.ENV_A2A_TOKEN) or None,
@@ -56,6 +56,18 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="diagram: update the mermaid block of FILE instead of printing")
     parser.add_argument("--version", action="version", version=f"aguiadapter {__version__}")
     return parser
+
+
+def _port_from(env: Mapping[str, str]) -> int:
+    """``IAC_CODE_AGUI_PORT`` (empty means unset); a bad value is a usage error."""
+    raw = env.get(cfg.ENV_PORT) or "8000"
+    try:
+        port = int(raw)
+    except ValueError:
+        raise SystemExit(f"aguiadapter: {cfg.ENV_PORT} must be a port number, not {raw!r}") from None
+    if not 0 <= port <= 65535:
+        raise SystemExit(f"aguiadapter: {cfg.ENV_PORT} must be between 0 and 65535, not {port}")
+    return port
 
 
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> cfg.Config:

@@ -294,3 +294,20 @@ async def test_the_resumed_run_reopens_the_tool_call_before_its_result(adapter: 
     tool = [e for e in events if e["type"].startswith("TOOL_CALL")]
     assert [e["type"] for e in tool] == ["TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
     assert tool[0] == {"type": "TOOL_CALL_START", "toolCallId": interrupt["toolCallId"], "toolCallName": "write_file"}
+
+
+async def test_a_resume_sent_the_moment_run_finished_arrives_finds_the_thread_free(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    import aiohttp
+
+    body = run_body(thread_id="t-quick", text="permission q.txt", cwd=str(workspace))
+    async with aiohttp.ClientSession() as first, first.post(adapter.url, json=body) as resp:
+        seen = b""
+        while b'"RUN_FINISHED"' not in seen or not seen.endswith(b"\n\n"):
+            seen += await resp.content.readany()
+        finished = json.loads(seen.rstrip().rsplit(b"\n\n", 1)[-1][len(b"data: "):])
+        (interrupt,) = finished["outcome"]["interrupts"]
+        # The first response is still open here.
+        reply = await adapter.run(resume_body("t-quick", workspace, allow(interrupt)))
+    assert reply.status == 200, reply.body

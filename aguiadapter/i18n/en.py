@@ -8,6 +8,7 @@ MESSAGES: dict[str, str] = {
     "unsupported_media_type": "The request body must be sent as application/json.",
     "request_too_large": "The request body is too large.",
     "invalid_json": "The request body is not valid JSON.",
+    "invalid_json_unicode": "The request body contains text that is not valid Unicode (an unpaired surrogate escape).",
     "invalid_input": "Invalid AG-UI RunAgentInput envelope.",
     "not_found": "Not found.",
     "duplicate_run_id": "This run ID has already been used for the same request.",

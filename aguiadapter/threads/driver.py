@@ -45,6 +45,16 @@ _OUTCOME_ERRORS = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCo
 _RELAY_ERRORS = (A2AUnavailable, A2ARpcError, IdentityMismatch, PersistenceError)
 
 
+class _HeldEvents:
+    """Keeps a transition's announcement until the thread is released."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    async def emit(self, events: list[Any]) -> None:
+        self.events.extend(events)
+
+
 class AnswerRefused(Exception):
     """The runtime did not accept an interrupt answer; it stays pending."""
 
@@ -84,6 +94,8 @@ class RunDriver:
         self._accepted = False
         self._sink = machine.sink
         self._ended = "unknown"
+        #: The service's lease renewal for this run, stopped when the run ends.
+        self.keeper: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------- control
     def stop(self, reason: StopReason) -> None:
@@ -346,15 +358,38 @@ class RunDriver:
             self._ended = outcome.kind
             if outcome.kind == "interrupt":
                 pending = self._pending(outcome)
-                await apply(self.machine, "interrupt", pending=pending, run_id=run_id, usage=usage)
-                await self.service.expiry.schedule(self.identity.thread_id, min(p["expiresAt"] for p in pending))
+                deadline = min(p["expiresAt"] for p in pending)
+                await self._end("interrupt", deadline=deadline, pending=pending, run_id=run_id, usage=usage)
             else:
-                await apply(self.machine, "finish", run_id=run_id, usage=usage)
+                await self._end("finish", run_id=run_id, usage=usage)
         except PersistenceError:
             await self.service.cancel_task_quietly(self.identity.task_id)
             await self._fail(ErrorCode.STATE_PERSISTENCE_FAILED)
         except SinkClosed:
             log.info("run %s ended after its client left", run_id)
+
+    async def _end(
+        self, event: str, *, deadline: float | None = None, keep_deadline: bool = False, **kwargs: Any
+    ) -> None:
+        """Take the run's last transition, then free the thread, then send
+        the terminal event: a client that answers RUN_FINISHED at once (a
+        resume) finds the thread free, not THREAD_BUSY."""
+        sink, held = self.machine.sink, _HeldEvents()
+        self.machine.sink = held if sink is not None else None
+        try:
+            await apply(self.machine, event, **kwargs)
+        finally:
+            self.machine.sink = sink
+        thread_id = self.identity.thread_id
+        if deadline is not None:
+            await self.service.expiry.schedule(thread_id, deadline)
+        elif not keep_deadline:
+            await self.service.expiry.cancel(thread_id)
+        if self.keeper is not None:
+            self.keeper.cancel()
+        await self.service.store.release(self.ticket.claim)
+        if sink is not None and held.events:
+            await sink.emit(held.events)
 
     def _pending(self, outcome: TurnOutcome) -> list[dict[str, Any]]:
         expires_at = time.time() + self.service.interrupt_ttl_seconds
@@ -391,10 +426,9 @@ class RunDriver:
             self.machine.sink = None
         event = "cancel" if code is ErrorCode.CANCELLED else "lose" if code is ErrorCode.EXECUTION_LOST else "fail"
         try:
-            await apply(self.machine, event, code=code, message=self.message(code))
+            await self._end(event, code=code, message=self.message(code))
         except SinkClosed:
             log.info("run %s: %s after its client left", self.identity.run_id, code.name)
-        await self.service.expiry.cancel(self.identity.thread_id)
 
     def _note_error(self, code: ErrorCode) -> None:
         self._ended = code.name
@@ -406,7 +440,7 @@ class RunDriver:
         self._note_error(code)
         try:
             await self._close_spans()
-            await apply(self.machine, "reject", code=code, message=self.message(code))
+            await self._end("reject", keep_deadline=True, code=code, message=self.message(code))
         except SinkClosed:
             log.info("run %s: answer refused after its client left", self.identity.run_id)
 
@@ -429,10 +463,9 @@ class RunDriver:
             self._ended = "disconnected"
         event = "fail" if code is ErrorCode.STATE_PERSISTENCE_FAILED else "cancel"
         try:
-            await apply(self.machine, event, code=code, message=self.message(code))
+            await self._end(event, code=code, message=self.message(code))
         except (AdapterError, PersistenceError, SinkClosed):
             log.info("run %s: abandoned run not fully recorded", self.identity.run_id)
-        await self.service.expiry.cancel(self.identity.thread_id)
 
 
 def _task_iac(task: dict[str, Any]) -> dict[str, Any]:

@@ -227,9 +227,11 @@ def _private_opener(path: str, flags: int) -> int:
 
 
 def _make_private_dirs(path: Path) -> None:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Only folders made here, and the threads folder, which is ours alone,
+    # are set to 0700: a --state-dir that already exists keeps its mode.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, exist_ok=True)
     os.chmod(path, 0o700)
-    os.chmod(path.parent, 0o700)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -191,7 +191,7 @@ class ThreadService:
         driver = RunDriver(self, ticket, machine)
         execution_id = ticket.run_execution_id
         self.active[execution_id] = driver
-        keeper = asyncio.create_task(self._keep_claim(ticket.claim, driver))
+        keeper = driver.keeper = asyncio.create_task(self._keep_claim(ticket.claim, driver))
         try:
             await driver.drive()
         finally:

@@ -33,6 +33,7 @@ def create_app(config: Config, *, store: ThreadStore | None = None) -> web.Appli
     app.router.add_get("/health", handlers.health)
     app.router.add_post("/", handlers.run)
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
+    app.router.add_get("/openapi.json", handlers.openapi)
     if config.metrics:
         app.router.add_get("/metrics", handlers.metrics)
     app.cleanup_ctx.append(_runtime_context(config, store))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
+from importlib import resources
 from typing import Any
 
 from aiohttp import web
@@ -66,10 +68,34 @@ async def read_json_body(request: web.Request, limit: int) -> Any:
         if size > limit:
             raise AdapterError(ErrorCode.REQUEST_TOO_LARGE)
         chunks.append(chunk)
+    body = b"".join(chunks)
     try:
-        return json.loads(b"".join(chunks))
-    except (UnicodeDecodeError, ValueError) as exc:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise AdapterError(ErrorCode.INVALID_JSON) from exc
+    if b"\\ud" in body or b"\\uD" in body:
+        _refuse_lone_surrogates(payload)
+    return payload
+
+
+def _refuse_lone_surrogates(payload: Any) -> None:
+    """JSON may escape half a surrogate pair (``"\\ud800"``); such text is
+    not Unicode and could be neither stored nor forwarded."""
+    try:
+        json.dumps(payload, ensure_ascii=False).encode()
+    except UnicodeEncodeError as exc:
+        raise AdapterError(ErrorCode.INVALID_JSON, "invalid_json_unicode") from exc
+
+
+@functools.cache
+def openapi_document() -> bytes:
+    """The packaged OpenAPI 3.1 description (aguiadapter/web/openapi.json)."""
+    return resources.files("aguiadapter.web").joinpath("openapi.json").read_bytes()
+
+
+async def openapi(request: web.Request) -> web.Response:
+    """``GET /openapi.json``: the OpenAPI description of this interface (open, no auth)."""
+    return web.Response(body=openapi_document(), content_type="application/json")
 
 
 async def metrics(request: web.Request) -> web.Response:
