@@ -121,7 +121,7 @@ async def serve(config: cfg.Config, host: str, port: int, *, spawn_iac_code: boo
     if spawn_iac_code:
         from .iac_process import IacCodeProcess
 
-        child = IacCodeProcess()
+        child = IacCodeProcess(allowed_cwds=config.allowed_cwds)
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token)
     app = create_app(config)

@@ -26,8 +26,9 @@ _RESTART_DELAY = 2.0
 class IacCodeProcess:
     """Start, watch and stop ``iac-code a2a --host 127.0.0.1 --port N``."""
 
-    def __init__(self, executable: str | None = None) -> None:
+    def __init__(self, executable: str | None = None, *, allowed_cwds: tuple[str, ...] = ()) -> None:
         self.executable = executable or _find_iac_code()
+        self.allowed_cwds = allowed_cwds
         self.token = secrets.token_urlsafe(32)
         self.port = 0
         self._process: asyncio.subprocess.Process | None = None
@@ -64,6 +65,9 @@ class IacCodeProcess:
     async def _spawn(self) -> None:
         env = dict(os.environ)
         env["IACCODE_A2A_HTTP_TOKEN"] = self.token
+        if self.allowed_cwds and not env.get("IACCODE_A2A_ALLOWED_CWDS"):
+            # The runtime checks workspaces against its own roots: ours.
+            env["IACCODE_A2A_ALLOWED_CWDS"] = os.pathsep.join(self.allowed_cwds)
         self._process = await asyncio.create_subprocess_exec(
             self.executable, "a2a", "--host", "127.0.0.1", "--port", str(self.port),
             "--thinking-exposure", "all",
@@ -80,7 +84,10 @@ class IacCodeProcess:
                 if self._process is not None and self._process.returncode is not None:
                     raise RuntimeError(f"iac-code a2a exited with {self._process.returncode}")
                 try:
-                    async with session.get(f"{self.url}health", timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                    # iac-code guards /health with its bearer token too.
+                    headers = {"Authorization": f"Bearer {self.token}"}
+                    timeout = aiohttp.ClientTimeout(total=2)
+                    async with session.get(f"{self.url}health", headers=headers, timeout=timeout) as resp:
                         if resp.status == 200:
                             return
                 except (aiohttp.ClientError, asyncio.TimeoutError):

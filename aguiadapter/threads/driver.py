@@ -346,7 +346,10 @@ class RunDriver:
             await self._fail(ErrorCode.A2A_UNAVAILABLE)
             return
         if outcome.kind in _OUTCOME_ERRORS:
-            await self._fail(_OUTCOME_ERRORS[outcome.kind])
+            if outcome.detail:
+                log.warning("run %s: the runtime ended the task %s: %s", self.identity.run_id, outcome.kind,
+                            outcome.detail[:500])
+            await self._fail(_OUTCOME_ERRORS[outcome.kind], detail=outcome.detail)
             return
         try:
             await self._close_spans()
@@ -418,15 +421,19 @@ class RunDriver:
             await self.service.cancel_task_quietly(self.identity.task_id)
         await self._fail(code)
 
-    async def _fail(self, code: ErrorCode) -> None:
+    async def _fail(self, code: ErrorCode, detail: str | None = None) -> None:
         self._note_error(code)
         try:
             await self._close_spans()
         except SinkClosed:
             self.machine.sink = None
         event = "cancel" if code is ErrorCode.CANCELLED else "lose" if code is ErrorCode.EXECUTION_LOST else "fail"
+        message = self.message(code)
+        if detail and code is ErrorCode.A2A_EXECUTION_FAILED:
+            # The runtime's own words help the user more than the code alone.
+            message = f"{message} {detail[:300]}"
         try:
-            await self._end(event, code=code, message=self.message(code))
+            await self._end(event, code=code, message=message)
         except SinkClosed:
             log.info("run %s: %s after its client left", self.identity.run_id, code.name)
 

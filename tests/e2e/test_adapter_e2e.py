@@ -99,3 +99,44 @@ async def test_a_client_that_disconnects_leaves_no_task_running(
             break
         await asyncio.sleep(0.1)
     assert state == "TASK_STATE_CANCELED"
+
+
+async def test_spawn_iac_code_starts_and_supervises_a_child(
+    tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path
+) -> None:
+    """``--spawn-iac-code``: the adapter runs its own runtime on a free port
+    with a random token (the model settings come from the environment)."""
+    import os
+    import re
+    import signal
+    import sys
+
+    from tests.support.agui import check_stream
+
+    env = {**iac_runtime._environment(), "PATH": os.environ["PATH"]}
+    env.pop("IACCODE_A2A_HTTP_TOKEN")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "--port", "0",
+        "--state-dir", str(tmp_path / "state"), "--allowed-cwd", str(iac_runtime.workspaces_root),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )
+    assert process.stdout is not None
+    text = ""
+    try:
+        while "state:" not in text:
+            line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
+            assert line, text
+            text += line
+        url = re.search(r"listening on (http://\S+/)", text)
+        assert url is not None and "A2A runtime at http://127.0.0.1:" in text
+        body = run_body(thread_id="e2e-spawn", text="[scenario:normal] hi", cwd=str(iac_workspace))
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url.group(1), json=body) as resp:
+                events = check_stream(await resp.read())
+            async with session.get(url.group(1) + "health") as resp:
+                assert (await resp.json())["a2a"]["reachable"] is True
+        assert events[-1]["type"] == "RUN_FINISHED", (events[-1], text)
+    finally:
+        process.send_signal(signal.SIGINT)
+        await asyncio.wait_for(process.wait(), 15)
+    assert process.returncode == 0
