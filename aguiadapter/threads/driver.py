@@ -94,6 +94,8 @@ class RunDriver:
         self._accepted = False
         self._sink = machine.sink
         self._ended = "unknown"
+        #: Whether this run already sent the client an ACTIVITY_SNAPSHOT.
+        self._view_restored = False
         #: The service's lease renewal for this run, stopped when the run ends.
         self.keeper: asyncio.Task[None] | None = None
 
@@ -226,7 +228,7 @@ class RunDriver:
         task = await self._waiting_task()
         if (task.get("status") or {}).get("state") in wire.TERMINAL_STATES:
             raise AdapterError(ErrorCode.EXECUTION_LOST)
-        await self._emit(self.translator.reopen_steps())
+        await self._emit(self.translator.opening() + self.translator.reopen_steps())
         if not _still_waits(task, answers):
             # The runtime took these answers before we could record it
             # (the adapter died in between): record them and follow the task.
@@ -274,7 +276,8 @@ class RunDriver:
         except A2AError as exc:
             log.info("run %s: pipeline state not recovered: %s", self.identity.run_id, exc)
             return
-        await self._emit(self.translator.recover(document))
+        await self._emit(self.translator.recover(document, snapshot_view=not self._view_restored))
+        self._view_restored = True
 
     async def _emit(self, events: list[Any]) -> None:
         if events and self.machine.sink is not None:

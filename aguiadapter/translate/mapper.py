@@ -112,6 +112,14 @@ class RunTranslator:
         self.spans.close_all(out)
         return out
 
+    def opening(self) -> list[Event]:
+        """The session event, first thing in a run whose ids are all known
+        already (a resume)."""
+        out: list[Event] = []
+        if self.identity.task_id is not None and self.identity.session_id is not None:
+            self._announce_session(out, final=False)
+        return out
+
     def reopen_steps(self) -> list[Event]:
         """Open, in this run, the pipeline steps an earlier run left active."""
         out: list[Event] = []
@@ -119,12 +127,13 @@ class RunTranslator:
             self.spans.open_step(out, pl.step_name(key))
         return out
 
-    def recover(self, state: dict[str, Any]) -> list[Event]:
+    def recover(self, state: dict[str, Any], *, snapshot_view: bool = True) -> list[Event]:
         """The runtime's pipeline state route: a snapshot for the client's
-        view, then the events the cursor has not seen yet."""
+        view (unless it already has one from this run), then the events the
+        cursor has not seen yet."""
         out: list[Event] = []
         snapshot = state.get("snapshot")
-        if isinstance(snapshot, dict):
+        if snapshot_view and isinstance(snapshot, dict):
             run_id = snapshot.get("pipelineRunId") or self.pipeline.pipeline_run_id
             run_id = run_id if isinstance(run_id, str) else None
             out.append(pl.activity_snapshot(f"pipeline:{run_id or self.identity.thread_id}", run_id, snapshot))
