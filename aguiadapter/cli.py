@@ -39,6 +39,9 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="iac-code config folder (default $IAC_CODE_CONFIG_DIR or ~/.iac-code)")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="thread state folder (default <config-dir>/agui)")
+    parser.add_argument("--store", default=env.get(cfg.ENV_STORE) or None, metavar="URL",
+                        help="redis://HOST:PORT/DB to share thread state between replicas "
+                        "(needs aguiadapter[redis]; default: files in --state-dir)")
     parser.add_argument("--allowed-cwd", action="append", default=None, metavar="DIR",
                         help="allowed workspace root (repeatable; default: any absolute path)")
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
@@ -84,6 +87,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         heartbeat_seconds=args.heartbeat_seconds,
         interrupt_ttl_seconds=args.interrupt_ttl_seconds,
         metrics=args.metrics,
+        store_url=args.store,
     )
 
 
@@ -150,7 +154,8 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     where = [f"http://{host}:{port}/" for host, port, *_ in (sock.getsockname() for sock in sockets)]
     print(f"aguiadapter {__version__} listening on {', '.join(where) or site.name}", flush=True)
     print(f"  runtime: {kind} at {runtime}", flush=True)
-    print(f"  state:   {config.state_dir / 'threads'}", flush=True)
+    store = started.service.store if started.service is not None else None
+    print(f"  state:   {store.location() if store is not None else config.state_dir / 'threads'}", flush=True)
     print(f"  auth:    {'bearer token required' if config.auth_token else 'none'}; "
           f"workspaces: {roots}", flush=True)
 

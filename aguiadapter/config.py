@@ -24,6 +24,7 @@ ENV_A2A_TOKEN = "IAC_CODE_AGUI_A2A_TOKEN"
 ENV_STATE_DIR = "IAC_CODE_AGUI_STATE_DIR"
 ENV_ALLOWED_CWDS = "IAC_CODE_AGUI_ALLOWED_CWDS"
 ENV_CONFIG_DIR = "IAC_CODE_CONFIG_DIR"
+ENV_STORE = "IAC_CODE_AGUI_STORE"
 
 
 @attrs.frozen
@@ -40,6 +41,8 @@ class Config:
     max_cancel_body_bytes: int = MAX_CANCEL_BODY_BYTES
     interrupt_ttl_seconds: float = 3600.0
     metrics: bool = False
+    #: ``redis://HOST:PORT/DB`` shares thread state between replicas; ``None``: files in ``state_dir``.
+    store_url: str | None = attrs.field(default=None, repr=False)
 
 
 def default_config_dir(env: Mapping[str, str] = os.environ) -> Path:

@@ -27,8 +27,8 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
@@ -56,7 +56,10 @@ EXPIRING_STATES = frozenset({"idle", "terminal"})
 #: Low bits of a fencing token that come from a random number, so that a
 #: counter that went back (Redis lost its last writes) cannot reissue a token.
 _TOKEN_RANDOM_BITS = 16
-_ERRORS = (RedisError, OSError)
+#: Every Redis call ends within this budget (a hung server must not hang requests).
+CALL_TIMEOUT_SECONDS = 3.0
+_ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+_T = TypeVar("_T")
 
 # KEYS: claim, fence counter. ARGV: lease ms, random low bits.
 _CLAIM = """
@@ -161,11 +164,6 @@ class Keys:
 
 
 # ------------------------------------------------------------------ URLs
-def is_redis_url(url: str | None) -> bool:
-    """Whether a ``--store`` value names a Redis server."""
-    return bool(url) and urlsplit(str(url)).scheme in REDIS_SCHEMES
-
-
 def split_store_url(url: str) -> tuple[str, RedisSettings]:
     """Split a store URL into the redis-py URL and the store's own options."""
     parts = urlsplit(url)
@@ -214,10 +212,10 @@ def store_from_url(url: str) -> RedisThreadStore:
 
 def _client_for(redis_url: str) -> aioredis.Redis:
     """A client with short timeouts and a quick retry (URL options win)."""
-    retry = Retry(ExponentialBackoff(cap=0.25, base=0.05), retries=2)
+    retry = Retry(ExponentialBackoff(cap=0.2, base=0.05), retries=1)
     try:
         return aioredis.Redis.from_url(
-            redis_url, socket_connect_timeout=2.0, socket_timeout=3.0, retry=retry, health_check_interval=15
+            redis_url, socket_connect_timeout=1.0, socket_timeout=2.0, retry=retry, health_check_interval=15
         )
     except ValueError as exc:
         raise RedisStoreError(f"bad redis URL {redact_url(redis_url)}: {exc}") from exc
@@ -240,6 +238,7 @@ class RedisThreadStore:
         self._sweep_script = self._client.register_script(_SWEEP)
         self._callbacks: list[Callable[[str], None]] = []
         self._listener: asyncio.Task[None] | None = None
+        self._closing = False
         #: Set while the cancel listener is subscribed (tests wait on it).
         self.listening = asyncio.Event()
 
@@ -262,23 +261,23 @@ class RedisThreadStore:
     async def start(self) -> None:
         """Check that Redis answers, then listen for cancels."""
         try:
-            await self._client.ping()
+            await _bounded(self._client.ping())
         except _ERRORS as exc:
-            raise RedisStoreError(f"cannot reach the redis store at {self._url}: {exc}") from exc
+            raise RedisStoreError(f"cannot reach the redis store at {self._url}: {_why(exc)}") from exc
         self._listener = asyncio.create_task(self._listen_forever(), name="redis-cancel-listener")
 
     async def close(self) -> None:
         """Stop listening and close the connections."""
-        if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.gather(self._listener, return_exceptions=True)
-            self._listener = None
+        self._closing = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await _stop_task(listener)
         await self._client.aclose()
 
     async def ping(self) -> bool:
         """Whether Redis answers (for /health)."""
         try:
-            return bool(await self._client.ping())
+            return bool(await _bounded(self._client.ping()))
         except _ERRORS:
             return False
 
@@ -286,9 +285,9 @@ class RedisThreadStore:
     async def load(self, thread_id: str) -> ThreadRecord | None:
         """The stored record; ``StoreUnavailable`` when Redis does not answer."""
         try:
-            data = await self._client.hget(self.keys.thread(thread_id), "record")
+            data = await _bounded(self._client.hget(self.keys.thread(thread_id), "record"))
         except _ERRORS as exc:
-            raise StoreUnavailable(f"redis: {exc}") from exc
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         if data is None:
             return None
         return _parse_record(thread_id, data if isinstance(data, bytes) else data.encode())
@@ -300,13 +299,14 @@ class RedisThreadStore:
         expected = record.version
         record.version, record.updated_at = expected + 1, time.time()
         try:
-            result = await self._save_script(
-                keys=[self.keys.thread(record.thread_id), self.keys.claim(record.thread_id)],
-                args=[expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record)],
-            )
+            keys = [self.keys.thread(record.thread_id), self.keys.claim(record.thread_id)]
+            args: list[bytes | str | int] = [
+                expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record)
+            ]
+            result = await _bounded(self._save_script(keys=keys, args=args))
         except _ERRORS as exc:
             record.version = expected
-            raise PersistenceError(f"redis: {exc}") from exc
+            raise PersistenceError(f"redis: {_why(exc)}") from exc
         if result != 1:
             record.version = expected
             raise PersistenceError(_SAVE_REFUSALS.get(int(result), f"unexpected answer {result!r}"))
@@ -320,44 +320,44 @@ class RedisThreadStore:
         low_bits = secrets.randbits(_TOKEN_RANDOM_BITS)
         keys = [self.keys.claim(thread_id), self.keys.fence]
         try:
-            token = await self._claim_script(keys=keys, args=[self.settings.lease_ms, low_bits])
+            token = await _bounded(self._claim_script(keys=keys, args=[self.settings.lease_ms, low_bits]))
         except _ERRORS as exc:
-            raise StoreUnavailable(f"redis: {exc}") from exc
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         return Claim(thread_id, run_id, int(token)) if int(token) > 0 else None
 
     async def renew(self, claim: Claim) -> bool:
         """Extend the lease if it still holds our token; ``False`` once lost."""
         keys = [self.keys.claim(claim.thread_id)]
         try:
-            kept = await self._renew_script(keys=keys, args=[claim.token, self.settings.lease_ms])
+            kept = await _bounded(self._renew_script(keys=keys, args=[claim.token, self.settings.lease_ms]))
         except _ERRORS as exc:
-            raise StoreUnavailable(f"redis: {exc}") from exc
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         return int(kept) == 1
 
     async def release(self, claim: Claim) -> None:
         """Delete the lease only if it still holds our token (never raises)."""
         try:
-            await self._release_script(keys=[self.keys.claim(claim.thread_id)], args=[claim.token])
+            await _bounded(self._release_script(keys=[self.keys.claim(claim.thread_id)], args=[claim.token]))
         except _ERRORS as exc:
-            log.warning("thread %s: claim not released (it lapses by itself): %s", claim.thread_id, exc)
+            log.warning("thread %s: claim not released (it lapses by itself): %s", claim.thread_id, _why(exc))
 
     # ----------------------------------------------------------- deadlines
     async def set_deadline(self, thread_id: str, expires_at: float | None) -> None:
         """Add, move or remove a thread's deadline in the sorted set."""
         try:
             if expires_at is None:
-                await self._client.zrem(self.keys.deadlines, thread_id)
+                await _bounded(self._client.zrem(self.keys.deadlines, thread_id))
             else:
-                await self._client.zadd(self.keys.deadlines, {thread_id: expires_at})
+                await _bounded(self._client.zadd(self.keys.deadlines, {thread_id: expires_at}))
         except _ERRORS as exc:
-            raise PersistenceError(f"redis: {exc}") from exc
+            raise PersistenceError(f"redis: {_why(exc)}") from exc
 
     async def deadlines(self) -> dict[str, float]:
         """Every deadline (each replica re-arms them all at startup)."""
         try:
-            entries = await self._client.zrange(self.keys.deadlines, 0, -1, withscores=True)
+            entries = await _bounded(self._client.zrange(self.keys.deadlines, 0, -1, withscores=True))
         except _ERRORS as exc:
-            raise StoreUnavailable(f"redis: {exc}") from exc
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         return _scores(entries)
 
     async def due_deadlines(self, now: float) -> list[str]:
@@ -365,41 +365,46 @@ class RedisThreadStore:
         keys = [self.keys.sweeper, self.keys.deadlines]
         args: list[str | int] = [self.replica_id, SWEEPER_LEASE_MS, repr(now), SWEEP_BATCH]
         try:
-            due = await self._sweep_script(keys=keys, args=args)
+            due = await _bounded(self._sweep_script(keys=keys, args=args))
         except _ERRORS as exc:
-            raise StoreUnavailable(f"redis: {exc}") from exc
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         return [_text(member) for member in due]
 
     # ------------------------------------------------------------- cancels
     async def publish_cancel(self, execution_id: str) -> None:
         """Tell every replica; the one streaming the execution stops it."""
         try:
-            await self._client.publish(self.keys.cancel_channel, execution_id)
+            await _bounded(self._client.publish(self.keys.cancel_channel, execution_id))
         except _ERRORS as exc:
             # The caller then waits for the run to end and reports 503 or busy.
-            log.warning("cancel of %s not published: %s", execution_id, exc)
+            log.warning("cancel of %s not published: %s", execution_id, _why(exc))
 
     def on_cancel(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(execution_id)`` for every published cancel."""
         self._callbacks.append(callback)
 
     async def _listen_forever(self) -> None:
+        """Listen, and after any failure listen again (backing off while Redis
+        stays away); cancels published in the gap are lost."""
         delay = 0.1
-        while True:
+        while not self._closing:
+            problem = "closed"
             try:
                 await self._listen_once()
             except _ERRORS as exc:
-                log.warning("cancel listener lost redis (%s); reconnecting in %.1f s", exc, delay)
+                problem = _why(exc)
             delay = 0.1 if self.listening.is_set() else min(delay * 2, 5.0)
             self.listening.clear()
-            await asyncio.sleep(delay)
+            if not self._closing:
+                log.warning("cancel listener lost redis (%s); again in %.1f s", problem, delay)
+                await asyncio.sleep(delay)
 
     async def _listen_once(self) -> None:
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         try:
             await pubsub.subscribe(self.keys.cancel_channel)
             self.listening.set()
-            while True:
+            while not self._closing:
                 message = await pubsub.get_message(timeout=1.0)
                 if message is not None and message.get("type") == "message":
                     self._dispatch(_text(message["data"]))
@@ -418,6 +423,15 @@ _SAVE_REFUSALS = {
     -1: "the thread's claim was lost (its lease lapsed or another replica holds it)",
     -2: "the record was changed by another writer (version conflict)",
 }
+
+
+async def _bounded(call: Awaitable[_T]) -> _T:
+    """Await a Redis call for at most :data:`CALL_TIMEOUT_SECONDS`."""
+    return await asyncio.wait_for(call, CALL_TIMEOUT_SECONDS)
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
 
 
 def _token_arg(claim: Claim | None) -> str:
@@ -443,7 +457,21 @@ def _parse_record(thread_id: str, data: bytes) -> ThreadRecord:
 
 
 async def _close_quietly(pubsub: PubSub) -> None:
+    close: Callable[[], Awaitable[None]] = pubsub.aclose
     try:
-        await pubsub.reset()
+        await close()
     except _ERRORS:
         pass
+
+
+async def _stop_task(task: asyncio.Task[None]) -> None:
+    """Cancel a task until it ends: redis-py (8.1) can swallow a cancel that
+    arrives while a pub/sub connection subscribes; the listener also checks
+    ``_closing`` after each wait of at most a second."""
+    for _ in range(30):
+        if task.done():
+            break
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.1)
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        log.warning("cancel listener ended with %r", task.exception())

@@ -10,9 +10,11 @@ the run to a :class:`~aguiadapter.threads.driver.RunDriver`. Handlers call
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import attrs
@@ -151,7 +153,8 @@ class ThreadService:
         its process. Its task is cancelled and the thread moves on."""
         if record.state != "running":
             return
-        await self.cancel_task_quietly(record.task_id)
+        async with self._renewing(claim):
+            await self.cancel_task_quietly(record.task_id)
         machine = await restore_machine(record, self.store, claim=claim)
         await apply(machine, "lose", code=ErrorCode.EXECUTION_LOST, message="")
 
@@ -199,20 +202,37 @@ class ThreadService:
             self.active.pop(execution_id, None)
             await self.store.release(ticket.claim)
 
-    async def _keep_claim(self, claim: Claim, driver: RunDriver) -> None:
-        """Renew the run's lease; a run that lost it stops (its writes would
-        be refused anyway: the store checks the claim's fencing token)."""
-        interval = self.store.lease_seconds / 3
+    async def _keep_claim(self, claim: Claim, driver: RunDriver | None = None) -> None:
+        """Renew a lease while work holds it. A store that does not answer is
+        retried until the lease would have run out; a run whose lease is lost
+        stops (its writes would be refused anyway: the store checks the
+        claim's fencing token)."""
+        lease = self.store.lease_seconds
+        renewed_at = time.monotonic()
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(lease / 3)
             try:
                 kept = await self.store.renew(claim)
             except StoreUnavailable:
+                if time.monotonic() - renewed_at < lease:
+                    continue
                 kept = False
-            if not kept:
-                log.error("thread %s: lease lost, stopping run %s", claim.thread_id, claim.run_id)
+            if kept:
+                renewed_at = time.monotonic()
+                continue
+            log.error("thread %s: lease lost by %s", claim.thread_id, claim.run_id)
+            if driver is not None:
                 driver.stop("lease_lost")
-                return
+            return
+
+    @contextlib.asynccontextmanager
+    async def _renewing(self, claim: Claim) -> AsyncIterator[None]:
+        """Keep a claim's lease alive around slow calls (a runtime cancel)."""
+        keeper = asyncio.create_task(self._keep_claim(claim))
+        try:
+            yield
+        finally:
+            keeper.cancel()
 
     def stop_run(self, execution_id: str, reason: StopReason) -> None:
         """Stop an active run (its client left, or the server stops)."""
@@ -266,7 +286,8 @@ class ThreadService:
             record = await self._load(thread_id)
             if record is None or record.state != "interrupted" or record.execution_id != execution_id:
                 return "already_terminal"
-            await self.cancel_task_quietly(record.task_id)
+            async with self._renewing(claim):
+                await self.cancel_task_quietly(record.task_id)
             machine = await restore_machine(record, self.store, claim=claim)
             try:
                 await apply(machine, "cancel", code=ErrorCode.CANCELLED, message="")
@@ -310,7 +331,8 @@ class ThreadService:
             await self.store.release(claim)
 
     async def _expire(self, record: ThreadRecord, claim: Claim) -> None:
-        await self.cancel_task_quietly(record.task_id)
+        async with self._renewing(claim):
+            await self.cancel_task_quietly(record.task_id)
         machine = await restore_machine(record, self.store, claim=claim)
         await apply(machine, "expire", code=ErrorCode.EXECUTION_EXPIRED, message="")
         await self.expiry.cancel(record.thread_id)

@@ -55,12 +55,12 @@ def _runtime_context(config: Config, store: ThreadStore | None):  # type: ignore
         started = app[BACKEND]
         started.client = client
         started.service = ThreadService(
-            store or FileThreadStore(config.state_dir),
+            store or _configured_store(config),
             client,
             interrupt_ttl_seconds=config.interrupt_ttl_seconds,
         )
-        await started.service.start()
         try:
+            await started.service.start()
             yield
         finally:
             started.client = started.service = None
@@ -69,6 +69,17 @@ def _runtime_context(config: Config, store: ThreadStore | None):  # type: ignore
                 await demo.close()
 
     return context
+
+
+def _configured_store(config: Config) -> ThreadStore:
+    """The file store, or the Redis store for ``--store redis://...``."""
+    if not config.store_url:
+        return FileThreadStore(config.state_dir)
+    try:
+        from ..threads.redis_store import store_from_url
+    except ImportError as exc:
+        raise RuntimeError("--store redis://... needs the redis extra: pip install 'aguiadapter[redis]'") from exc
+    return store_from_url(config.store_url)
 
 
 async def _stop_runs(app: web.Application) -> None:

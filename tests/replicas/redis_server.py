@@ -1,0 +1,97 @@
+"""A private ``redis-server`` for one test: free loopback port, temp folder.
+
+Tests never use a system Redis: each starts its own server with
+:class:`RedisServer` and stops it at the end. ``persistent=True`` turns on
+the append-only file (fsync on every write) so that a restart, even after
+``kill -9``, finds every key again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+REDIS_SERVER = shutil.which("redis-server")
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def answers_ping(port: int) -> bool:
+    """Whether a Redis server on the port answers ``PING`` (plain socket)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class RedisServer:
+    """One ``redis-server`` child process on 127.0.0.1."""
+
+    def __init__(self, folder: Path, *, persistent: bool = False) -> None:
+        self.folder = folder
+        self.persistent = persistent
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        """The server's command line."""
+        assert REDIS_SERVER is not None, "redis-server is not installed"
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]
+        return [
+            REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+            "--save", "", *persistence, "--daemonize", "no", "--protected-mode", "yes",
+            "--maxmemory-policy", "noeviction", "--logfile", str(self.folder / "redis.log"),
+        ]
+
+    async def start(self, timeout: float = 10.0) -> None:
+        """Start the server and wait until it answers."""
+        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while not answers_ping(self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"redis-server did not start on {self.port}:\n{log}")
+            await asyncio.sleep(0.05)
+
+    async def kill(self) -> None:
+        """``kill -9`` the server (what a crash looks like)."""
+        await self._signal(signal.SIGKILL)
+
+    async def stop(self) -> None:
+        """A clean shutdown (SIGTERM)."""
+        await self._signal(signal.SIGTERM)
+
+    async def restart(self) -> None:
+        """Kill the server and start it again on the same port and folder."""
+        await self.kill()
+        await self.start()
+
+    async def _signal(self, sig: int) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(sig)
+        for _ in range(200):
+            if process.poll() is not None:
+                return
+            await asyncio.sleep(0.05)
+        process.kill()
+        process.wait()
