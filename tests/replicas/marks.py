@@ -1,23 +1,29 @@
-"""Why a replica test may be skipped: what it needs and this machine may lack."""
+"""What the replica tests need: a redis-server binary and the redis extra.
+
+A developer machine without them skips these tests with the reason; the
+``replicas`` tox environment (and so CI) sets ``AGUIADAPTER_REPLICAS_REQUIRED``,
+which turns a missing prerequisite into a failure instead.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 
-from aguiadapter.cli import build_parser
-
 from .redis_server import REDIS_SERVER
 
-#: Marks of every test here: skipped (with the reason) where Redis is missing.
-needs_redis = [
-    pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed (apt-get install redis-server)"),
-    pytest.mark.skipif(
-        importlib.util.find_spec("redis") is None,
-        reason="the redis extra is not installed (pip install 'aguiadapter[redis]')",
-    ),
+_MISSING = [
+    reason
+    for missing, reason in (
+        (REDIS_SERVER is None, "redis-server is not installed (apt-get install redis-server)"),
+        (importlib.util.find_spec("redis") is None, "the redis extra is not installed (pip install 'aguiadapter[redis]')"),
+    )
+    if missing
 ]
-HAS_STORE_OPTION = "--store" in build_parser({})._option_string_actions
-#: The process tests also need ``--store`` on the command line.
-needs_store_option = pytest.mark.skipif(not HAS_STORE_OPTION, reason="the CLI has no --store option yet")
+if _MISSING and os.environ.get("AGUIADAPTER_REPLICAS_REQUIRED"):
+    raise RuntimeError("replica tests cannot run: " + "; ".join(_MISSING))
+
+#: Marks of every test here: skipped, with the reason, where Redis is missing.
+needs_redis = [pytest.mark.skipif(bool(_MISSING), reason="; ".join(_MISSING) or "ready")]

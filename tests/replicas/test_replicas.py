@@ -20,7 +20,7 @@ from tests.support.adapter import Reply, run_body
 from tests.support.agui import texts
 
 from .conftest import StartReplicas
-from .marks import needs_redis, needs_store_option
+from .marks import needs_redis
 from .redis_server import RedisServer
 from .replicas import (
     Replica,
@@ -34,7 +34,7 @@ from .replicas import (
     session_of,
 )
 
-pytestmark = [*needs_redis, needs_store_option]
+pytestmark = [*needs_redis]
 aioredis = pytest.importorskip("redis.asyncio", reason="the redis extra is not installed")
 rs = pytest.importorskip("aguiadapter.threads.redis_store")
 

@@ -12,11 +12,11 @@ import pytest
 from aguiadapter.cli import build_parser, config_from_args
 from aguiadapter.threads.file_store import FileThreadStore
 
-from .marks import needs_redis, needs_store_option
+from .marks import needs_redis
 from .redis_server import RedisServer, free_port
 from .replicas import ENV_STORE, REPO
 
-pytestmark = [*needs_redis, needs_store_option]
+pytestmark = [*needs_redis]
 rs = pytest.importorskip("aguiadapter.threads.redis_store")
 
 
