@@ -273,3 +273,44 @@ async def test_a2a_protocol_error_cancels_the_foreign_task(tmp_path: Path, works
         await running.close()
         await runner.cleanup()
     assert cancelled == [], "the adapter must not cancel a task that is not its own"
+
+
+class DiskFailsAfterStart(FileThreadStore):
+    """A disk that fills up right after a run started."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.saves = 0
+
+    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
+        self.saves += 1
+        if self.saves > 1:
+            raise PersistenceError("disk full")
+        await super().save(record, claim)
+
+
+async def test_an_interrupt_that_cannot_be_stored_is_never_announced(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, language: str
+) -> None:
+    import aiohttp
+
+    from aguiadapter.config import Config
+    from aguiadapter.web.app import create_app
+    from tests.support.adapter import RunningAdapter as Running
+
+    config = Config(state_dir=tmp_path / "s", a2a_url=demo.url)
+    app = create_app(config, store=DiskFailsAfterStart(tmp_path / "s"))
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    running = Running(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
+    try:
+        reply = await running.run(body(workspace, text="permission x.txt", preferredLanguage=language))
+    finally:
+        await running.close()
+    events = reply.events()
+    assert "RUN_FINISHED" not in [e["type"] for e in events]
+    expect_run_error(reply, "STATE_PERSISTENCE_FAILED", language)
+    assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]

@@ -94,6 +94,8 @@ class RunDriver:
         self._accepted = False
         self._sink = machine.sink
         self._ended = "unknown"
+        #: The background write of the task and session ids, if one runs.
+        self._pending_write: asyncio.Future[None] | None = None
         #: Whether this run already sent the client an ACTIVITY_SNAPSHOT.
         self._view_restored = False
         #: The service's lease renewal for this run, stopped when the run ends.
@@ -196,7 +198,7 @@ class RunDriver:
                     events += translator.feed(result)
                     if translator.identity_changed:
                         translator.identity_changed = False
-                        await self._persist_identity()
+                        self._persist_identity()
                     if translator.outcome is not None:
                         break
                 if events:
@@ -216,11 +218,28 @@ class RunDriver:
             await batches.aclose()  # type: ignore[attr-defined]
         return None
 
-    async def _persist_identity(self) -> None:
+    def _persist_identity(self) -> None:
+        """Write the task and session ids in the background: the events go
+        on meanwhile (nothing they say depends on the write), and every
+        later write or transition waits for it first (:meth:`_settle`), so a
+        failure still ends the run before anything is announced as done."""
         record = self.ticket.record
         record.task_id = self.identity.task_id
         record.session_id = self.identity.session_id
-        await self.service.store.save(record, self.ticket.claim)
+        previous = self._pending_write
+
+        async def write() -> None:
+            if previous is not None:
+                await previous
+            await self.service.store.save(record, self.ticket.claim)
+
+        self._pending_write = asyncio.ensure_future(write())
+
+    async def _settle(self) -> None:
+        """Wait for a background write; its failure surfaces here."""
+        pending, self._pending_write = self._pending_write, None
+        if pending is not None:
+            await pending
 
     # --------------------------------------------------------------- resume
     async def _resume(self) -> TurnOutcome | None:
@@ -334,6 +353,7 @@ class RunDriver:
         ]
         for answer in answers:
             record.remember_answer(answer.interrupt_id, answer.digest)
+        await self._settle()
         await self.service.store.save(record, self.ticket.claim)
         if not record.pending_interrupts:
             await self.service.expiry.cancel(record.thread_id)
@@ -380,6 +400,12 @@ class RunDriver:
         """Take the run's last transition, then free the thread, then send
         the terminal event: a client that answers RUN_FINISHED at once (a
         resume) finds the thread free, not THREAD_BUSY."""
+        try:
+            await self._settle()
+        except PersistenceError:
+            if event in ("finish", "interrupt"):
+                raise  # the caller ends the run with STATE_PERSISTENCE_FAILED
+            log.warning("run %s: task mapping not persisted", self.identity.run_id)
         sink, held = self.machine.sink, _HeldEvents()
         self.machine.sink = held if sink is not None else None
         try:
