@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
-import jsonschema
 
 from ..errors import AdapterError, ErrorCode
 from .inputs import ResumeEntry
@@ -84,6 +83,8 @@ def _checked(entry: ResumeEntry, pending: Mapping[str, Any]) -> Answer:
     if entry.status == "resolved":
         if entry.payload is None:
             raise AdapterError(ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_missing", id=entry.interrupt_id)
+        import jsonschema  # only resumes need it; keeps a few MB off every idle process
+
         schema = pending["interrupt"].get("responseSchema") or {}
         try:
             jsonschema.validate(entry.payload, schema)

@@ -31,7 +31,7 @@ from ..translate.mapper import (
     required_inputs,
 )
 from ..translate.pipeline import PipelineState
-from .machine import SinkClosed, ThreadMachine, apply
+from .machine import EventSink, SinkClosed, apply, restore_machine
 from .store import PersistenceError
 
 if TYPE_CHECKING:
@@ -62,10 +62,11 @@ class AnswerRefused(Exception):
 class RunDriver:
     """Streams one admitted run from the runtime to the sink."""
 
-    def __init__(self, service: ThreadService, ticket: Ticket, machine: ThreadMachine) -> None:
+    def __init__(self, service: ThreadService, ticket: Ticket, sink: EventSink) -> None:
         self.service = service
         self.ticket = ticket
-        self.machine = machine
+        #: Where the run's events go; ``None`` once the client is gone.
+        self.sink: EventSink | None = sink
         record = ticket.record
         self.identity = RunIdentity(
             thread_id=record.thread_id,
@@ -92,7 +93,7 @@ class RunDriver:
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
         #: Whether the runtime accepted this resume's answers.
         self._accepted = False
-        self._sink = machine.sink
+        self._sink = sink
         self._ended = "unknown"
         #: The background write of the task and session ids, if one runs.
         self._pending_write: asyncio.Future[None] | None = None
@@ -181,7 +182,7 @@ class RunDriver:
         """Translate the runtime's results and write them; what one network
         chunk brought goes out in one write."""
         translator = self.translator
-        sink = self.machine.sink
+        sink = self.sink
         assert sink is not None
         sent_at = time.monotonic()
         first = True
@@ -299,8 +300,8 @@ class RunDriver:
         self._view_restored = True
 
     async def _emit(self, events: list[Any]) -> None:
-        if events and self.machine.sink is not None:
-            await self.machine.sink.emit(events)
+        if events and self.sink is not None:
+            await self.sink.emit(events)
 
     async def _waiting_task(self) -> dict[str, Any]:
         task_id = self.identity.task_id
@@ -361,8 +362,8 @@ class RunDriver:
     # -------------------------------------------------------------- endings
     async def _close_spans(self) -> None:
         events = self.translator.finish()
-        if events and self.machine.sink is not None:
-            await self.machine.sink.emit(events)
+        if events and self.sink is not None:
+            await self.sink.emit(events)
 
     async def _conclude(self, outcome: TurnOutcome | None) -> None:
         if outcome is None:
@@ -377,7 +378,7 @@ class RunDriver:
         try:
             await self._close_spans()
         except SinkClosed:
-            self.machine.sink = None
+            self.sink = None
         run_id = self.identity.run_id
         usage = self.translator.usage()
         try:
@@ -406,12 +407,12 @@ class RunDriver:
             if event in ("finish", "interrupt"):
                 raise  # the caller ends the run with STATE_PERSISTENCE_FAILED
             log.warning("run %s: task mapping not persisted", self.identity.run_id)
-        sink, held = self.machine.sink, _HeldEvents()
-        self.machine.sink = held if sink is not None else None
-        try:
-            await apply(self.machine, event, **kwargs)
-        finally:
-            self.machine.sink = sink
+        sink, held = self.sink, _HeldEvents()
+        # The machine lives only for its transition: a run may stream for
+        # hours, and a machine instance costs tens of kilobytes.
+        record, store = self.ticket.record, self.service.store
+        machine = await restore_machine(record, store, claim=self.ticket.claim, sink=held if sink else None)
+        await apply(machine, event, **kwargs)
         thread_id = self.identity.thread_id
         if deadline is not None:
             await self.service.expiry.schedule(thread_id, deadline)
@@ -455,7 +456,7 @@ class RunDriver:
         try:
             await self._close_spans()
         except SinkClosed:
-            self.machine.sink = None
+            self.sink = None
         event = "cancel" if code is ErrorCode.CANCELLED else "lose" if code is ErrorCode.EXECUTION_LOST else "fail"
         message = self.message(code)
         if detail and code is ErrorCode.A2A_EXECUTION_FAILED:
@@ -484,7 +485,7 @@ class RunDriver:
         """Stopped: cancel the A2A task and end the execution. A client that
         left is not told; one whose run was cancelled or shut down is."""
         if self.stop_reason == "disconnect":
-            self.machine.sink = None
+            self.sink = None
         await self.service.cancel_task_quietly(self.identity.task_id)
         await asyncio.shield(self._end_abandoned())
 
@@ -492,7 +493,7 @@ class RunDriver:
         try:
             await self._close_spans()
         except SinkClosed:
-            self.machine.sink = None
+            self.sink = None
         code = ErrorCode.STATE_PERSISTENCE_FAILED if self.stop_reason == "lease_lost" else ErrorCode.CANCELLED
         self._note_error(code)
         if self.stop_reason == "disconnect":

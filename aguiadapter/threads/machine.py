@@ -19,6 +19,7 @@ must reach the client even when the disk is the problem.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Protocol
 
@@ -222,16 +223,23 @@ async def restore_machine(
     sink: EventSink | None = None,
 ) -> ThreadMachine:
     """A machine in the record's stored state (no entry actions run)."""
-    machine = ThreadMachine(record, store, claim=claim, sink=sink)
-    await machine.activate_initial_state()
-    return machine
+
+    async def build() -> ThreadMachine:
+        machine = ThreadMachine(record, store, claim=claim, sink=sink)
+        await machine.activate_initial_state()
+        return machine
+
+    # Built in a task of its own: the engine keeps itself in a context
+    # variable, which would otherwise pin the machine to the caller's task.
+    return await asyncio.get_running_loop().create_task(build())
 
 
 async def apply(machine: ThreadMachine, event: str, **kwargs: Any) -> None:
     """Send an event; a refused transition becomes its documented error."""
     state = machine.record.state
     try:
-        await machine.send(event, **kwargs)
+        # In a task of its own, like restore_machine, for the same reason.
+        await asyncio.get_running_loop().create_task(machine.send(event, **kwargs))
     except TransitionNotAllowed as exc:
         code = REFUSALS.get((event, state), ErrorCode.INTERNAL_ERROR)
         raise AdapterError(code) from exc

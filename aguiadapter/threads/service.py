@@ -191,7 +191,8 @@ class ThreadService:
         except BaseException:
             await self.store.release(ticket.claim)
             raise
-        driver = RunDriver(self, ticket, machine)
+        del machine  # transitions build their own; see RunDriver._end
+        driver = RunDriver(self, ticket, sink)
         execution_id = ticket.run_execution_id
         self.active[execution_id] = driver
         keeper = driver.keeper = asyncio.create_task(self._keep_claim(ticket.claim, driver))
@@ -357,7 +358,7 @@ async def _wait_quietly(driver: RunDriver) -> None:
         await asyncio.wait([inner], timeout=1.0)
     # The driver ends the run right after its inner task; give it that turn.
     for _ in range(20):
-        if driver.machine.record.active_run_id is None:
+        if driver.ticket.record.active_run_id is None:
             return
         await asyncio.sleep(0.05)
 

@@ -9,6 +9,7 @@ client went away, even while the runtime is silent.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 
 from aiohttp import web
@@ -83,7 +84,10 @@ class SseWriter:
     async def _prepare(self) -> None:
         await self.response.prepare(self.request)
         self._last_write = asyncio.get_running_loop().time()
-        self._watcher = asyncio.create_task(self._watch())
+        # A fresh context: the first event may be written from inside a
+        # thread-machine transition, whose context the watcher (alive for the
+        # whole stream) must not keep.
+        self._watcher = contextvars.Context().run(asyncio.create_task, self._watch())
 
     async def _watch(self) -> None:
         loop = asyncio.get_running_loop()
