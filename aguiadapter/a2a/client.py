@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
+from aguiadapter.fastjson import loads as fast_loads
 from aguiadapter.a2a.wire import (
     A2A_VERSION,
     CANCEL_TASK,
@@ -201,9 +202,8 @@ class _LineSplitter:
 def _decode_result(data: bytes) -> dict[str, Any]:
     """The ``result`` of one JSON-RPC response; raises on ``error``."""
     try:
-        # Decoding first is faster than json.loads(bytes), which sniffs the encoding.
-        obj = json.loads(data.decode())
-    except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+        obj = fast_loads(data)
+    except ValueError as exc:  # UnicodeDecodeError and orjson's errors are ValueErrors too
         raise A2AUnavailable("A2A runtime sent an event that is not JSON") from exc
     if type(obj) is dict:
         result = obj.get("result")

@@ -8,8 +8,9 @@ refuse ``null`` for optional fields).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
+
+from ..fastjson import dumps
 
 Event = dict[str, Any]
 
@@ -20,17 +21,15 @@ ARTIFACT_EVENT: Final = "iac-code.artifact.v1"
 TOOL_PROGRESS_EVENT: Final = "iac-code.tool-progress.v1"
 PIPELINE_EVENT: Final = "iac-code.pipeline.v1"
 
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-_encode = _encoder.encode
-
 HEARTBEAT: Final = b": heartbeat\n\n"
+_SEPARATOR: Final = b"\n\ndata: "
 
 
 def encode_sse(events: list[Event]) -> bytes:
     """Encode events as SSE ``data:`` blocks, LF only, in one buffer."""
     if len(events) == 1:
-        return b"data: " + _encode(events[0]).encode() + b"\n\n"
-    return "".join([f"data: {_encode(event)}\n\n" for event in events]).encode()
+        return b"data: " + dumps(events[0]) + b"\n\n"
+    return b"data: " + _SEPARATOR.join([dumps(event) for event in events]) + b"\n\n"
 
 
 def compact(value: dict[str, Any]) -> dict[str, Any]:
