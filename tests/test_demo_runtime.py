@@ -464,12 +464,16 @@ async def test_unknown_method_and_bad_params(raw: aiohttp.ClientSession) -> None
     assert reply["error"]["code"] == -32602
 
 
-async def test_ensure_restored_keeps_the_context_session(client: Client, raw: aiohttp.ClientSession) -> None:
+async def test_ensure_restored_answers_like_iac_code(client: Client, raw: aiohttp.ClientSession) -> None:
     events = await send(client, user("hello", context="ctx-restore"))
-    body = {"contextId": "ctx-restore", "cwd": "/workspace"}
-    async with raw.post("/iac-code/session/ensure-restored", json=body, headers=HEADERS) as response:
-        restored = await response.json()
-    assert restored == {"sessionId": iac(events[-1])["iacCodeSessionId"], "restored": True}
+    session_id = iac(events[-1])["iacCodeSessionId"]
+    route = "/iac-code/session/ensure-restored"
+    async with raw.post(route, json={"cwd": "/workspace", "sessionId": session_id}, headers=HEADERS) as response:
+        assert (response.status, await response.json()) == (200, {"status": "current"})
+    async with raw.post(route, json={"cwd": "/workspace", "sessionId": "unknown"}, headers=HEADERS) as response:
+        assert (response.status, await response.json()) == (404, {"status": "not_found"})
+    async with raw.post(route, json={"cwd": "/workspace"}, headers=HEADERS) as response:
+        assert response.status == 400
 
 
 # --- wire shape against the iac-code recordings -------------------------------------

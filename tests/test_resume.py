@@ -311,3 +311,25 @@ async def test_a_resume_sent_the_moment_run_finished_arrives_finds_the_thread_fr
         # The first response is still open here.
         reply = await adapter.run(resume_body("t-quick", workspace, allow(interrupt)))
     assert reply.status == 200, reply.body
+
+
+async def test_a_resume_whose_runtime_lost_the_session_is_execution_lost(
+    tmp_path: Path, workspace: Path
+) -> None:
+    # The runtime restarted and kept nothing (the demo keeps sessions in memory).
+    first_runtime = DemoRuntime()
+    await first_runtime.start(port=0)
+    port = int(first_runtime.url.rsplit(":", 1)[1].strip("/"))
+    running = await start_adapter(tmp_path / "state", first_runtime.url)
+    try:
+        interrupt = await interrupt_on(running, "t-lost", workspace)
+        await first_runtime.close()
+        second_runtime = DemoRuntime()
+        await second_runtime.start(port=port)
+        try:
+            events = (await running.run(resume_body("t-lost", workspace, allow(interrupt)))).events()
+        finally:
+            await second_runtime.close()
+    finally:
+        await running.close()
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "EXECUTION_LOST"

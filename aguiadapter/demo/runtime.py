@@ -195,18 +195,26 @@ async def handle_agent_card(request: web.Request) -> web.Response:
 
 
 async def handle_ensure_restored(request: web.Request) -> web.Response:
-    """``POST /iac-code/session/ensure-restored``: bind (or keep) a context's session."""
+    """``POST /iac-code/session/ensure-restored`` with ``{cwd, sessionId, taskId?}``,
+    as iac-code takes it: ``{"status": "current"}`` for a session this runtime
+    knows, 404 ``{"status": "not_found"}`` otherwise (its sessions live in memory)."""
     try:
         body = json.loads(await request.read())
     except ValueError:
         body = None
-    if not isinstance(body, dict) or not isinstance(body.get("contextId"), str) or not isinstance(body.get("cwd"), str):
-        return _json({"error": "body must be {contextId, cwd, sessionId?}"}, status=400)
-    session_id = body.get("sessionId")
-    context = request.app[AGENT_KEY].state.context(
-        body["contextId"], session_id if isinstance(session_id, str) else None
-    )
-    return _json({"sessionId": context.session_id, "restored": True})
+    task_id = body.get("taskId") if isinstance(body, dict) else None
+    if (
+        not isinstance(body, dict)
+        or not isinstance(body.get("cwd"), str)
+        or not body["cwd"]
+        or not isinstance(body.get("sessionId"), str)
+        or (task_id is not None and not isinstance(task_id, str))
+    ):
+        return _json({"error": "Invalid session restore request."}, status=400)
+    known = {context.session_id for context in request.app[AGENT_KEY].state.contexts.values()}
+    if body["sessionId"] not in known:
+        return _json({"status": "not_found"}, status=404)
+    return _json({"status": "current"})
 
 
 async def handle_pipeline_state(request: web.Request) -> web.Response:

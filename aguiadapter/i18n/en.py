@@ -78,6 +78,7 @@ MESSAGES: dict[str, str] = {
     "input_cwd_outside_roots": "{path} is outside the allowed workspace directories.",
     "input_cwd_not_directory": "{path} exists but is not a directory.",
     # Resume (raised by the resume checks and the thread service).
+    "session_lost": "The runtime no longer has this conversation's session; it cannot be resumed.",
     "resume_duplicate_ids": "The resume answers the same interrupt more than once.",
     "resume_payload_missing": "The answer to interrupt {id} needs a payload.",
     "resume_payload_schema": "The answer to interrupt {id} does not match its responseSchema.",

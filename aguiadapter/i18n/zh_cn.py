@@ -69,6 +69,7 @@ MESSAGES: dict[str, str] = {
     "input_cwd_outside_roots": "{path} 不在允许的工作区目录范围内。",
     "input_cwd_not_directory": "{path} 已存在，但不是目录。",
     # Resume（由 Resume 校验和 thread service 抛出）。
+    "session_lost": "运行时已不再保存此会话的 session，无法恢复。",
     "resume_duplicate_ids": "Resume 对同一个中断答复了不止一次。",
     "resume_payload_missing": "对中断 {id} 的答复缺少 payload。",
     "resume_payload_schema": "对中断 {id} 的答复不符合其 responseSchema。",

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ..a2a.client import A2AClient, A2AError
+from ..a2a.client import A2AClient, A2AError, A2AHttpError
 from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
 from ..protocol.inputs import RunAgentInput, latest_user_message
@@ -254,18 +254,25 @@ class ThreadService:
         return True
 
     async def restore_session(self, record: ThreadRecord) -> None:
-        """Once per process and context, before a resume: ask the runtime to
-        restore the iac-code session (a runtime without the route is fine)."""
-        if record.context_id in self._restored:
+        """Once per process and session, before a resume: ask the runtime to
+        restore the iac-code session (after a restart of either side). A
+        session the runtime no longer has is lost; a runtime without the
+        route, or a restore that fails for now, leaves the task check to
+        decide."""
+        if record.session_id is None or record.session_id in self._restored:
             return
-        body = {"contextId": record.context_id, "cwd": record.cwd}
-        if record.session_id is not None:
-            body["sessionId"] = record.session_id
+        body: dict[str, Any] = {"cwd": record.cwd, "sessionId": record.session_id}
+        if record.task_id is not None:
+            body["taskId"] = record.task_id
         try:
             await self.client.post_json("/iac-code/session/ensure-restored", body)
+        except A2AHttpError as exc:
+            if exc.status == 404 and isinstance(exc.body, dict) and exc.body.get("status") == "not_found":
+                raise AdapterError(ErrorCode.EXECUTION_LOST, "session_lost") from exc
+            log.info("session restore for %s not confirmed: HTTP %s", record.thread_id, exc.status)
         except A2AError as exc:
-            log.info("session restore for %s not confirmed: %s", record.context_id, exc)
-        self._restored.add(record.context_id)
+            log.info("session restore for %s not confirmed: %s", record.thread_id, exc)
+        self._restored.add(record.session_id)
 
     # ---------------------------------------------------------- cancellation
     async def cancel_execution(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> CancelStatus:
