@@ -14,6 +14,7 @@ from pathlib import Path
 import aiohttp
 
 from aguiadapter.cli import build_parser, config_from_args
+from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.diagram import render_mermaid
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream, texts
@@ -100,3 +101,29 @@ def test_options_beat_the_environment(tmp_path: Path) -> None:
 def test_diagram_command_prints_the_generated_diagram() -> None:
     out = subprocess.run([sys.executable, "-m", "aguiadapter", "diagram"], capture_output=True, text=True, check=True)
     assert out.stdout == render_mermaid()
+
+
+async def test_a_run_lost_with_a_killed_adapter_has_its_task_cancelled_on_next_use(
+    tmp_path: Path, demo: DemoRuntime
+) -> None:
+    process, url, _ = await start_cli(tmp_path, "--a2a-url", demo.url)
+    body = run_body(thread_id="cli-kill", text="slow 30", cwd=str(tmp_path))
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, json=body) as resp:
+            seen = b""
+            while b"TEXT_MESSAGE_CONTENT" not in seen:
+                seen += await resp.content.readany()
+            process.send_signal(signal.SIGKILL)
+            await process.wait()
+    (task_id,) = list(demo.state.tasks)
+    assert demo.state.tasks[task_id].state == "TASK_STATE_WORKING", "the runtime goes on without the adapter"
+    process, url, _ = await start_cli(tmp_path, "--a2a-url", demo.url)
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url, json=run_body(thread_id="cli-kill", text="again", cwd=str(tmp_path))) as resp:
+                events = check_stream(await resp.read())
+    finally:
+        process.send_signal(signal.SIGINT)
+        await process.wait()
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert demo.state.tasks[task_id].state == "TASK_STATE_CANCELED", "the lost run's task must not run on"

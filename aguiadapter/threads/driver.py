@@ -95,8 +95,6 @@ class RunDriver:
         self._accepted = False
         self._sink = sink
         self._ended = "unknown"
-        #: The background write of the task and session ids, if one runs.
-        self._pending_write: asyncio.Future[None] | None = None
         #: Whether this run already sent the client an ACTIVITY_SNAPSHOT.
         self._view_restored = False
         #: The service's lease renewal for this run, stopped when the run ends.
@@ -199,7 +197,7 @@ class RunDriver:
                     events += translator.feed(result)
                     if translator.identity_changed:
                         translator.identity_changed = False
-                        self._persist_identity()
+                        await self._persist_identity()
                     if translator.outcome is not None:
                         break
                 if events:
@@ -219,28 +217,14 @@ class RunDriver:
             await batches.aclose()  # type: ignore[attr-defined]
         return None
 
-    def _persist_identity(self) -> None:
-        """Write the task and session ids in the background: the events go
-        on meanwhile (nothing they say depends on the write), and every
-        later write or transition waits for it first (:meth:`_settle`), so a
-        failure still ends the run before anything is announced as done."""
+    async def _persist_identity(self) -> None:
+        """Write the task and session ids before any event of theirs goes
+        out: an adapter that dies right after must still find (and cancel)
+        the runtime's task when the thread is next used."""
         record = self.ticket.record
         record.task_id = self.identity.task_id
         record.session_id = self.identity.session_id
-        previous = self._pending_write
-
-        async def write() -> None:
-            if previous is not None:
-                await previous
-            await self.service.store.save(record, self.ticket.claim)
-
-        self._pending_write = asyncio.ensure_future(write())
-
-    async def _settle(self) -> None:
-        """Wait for a background write; its failure surfaces here."""
-        pending, self._pending_write = self._pending_write, None
-        if pending is not None:
-            await pending
+        await self.service.store.save(record, self.ticket.claim)
 
     # --------------------------------------------------------------- resume
     async def _resume(self) -> TurnOutcome | None:
@@ -354,7 +338,6 @@ class RunDriver:
         ]
         for answer in answers:
             record.remember_answer(answer.interrupt_id, answer.digest)
-        await self._settle()
         await self.service.store.save(record, self.ticket.claim)
         if not record.pending_interrupts:
             await self.service.expiry.cancel(record.thread_id)
@@ -401,12 +384,6 @@ class RunDriver:
         """Take the run's last transition, then free the thread, then send
         the terminal event: a client that answers RUN_FINISHED at once (a
         resume) finds the thread free, not THREAD_BUSY."""
-        try:
-            await self._settle()
-        except PersistenceError:
-            if event in ("finish", "interrupt"):
-                raise  # the caller ends the run with STATE_PERSISTENCE_FAILED
-            log.warning("run %s: task mapping not persisted", self.identity.run_id)
         sink, held = self.sink, _HeldEvents()
         # The machine lives only for its transition: a run may stream for
         # hours, and a machine instance costs tens of kilobytes.

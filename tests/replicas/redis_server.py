@@ -86,12 +86,17 @@ class RedisServer:
 
     async def _signal(self, sig: int) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
+        await signal_and_wait(process, sig)
+
+
+async def signal_and_wait(process: subprocess.Popen[bytes] | None, sig: int) -> None:
+    """Send ``sig`` and wait up to 10 s for the process to end, then kill it."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(sig)
+    for _ in range(200):
+        if process.poll() is not None:
             return
-        process.send_signal(sig)
-        for _ in range(200):
-            if process.poll() is not None:
-                return
-            await asyncio.sleep(0.05)
-        process.kill()
-        process.wait()
+        await asyncio.sleep(0.05)
+    process.kill()
+    process.wait()

@@ -19,6 +19,8 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+
+from .redis_server import signal_and_wait
 from typing import Any
 
 import aiohttp
@@ -76,16 +78,7 @@ class Replica:
         await self._signal(signal.SIGTERM)
 
     async def _signal(self, sig: int) -> None:
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(sig)
-        for _ in range(200):
-            if process.poll() is not None:
-                return
-            await asyncio.sleep(0.05)
-        process.kill()
-        process.wait()
+        await signal_and_wait(self.process, sig)
 
 
 async def post(session: aiohttp.ClientSession, url: str, body: Any, path: str = "") -> Reply:
