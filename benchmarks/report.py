@@ -1,0 +1,295 @@
+"""Samples → medians, ratios, targets; the printed tables and the JSON file."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+ADAPTER, IAC, RELAY, RUNTIME = "adapter", "iac_code_agui", "relay", "runtime"
+# The adapter again, with ``--store redis://...``: measured only for the cost per run.
+ADAPTER_REDIS = "adapter_redis"
+TARGET_LABELS = {
+    ADAPTER: "adapter",
+    ADAPTER_REDIS: "adapter, redis store",
+    IAC: "iac-code agui",
+    RELAY: "minimal relay",
+    RUNTIME: "runtime alone",
+}
+RSS_LIMIT_MB = 50.0
+# The Redis store may cost at most this much per run, relative to the file store.
+STORE_LIMIT = 1.3
+STORE_KEYS = ("per_run_wall_ms", "per_run_cpu_ms")
+
+
+@attrs.frozen
+class Column:
+    """One measured quantity; ``label`` may name sizes as ``{name}``."""
+
+    key: str
+    label: str
+    unit: str
+    better: str  # "higher" or "lower"
+    digits: int = 0
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("throughput_eps", "1. throughput, {firehose} deltas", "events/s", "higher"),
+    Column("cpu_s_per_10k", "2. CPU per 10k events", "s", "lower", 3),
+    Column("runtime_busy_pct", "   runtime busy during 1.", "% core", "lower"),
+    Column("ttfe_ms", "3. time to first event", "ms", "lower", 1),
+    Column("ttft_ms", "3. time to first text delta", "ms", "lower", 1),
+    Column("conc_low_eps", "4. {conc_low} concurrent runs: total", "events/s", "higher"),
+    Column("conc_low_p50_s", "4. {conc_low} concurrent runs: p50 done", "s", "lower", 2),
+    Column("conc_low_p99_s", "4. {conc_low} concurrent runs: p99 done", "s", "lower", 2),
+    Column("conc_high_eps", "4. {conc_high} concurrent runs: total", "events/s", "higher"),
+    Column("conc_high_p50_s", "4. {conc_high} concurrent runs: p50 done", "s", "lower", 2),
+    Column("conc_high_p99_s", "4. {conc_high} concurrent runs: p99 done", "s", "lower", 2),
+    Column("rss_idle_mb", "5. RSS idle, no stream", "MB", "lower", 1),
+    Column("rss_streams_mb", "5. RSS with {idle_streams} open slow streams", "MB", "lower", 1),
+    Column("rss_per_stream_kb", "5. RSS per open stream", "KB", "lower", 1),
+    Column("startup_empty_ms", "6. startup, {files_empty} thread files", "ms", "lower"),
+    Column("startup_mid_ms", "6. startup, {files_mid} thread files", "ms", "lower"),
+    Column("startup_large_ms", "6. startup, {files_large} thread files", "ms", "lower"),
+    Column("interrupt_rt_ms", "7. interrupt -> resume -> success", "ms", "lower", 1),
+    Column("interrupt_added_ms", "7. added over the runtime's own", "ms", "lower", 1),
+    Column("per_run_wall_ms", "8. cost per run ({cost_text}): wall", "ms", "lower", 2),
+    Column("per_run_cpu_ms", "8. cost per run ({cost_text}): adapter CPU", "ms", "lower", 2),
+)
+COLUMN_KEYS = tuple(column.key for column in COLUMNS)
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Linear-interpolated percentile (``fraction`` in 0..1)."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    position = (len(ordered) - 1) * fraction
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+class Results:
+    """Samples per (target, column), reasons for what could not be measured."""
+
+    def __init__(self, targets: Iterable[str]) -> None:
+        self.targets = list(targets)
+        self.samples: dict[str, dict[str, list[float]]] = {t: {} for t in self.targets}
+        self.reasons: dict[str, dict[str, str]] = {t: {} for t in self.targets}
+        self.details: dict[str, dict[str, Any]] = {t: {} for t in self.targets}
+
+    def add(self, target: str, key: str, value: float) -> None:
+        """One sample."""
+        self.samples[target].setdefault(key, []).append(float(value))
+
+    def na(self, target: str, key: str, reason: str) -> None:
+        """Why a cell has no number (the first reason given wins)."""
+        self.reasons[target].setdefault(key, reason)
+
+    def note(self, target: str, key: str, value: Any) -> None:
+        """An extra fact for the JSON (errors, counts)."""
+        self.details[target].setdefault(key, []).append(value)
+
+    def cell(self, target: str, key: str) -> dict[str, Any]:
+        """``{median, min, max, n, samples}`` or ``{na: reason}``."""
+        values = self.samples.get(target, {}).get(key)
+        if values:
+            return {
+                "median": statistics.median(values),
+                "min": min(values),
+                "max": max(values),
+                "n": len(values),
+                "samples": [round(v, 6) for v in values],
+            }
+        reason = self.reasons.get(target, {}).get(key, "not measured")
+        return {"na": reason if reason.startswith("n/a") else f"n/a: {reason}"}
+
+    def paired_ratios(self, target: str, other: str, key: str) -> list[float]:
+        """Per-round ratios target / other (sample i of each comes from round i)."""
+        mine = self.samples.get(target, {}).get(key, [])
+        theirs = self.samples.get(other, {}).get(key, [])
+        if not mine or len(mine) != len(theirs):
+            return []
+        return [a / b for a, b in zip(mine, theirs, strict=True) if b]
+
+    def median(self, target: str, key: str) -> float | None:
+        """The median, when there are samples."""
+        values = self.samples.get(target, {}).get(key)
+        return statistics.median(values) if values else None
+
+
+def labels(sizes: dict[str, Any]) -> dict[str, str]:
+    """Column labels with the sizes of this run filled in."""
+    fills = {k: f"{v:,}" if isinstance(v, int) else v for k, v in sizes.items()}
+    return {column.key: f"{column.label.format(**fills)} ({column.unit})" for column in COLUMNS}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def store_ratios(results: Results) -> dict[str, float | None]:
+    """Redis store / file store, per cost-per-run column (ratio of medians)."""
+    return {key: _ratio(results.median(ADAPTER_REDIS, key), results.median(ADAPTER, key)) for key in STORE_KEYS}
+
+
+def store_cost_ratio(results: Results) -> float | None:
+    """The cost per run of the Redis store over the file store: the worse of wall time and CPU."""
+    ratios = [r for r in store_ratios(results).values() if r is not None]
+    return max(ratios) if len(ratios) == len(STORE_KEYS) else None
+
+
+def goals(results: Results, *, judge_them: bool = True) -> list[dict[str, Any]]:
+    """The issue's targets, judged on this run's medians (not at smoke sizes)."""
+    m = results.median
+    out: list[dict[str, Any]] = []
+
+    def judge(name: str, value: float | None, op: str, limit: float, how: str, missing: str) -> None:
+        if value is None:
+            out.append({"goal": name, "value": None, "target": f"{op} {limit:g}", "met": None,
+                        "verdict": f"not judged: {missing}"})
+            return
+        if not judge_them:
+            out.append({"goal": name, "value": value, "target": f"{op} {limit:g}", "met": None,
+                        "verdict": f"not judged at smoke sizes ({how} = {value:.3g})"})
+            return
+        met = value >= limit if op == ">=" else value <= limit
+        if op == ">=":
+            margin = f"{value / limit:.3g}x the target" if limit else ""
+        else:
+            margin = f"{(value / limit) if limit else 0:.3g}x the limit"
+        out.append({"goal": name, "value": value, "target": f"{op} {limit:g}", "met": met,
+                    "verdict": f"{'MET' if met else 'MISSED'} ({how} = {value:.3g}; {margin})"})
+
+    no_iac = "no iac-code agui numbers in this run"
+    judge("relay throughput >= 5x iac-code agui", _ratio(m(ADAPTER, "throughput_eps"), m(IAC, "throughput_eps")),
+          ">=", 5.0, "adapter / iac-code", no_iac)
+    judge("relay throughput >= 0.7x minimal relay",
+          _ratio(m(ADAPTER, "throughput_eps"), m(RELAY, "throughput_eps")),
+          ">=", 0.7, "adapter / relay", "no relay numbers")
+    judge("CPU per 10k events <= 1/4 of iac-code agui",
+          _ratio(m(ADAPTER, "cpu_s_per_10k"), m(IAC, "cpu_s_per_10k")), "<=", 0.25, "adapter / iac-code", no_iac)
+    judge("time to first text <= 1/2 of iac-code agui",
+          _ratio(m(ADAPTER, "ttft_ms"), m(IAC, "ttft_ms")), "<=", 0.5, "adapter / iac-code", no_iac)
+    judge("p99 completion at high concurrency <= 1/4 of iac-code agui",
+          _ratio(m(ADAPTER, "conc_high_p99_s"), m(IAC, "conc_high_p99_s")), "<=", 0.25, "adapter / iac-code", no_iac)
+    empty, large = m(ADAPTER, "startup_empty_ms"), m(ADAPTER, "startup_large_ms")
+    spread = abs(large / empty - 1.0) if empty and large is not None else None
+    judge("startup within 10% between 0 and the most thread files", spread, "<=", 0.10,
+          "|large / empty - 1|", "no startup numbers")
+    judge(f"idle RSS <= {RSS_LIMIT_MB:g} MB (no stream open)", m(ADAPTER, "rss_idle_mb"), "<=", RSS_LIMIT_MB,
+          "MB", "no RSS numbers")
+    judge(f"RSS with the idle streams open <= {RSS_LIMIT_MB:g} MB (stricter reading)",
+          m(ADAPTER, "rss_streams_mb"), "<=", RSS_LIMIT_MB, "MB", "no RSS numbers")
+    judge(f"cost per run with the Redis store <= {STORE_LIMIT:g}x the file store", store_cost_ratio(results),
+          "<=", STORE_LIMIT, "redis / file, the worse of wall and CPU",
+          results.cell(ADAPTER_REDIS, "per_run_wall_ms").get("na", "no cost-per-run numbers").removeprefix("n/a: "))
+    return out
+
+
+def _fmt(value: float, digits: int) -> str:
+    if math.isnan(value):
+        return "nan"
+    return f"{value:,.{digits}f}"
+
+
+def _cell_text(cell: dict[str, Any], digits: int, spread: bool = True) -> str:
+    if "na" in cell:
+        return cell["na"]
+    text = _fmt(cell["median"], digits)
+    if spread and cell["n"] > 1:
+        text += f" [{_fmt(cell['min'], digits)}-{_fmt(cell['max'], digits)}]"
+    return text
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], max_width: int = 44) -> str:
+    def clip(text: str) -> str:
+        return text if len(text) <= max_width else text[: max_width - 1] + "~"
+
+    rows = [[clip(c) if i else c for i, c in enumerate(row)] for row in rows]
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    line = lambda row: " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()  # noqa: E731
+    rule = "-+-".join("-" * w for w in widths)
+    return "\n".join([line(header), rule, *(line(row) for row in rows)])
+
+
+def render(results: Results, sizes: dict[str, Any]) -> str:
+    """The measurement table, the ratio table and the verdicts."""
+    names = labels(sizes)
+    targets = results.targets
+    header = ["measure (median [min-max])", *(TARGET_LABELS[t] for t in targets)]
+    rows = [
+        [names[column.key], *(_cell_text(results.cell(t, column.key), column.digits) for t in targets)]
+        for column in COLUMNS
+    ]
+    parts = [_table(header, rows)]
+    ratio_rows = []
+    for column in COLUMNS:
+        adapter = results.median(ADAPTER, column.key)
+        row = [names[column.key]]
+        for other in (IAC, RELAY, RUNTIME):
+            ratio = _ratio(adapter, results.median(other, column.key))
+            row.append("n/a" if ratio is None else f"{ratio:.2f}x")
+        ratio_rows.append(row)
+    parts.append(_table(["ratio of medians", "adapter / iac-code agui", "adapter / minimal relay",
+                         "adapter / runtime alone"], ratio_rows))
+    store = store_ratios(results)
+    store_row = ["redis store / file store (adapter)"]
+    for key in STORE_KEYS:
+        ratio = store[key]
+        store_row.append(("n/a: " + results.cell(ADAPTER_REDIS, key)["na"].removeprefix("n/a: "))
+                         if ratio is None else f"{ratio:.2f}x")
+    parts.append(_table(["ratio of medians", *(names[key] for key in STORE_KEYS)], [store_row], max_width=60))
+    judged = sizes.get("profile") != "smoke"
+    verdicts = [[g["goal"], g["verdict"]] for g in goals(results, judge_them=judged)]
+    parts.append(_table(["target (issue)", "this run"], verdicts, max_width=90))
+    return "\n\n".join(parts)
+
+
+def to_json(results: Results, sizes: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """Everything measured, with every column for every target."""
+    names = labels(sizes)
+    return {
+        "meta": meta,
+        "sizes": sizes,
+        "columns": [
+            {"key": c.key, "label": names[c.key], "unit": c.unit, "better": c.better} for c in COLUMNS
+        ],
+        "targets": {t: TARGET_LABELS[t] for t in results.targets},
+        "results": {t: {c.key: results.cell(t, c.key) for c in COLUMNS} for t in results.targets},
+        "ratios": {
+            f"adapter/{other}": {
+                c.key: _ratio(results.median(ADAPTER, c.key), results.median(other, c.key)) for c in COLUMNS
+            }
+            for other in results.targets
+            if other not in (ADAPTER, ADAPTER_REDIS)
+        },
+        "store_ratios": {"redis/file": store_ratios(results), "cost_per_run": store_cost_ratio(results),
+                         "limit": STORE_LIMIT},
+        "goals": goals(results, judge_them=sizes.get("profile") != "smoke"),
+        "paired_ratios": {
+            f"adapter/{other}": {
+                key: results.paired_ratios(ADAPTER, other, key) for key in ("throughput_eps", "cpu_s_per_10k")
+            }
+            for other in results.targets
+            if other not in (ADAPTER, ADAPTER_REDIS)
+        },
+        "paired_store_ratios": {
+            "redis/file": {key: results.paired_ratios(ADAPTER_REDIS, ADAPTER, key) for key in STORE_KEYS},
+        },
+        "details": results.details,
+    }
+
+
+def write_json(path: Path, document: dict[str, Any]) -> None:
+    """Write the JSON file (folders made as needed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, default=str) + "\n")

@@ -1,0 +1,865 @@
+"""``python -m benchmarks``: run every measure side by side and report.
+
+One demo runtime (firehose mode) serves every target. The targets run as
+separate processes on loopback: this adapter, ``iac-code agui`` from its own
+virtualenv, and the minimal relay of :mod:`benchmarks.relay`; the runtime is
+also measured alone with a raw A2A client. Each measure repeats its runs with
+the targets in a rotating order, so drift on a shared machine spreads over
+all of them; medians with min and max are reported, and the targets are
+judged only by ratios of medians from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import attrs
+
+from . import iacenv
+from .client import (
+    A2A_HEADERS,
+    A2A_TEXT_MARK,
+    StreamResult,
+    a2a_body,
+    a2a_outcome,
+    agui_outcome,
+    run_body,
+    stream,
+)
+from .procs import RedisServer, Server, free_port, raise_fd_limit, wait_quiet
+from .report import (
+    ADAPTER,
+    ADAPTER_REDIS,
+    COLUMN_KEYS,
+    IAC,
+    RELAY,
+    RUNTIME,
+    STORE_KEYS,
+    TARGET_LABELS,
+    Results,
+    percentile,
+    render,
+    to_json,
+    write_json,
+)
+from .statefiles import make_state_dir
+
+MB = 1024 * 1024
+
+
+@attrs.frozen
+class Sizes:
+    """How much each measure does."""
+
+    name: str
+    reps: int
+    firehose: int
+    short_text: str
+    ttf_reps: int
+    conc_levels: tuple[int, int]
+    conc_events: int
+    conc_reps: int
+    idle_streams: int
+    idle_seconds: float
+    idle_reps: int
+    idle_ramp_limit: float
+    startup_files: tuple[int, int, int]
+    startup_reps: int
+    interrupt_reps: int
+    warmup: int
+    run_timeout: float
+    cost_rounds: int = 2
+    cost_batch: int = 3
+    cost_text: str = "firehose 1"
+
+    def public(self) -> dict[str, Any]:
+        """The sizes named in column labels and in the JSON."""
+        return {
+            "profile": self.name,
+            "firehose": self.firehose,
+            "reps": self.reps,
+            "short_text": self.short_text,
+            "ttf_reps": self.ttf_reps,
+            "conc_low": self.conc_levels[0],
+            "conc_high": self.conc_levels[1],
+            "conc_events_per_run": self.conc_events,
+            "conc_reps": self.conc_reps,
+            "idle_streams": self.idle_streams,
+            "idle_seconds": self.idle_seconds,
+            "idle_reps": self.idle_reps,
+            "idle_ramp_limit_s": self.idle_ramp_limit,
+            "files_empty": self.startup_files[0],
+            "files_mid": self.startup_files[1],
+            "files_large": self.startup_files[2],
+            "startup_reps": self.startup_reps,
+            "interrupt_reps": self.interrupt_reps,
+            "cost_text": self.cost_text,
+            "cost_rounds": self.cost_rounds,
+            "cost_batch": self.cost_batch,
+        }
+
+
+PROFILES = {
+    "full": Sizes("full", reps=7, firehose=20_000, short_text="firehose 20", ttf_reps=20,
+                  conc_levels=(50, 200), conc_events=1000, conc_reps=3,
+                  idle_streams=1000, idle_seconds=120.0, idle_reps=3, idle_ramp_limit=45.0,
+                  startup_files=(0, 10_000, 100_000), startup_reps=9, interrupt_reps=7,
+                  warmup=2000, run_timeout=300.0, cost_rounds=7, cost_batch=80),
+    "quick": Sizes("quick", reps=3, firehose=20_000, short_text="firehose 20", ttf_reps=10,
+                   conc_levels=(50, 200), conc_events=500, conc_reps=2,
+                   idle_streams=1000, idle_seconds=120.0, idle_reps=1, idle_ramp_limit=45.0,
+                   startup_files=(0, 10_000, 100_000), startup_reps=3, interrupt_reps=3,
+                   warmup=1000, run_timeout=180.0, cost_rounds=4, cost_batch=50),
+    "smoke": Sizes("smoke", reps=2, firehose=300, short_text="firehose 5", ttf_reps=2,
+                   conc_levels=(3, 6), conc_events=20, conc_reps=1,
+                   idle_streams=5, idle_seconds=10.0, idle_reps=1, idle_ramp_limit=5.0,
+                   startup_files=(0, 10, 100), startup_reps=1, interrupt_reps=1,
+                   warmup=50, run_timeout=60.0, cost_rounds=2, cost_batch=3),
+}
+MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "startup", "idle")
+# What makes iac-code quiet and keeps it off the network.
+QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
+
+
+@attrs.define
+class Target:
+    """One server under test."""
+
+    key: str
+    server: Server
+    kind: str  # "agui" or "a2a"
+
+    @property
+    def label(self) -> str:
+        """Human name."""
+        return TARGET_LABELS[self.key]
+
+
+class Bench:
+    """The running setup: runtime, targets, client session and results."""
+
+    def __init__(self, sizes: Sizes, work: Path, iac_venv: Path | None, log=print,  # type: ignore[no-untyped-def]
+                 keys: Sequence[str] = (ADAPTER, IAC, RELAY, RUNTIME)) -> None:
+        self.keys = tuple(keys)
+        self.sizes = sizes
+        self.work = work
+        self.iac_venv = iac_venv
+        self.log = log
+        self.ws_root = work / "ws"
+        self.cwd = str(self.ws_root / "bench")
+        self.runtime: Server | None = None
+        self.targets: list[Target] = []
+        self.results = Results([ADAPTER, ADAPTER_REDIS, IAC, RELAY, RUNTIME])
+        self.cleanup: list[asyncio.Task[None]] = []
+        self.relay_args: list[str] = []
+        # Servers started by one measure (stopped by it, and again by stop() after a failure).
+        self.extra: list[Server] = []
+        self.redis_meta: dict[str, Any] = {"measured": False}
+
+    # ------------------------------------------------------------ processes
+    def _adapter_server(self, state_dir: Path, port: int, name: str = "adapter",
+                        launcher: Sequence[str] | None = None, a2a_url: str | None = None,
+                        store: str | None = None) -> Server:
+        launcher = launcher or [sys.executable, "-m", "aguiadapter"]
+        argv = [*launcher, "--host", "127.0.0.1", "--port", str(port),
+                "--a2a-url", a2a_url or self.runtime_url, "--state-dir", str(state_dir)]
+        if store is not None:
+            argv += ["--store", store]
+        env = {**os.environ, "IAC_CODE_AGUI_ALLOWED_CWDS": str(self.ws_root)}
+        return Server(name, argv, port=port, log_path=self.work / "logs" / f"{name}.log", env=env)
+
+    def _iac_server(self, port: int, name: str = "iac-code-agui", a2a_url: str | None = None) -> Server:
+        assert self.iac_venv is not None
+        state = self.work / f"state-{name}"
+        shutil.rmtree(state, ignore_errors=True)
+        home = self.work / "iac-home"
+        home.mkdir(parents=True, exist_ok=True)
+        argv = [str(iacenv.executable(self.iac_venv)), "agui", "--host", "127.0.0.1", "--port", str(port),
+                "--a2a-url", a2a_url or self.runtime_url, "--state-dir", str(state)]
+        env = {**os.environ, **QUIET_ENV, "HOME": str(home), "IAC_CODE_AGUI_ALLOWED_CWDS": str(self.ws_root)}
+        for leaked in ("IAC_CODE_AGUI_AUTH_TOKEN", "IAC_CODE_AGUI_A2A_TOKEN", "VIRTUAL_ENV", "PYTHONPATH"):
+            env.pop(leaked, None)
+        return Server(name, argv, port=port, log_path=self.work / "logs" / f"{name}.log", env=env,
+                      cwd=str(self.work))
+
+    def _relay_server(self, port: int, name: str = "relay", a2a_url: str | None = None) -> Server:
+        argv = [sys.executable, "-m", "benchmarks.relay", "--port", str(port), "--a2a-url",
+                a2a_url or self.runtime_url, *self.relay_args]
+        here = str(Path(__file__).resolve().parent.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+        return Server(name, argv, port=port, log_path=self.work / "logs" / f"{name}.log", env=env)
+
+    @property
+    def runtime_url(self) -> str:
+        """The demo runtime's JSON-RPC endpoint."""
+        assert self.runtime is not None
+        return self.runtime.url
+
+    async def start(self) -> None:
+        """Start the runtime and every target; warm each one up."""
+        (self.ws_root / "bench").mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        self.runtime = Server("runtime", [sys.executable, "-m", "aguiadapter.demo", "--port", str(port)],
+                              port=port, log_path=self.work / "logs" / "runtime.log")
+        self.runtime.start()
+        await self.runtime.wait_ready()
+        if ADAPTER in self.keys:
+            self.targets.append(Target(ADAPTER, self._adapter_server(self.work / "state-adapter", free_port()), "agui"))
+        if IAC in self.keys and self.iac_venv is not None:
+            self.targets.append(Target(IAC, self._iac_server(free_port()), "agui"))
+        if RELAY in self.keys:
+            self.targets.append(Target(RELAY, self._relay_server(free_port()), "agui"))
+        if RUNTIME in self.keys:
+            self.targets.append(Target(RUNTIME, self.runtime, "a2a"))
+        for target in self.targets:
+            if target.key != RUNTIME:
+                target.server.start()
+        for target in self.targets:
+            seconds = await target.server.wait_ready(timeout=120)
+            self.log(f"  {target.label:<15} pid {target.server.pid:<7} {target.server.url}  ready in {seconds:.2f} s")
+        for target in self.targets:
+            result = await self.one_run(target, f"firehose {self.sizes.warmup}")
+            if self.outcome(target, result) not in ("success", "TASK_STATE_INPUT_REQUIRED"):
+                raise RuntimeError(f"warm-up of {target.label} failed: {self.outcome(target, result)}\n"
+                                   f"{target.server.log_tail()}")
+
+    async def stop(self) -> None:
+        """Stop everything this bench started."""
+        for server in (t.server for t in self.targets if t.key != RUNTIME):
+            server.stop()
+        for server in self.extra:
+            server.stop()
+        if self.runtime is not None:
+            self.runtime.stop()
+        if self.cleanup:
+            await asyncio.gather(*self.cleanup, return_exceptions=True)
+
+    # --------------------------------------------------------------- helpers
+    async def one_run(self, target: Target, text: str, *, keep_body: bool = False,
+                      opened: asyncio.Event | None = None, result: StreamResult | None = None,
+                      body: dict[str, Any] | None = None) -> StreamResult:
+        """One run on a fresh thread (or one raw A2A turn on a fresh context)."""
+        if target.kind == "a2a":
+            return await stream(target.server.url, body or a2a_body(text, cwd=self.cwd),
+                                headers=A2A_HEADERS, text_mark=A2A_TEXT_MARK, keep_body=keep_body,
+                                opened=opened, result=result)
+        return await stream(target.server.url, body or run_body(text, cwd=self.cwd),
+                            keep_body=keep_body, opened=opened, result=result)
+
+    async def bounded_run(self, target: Target, text: str) -> StreamResult:
+        """:meth:`one_run` with the profile's time limit (a timeout is an error, not a crash)."""
+        result = StreamResult()
+        try:
+            return await asyncio.wait_for(self.one_run(target, text, result=result), self.sizes.run_timeout)
+        except asyncio.TimeoutError:
+            result.error = f"no end after {self.sizes.run_timeout:g} s"
+            return result
+
+    @staticmethod
+    def outcome(target: Target, result: StreamResult) -> str:
+        """How a run ended."""
+        return a2a_outcome(result) if target.kind == "a2a" else agui_outcome(result)
+
+    def ok(self, target: Target, result: StreamResult) -> bool:
+        """Whether a run ended normally (noted in the details when not)."""
+        outcome = self.outcome(target, result)
+        good = outcome in ("success", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED")
+        if not good:
+            self.results.note(target.key, "errors", outcome[:300])
+        return good
+
+    def rotation(self, items: Sequence[Any], rep: int) -> list[Any]:
+        """*items* rotated by *rep* (interleaving that cancels drift)."""
+        shift = rep % len(items)
+        return [*items[shift:], *items[:shift]]
+
+    async def settle(self, *servers: Server) -> None:
+        """Let the runtime and the given servers go quiet before a timed run."""
+        assert self.runtime is not None
+        await wait_quiet([self.runtime, *servers], timeout=5.0)
+
+    # -------------------------------------------------------------- measures
+    async def measure_rss(self) -> None:
+        """5a. RSS of each server, idle, after its warm-up run."""
+        for target in self.targets:
+            samples = []
+            for _ in range(5):
+                samples.append(target.server.rss() / MB)
+                await asyncio.sleep(0.1)
+            for value in samples:
+                self.results.add(target.key, "rss_idle_mb", value)
+
+    async def measure_ttf(self) -> None:
+        """3. Time to the first event and to the first text delta of a short run."""
+        for rep in range(self.sizes.ttf_reps):
+            for target in self.rotation(self.targets, rep):
+                await asyncio.sleep(0.02)
+                result = await self.bounded_run(target, self.sizes.short_text)
+                if not self.ok(target, result) or result.ttft is None or result.ttfe is None:
+                    continue
+                self.results.add(target.key, "ttfe_ms", result.ttfe * 1000)
+                self.results.add(target.key, "ttft_ms", result.ttft * 1000)
+
+    async def measure_throughput(self) -> None:
+        """1. and 2. One long firehose run: events/s at the client, CPU per 10k events."""
+        n = self.sizes.firehose
+        assert self.runtime is not None
+        for rep in range(self.sizes.reps):
+            for target in self.rotation(self.targets, rep):
+                await self.settle(target.server)
+                cpu0, rt0, client0 = target.server.cpu(), self.runtime.cpu(), time.process_time()
+                result = await self.bounded_run(target, f"firehose {n}")
+                cpu1, rt1, client1 = target.server.cpu(), self.runtime.cpu(), time.process_time()
+                if not self.ok(target, result):
+                    continue
+                if result.texts < n:
+                    self.results.note(target.key, "errors", f"only {result.texts} of {n} text deltas arrived")
+                    continue
+                self.results.add(target.key, "throughput_eps", result.events / result.seconds)
+                self.results.add(target.key, "cpu_s_per_10k", (cpu1 - cpu0) / result.events * 10_000)
+                self.results.add(target.key, "runtime_busy_pct", (rt1 - rt0) / result.seconds * 100)
+                self.results.note(target.key, "throughput_client_cpu_pct",
+                                  round((client1 - client0) / result.seconds * 100, 1))
+                self.results.note(target.key, "throughput_events", result.events)
+
+    async def measure_concurrency(self) -> None:
+        """4. Many simultaneous runs on distinct threads: total events/s, p50/p99 completion."""
+        n = self.sizes.conc_events
+        for level, prefix in zip(self.sizes.conc_levels, ("conc_low", "conc_high"), strict=True):
+            for rep in range(self.sizes.conc_reps):
+                for target in self.rotation(self.targets, rep):
+                    await self.settle(target.server)
+                    start = time.perf_counter()
+                    runs = [self.one_run(target, f"firehose {n}") for _ in range(level)]
+                    try:
+                        results = await asyncio.wait_for(asyncio.gather(*runs), self.sizes.run_timeout)
+                    except asyncio.TimeoutError:
+                        self.results.note(target.key, "errors", f"{level} runs: over {self.sizes.run_timeout} s")
+                        continue
+                    good = [r for r in results if self.ok(target, r) and r.texts >= n]
+                    if len(good) < level:
+                        self.results.note(target.key, "errors", f"{level} runs: {level - len(good)} failed")
+                        continue
+                    done = [r.ended - start for r in good]
+                    events = sum(r.events for r in good)
+                    self.results.add(target.key, f"{prefix}_eps", events / max(done))
+                    self.results.add(target.key, f"{prefix}_p50_s", percentile(done, 0.50))
+                    self.results.add(target.key, f"{prefix}_p99_s", percentile(done, 0.99))
+
+    async def measure_idle(self) -> None:
+        """5. Many open streams in a slow run: RSS with them open, RSS per stream.
+
+        Each sample uses a fresh runtime and a fresh target process (warmed up
+        by one short run), so the RSS before the streams is not inflated by
+        earlier measures and no earlier turn still ticks in the runtime.
+        """
+        count, seconds = self.sizes.idle_streams, self.sizes.idle_seconds
+        self.results.na(RUNTIME, "rss_streams_mb", "the runtime is not an AG-UI server")
+        self.results.na(RUNTIME, "rss_per_stream_kb", "the runtime is not an AG-UI server")
+        keys = [t.key for t in self.targets if t.kind == "agui"]
+        for rep in range(self.sizes.idle_reps):
+            for key in self.rotation(keys, rep):
+                runtime, target = await self._fresh_pair(key, f"idle-{rep}")
+                try:
+                    await self._idle_sample(target, count, seconds)
+                finally:
+                    target.server.stop()
+                    runtime.stop()
+
+    async def _fresh_pair(self, key: str, tag: str) -> tuple[Server, Target]:
+        """A new runtime and a new *key* target in front of it, warmed up."""
+        port = free_port()
+        runtime = Server(f"runtime-{tag}", [sys.executable, "-m", "aguiadapter.demo", "--port", str(port)],
+                         port=port, log_path=self.work / "logs" / f"runtime-{tag}.log")
+        runtime.start()
+        await runtime.wait_ready()
+        url = runtime.url
+        if key == ADAPTER:
+            shutil.rmtree(self.work / f"state-adapter-{tag}", ignore_errors=True)
+            server = self._adapter_server(self.work / f"state-adapter-{tag}", free_port(), name=f"adapter-{tag}",
+                                          a2a_url=url)
+        elif key == IAC:
+            server = self._iac_server(free_port(), name=f"iac-code-agui-{tag}", a2a_url=url)
+        else:
+            server = self._relay_server(free_port(), name=f"relay-{tag}", a2a_url=url)
+        target = Target(key, server, "agui")
+        try:
+            server.start()
+            await server.wait_ready(timeout=120)
+            warm = await self.one_run(target, "firehose 200")
+            if not self.ok(target, warm):
+                raise RuntimeError(f"warm-up of a fresh {target.label} failed: {self.outcome(target, warm)}")
+        except BaseException:
+            server.stop()
+            runtime.stop()
+            raise
+        return runtime, target
+
+    async def _idle_sample(self, target: Target, count: int, seconds: float) -> None:
+        await wait_quiet([target.server], timeout=5.0)
+        base = statistics.median([target.server.rss() for _ in range(3)])
+        self.results.add(target.key, "rss_idle_mb", base / MB)
+        begun = time.perf_counter()
+        holders = [StreamResult() for _ in range(count)]
+        tasks = [asyncio.create_task(self.one_run(target, f"slow {seconds:g}", result=holder)) for holder in holders]
+        # Open = the first text delta arrived: the stream really sits in the slow run.
+        # Stop waiting when all are in, or when the count stalled for 5 s
+        # (a target that caps its upstream streams never gets them all in).
+        limit = self.sizes.idle_ramp_limit
+        best, best_at = 0, begun
+        while time.perf_counter() - begun < limit:
+            now = time.perf_counter()
+            inside = sum(1 for h in holders if h.first_text is not None)
+            if inside == count or all(task.done() for task in tasks):
+                break
+            if inside > best:
+                best, best_at = inside, now
+            elif best and now - best_at > 5.0:
+                break
+            await asyncio.sleep(0.1)
+        ramp = time.perf_counter() - begun
+        await asyncio.sleep(1.0)
+        samples = []
+        for _ in range(3):
+            samples.append(target.server.rss())
+            await asyncio.sleep(0.2)
+        held = statistics.median(samples)
+        opened = sum(1 for h in holders if h.first_event is not None)
+        streaming = sum(1 for h, task in zip(holders, tasks, strict=True)
+                        if h.first_text is not None and not task.done())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        fact = {"streams": count, "opened": opened, "streaming": streaming, "ramp_s": round(ramp, 2),
+                "heartbeats_seen": sum(h.comments for h in holders)}
+        self.results.note(target.key, "idle", fact)
+        if streaming < count:
+            self.results.note(target.key, "errors", f"idle: {streaming} of {count} streams received text "
+                              f"within {limit:g} s ({opened} got a first event)")
+        if opened:
+            self.results.add(target.key, "rss_streams_mb", held / MB)
+            self.results.add(target.key, "rss_per_stream_kb", (held - base) / opened / 1024)
+
+    async def measure_interrupt(self) -> None:
+        """7. permission → interrupt → resume (allow_once) → success, against the runtime's own round trip."""
+        self.results.na(RELAY, "interrupt_rt_ms", "the minimal relay keeps no state and cannot resume")
+        self.results.na(RELAY, "interrupt_added_ms", "the minimal relay keeps no state and cannot resume")
+        self.results.na(RUNTIME, "interrupt_added_ms", "this is the runtime's own round trip")
+        broken: set[str] = set()
+        for rep in range(self.sizes.interrupt_reps):
+            for target in self.rotation(self.targets, rep):
+                if target.key == RELAY or target.key in broken:
+                    continue
+                await asyncio.sleep(0.02)
+                trip = self._raw_interrupt(target) if target.kind == "a2a" else self._agui_interrupt(target)
+                try:
+                    elapsed, problem = await asyncio.wait_for(trip, self.sizes.run_timeout)
+                except asyncio.TimeoutError:
+                    elapsed, problem = 0.0, f"n/a: no end within {self.sizes.run_timeout:g} s"
+                if problem is not None:
+                    broken.add(target.key)
+                    self.results.na(target.key, "interrupt_rt_ms", problem)
+                    self.results.na(target.key, "interrupt_added_ms", problem)
+                    continue
+                self.results.add(target.key, "interrupt_rt_ms", elapsed * 1000)
+        own = self.results.median(RUNTIME, "interrupt_rt_ms")
+        for key in (ADAPTER, IAC):
+            for value in self.results.samples[key].get("interrupt_rt_ms", []):
+                if own is None:
+                    self.results.na(key, "interrupt_added_ms", "the runtime's own round trip is unknown")
+                else:
+                    self.results.add(key, "interrupt_added_ms", value - own)
+
+    async def _raw_interrupt(self, target: Target) -> tuple[float, str | None]:
+        started = time.perf_counter()
+        first = await self.one_run(target, "permission", keep_body=True)
+        envelope = None
+        for event in first.events_of():
+            update = (event.get("result") or {}).get("statusUpdate") or {}
+            envelope = ((update.get("metadata") or {}).get("iac_code") or {}).get("input") or envelope
+        if envelope is None:
+            return 0.0, f"n/a: the runtime sent no interrupt ({a2a_outcome(first)})"
+        answer = {"schemaVersion": 1, "kind": "permission", "requestTaskId": envelope["requestTaskId"],
+                  "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "decision": "allow_once"}
+        body = a2a_body("", cwd=self.cwd, task_id=envelope["requestTaskId"], context_id=envelope["contextId"],
+                        parts=[{"data": answer}])
+        second = await self.one_run(target, "", body=body, keep_body=True)
+        elapsed = time.perf_counter() - started
+        if not self.ok(target, second):
+            return 0.0, f"n/a: the runtime refused the answer ({a2a_outcome(second)})"
+        return elapsed, None
+
+    async def _agui_interrupt(self, target: Target) -> tuple[float, str | None]:
+        body = run_body("permission", cwd=self.cwd)
+        started = time.perf_counter()
+        first = await self.one_run(target, "", body=body, keep_body=True)
+        last = first.last_event if isinstance(first.last_event, dict) else {}
+        interrupts = (last.get("outcome") or {}).get("interrupts") or []
+        if agui_outcome(first) != "interrupt" or not interrupts:
+            return 0.0, f"n/a: no interrupt came back ({agui_outcome(first)})"
+        resume = [{"interruptId": interrupts[0]["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+        again = {**body, "runId": f"{body['runId']}-resume", "resume": resume}
+        second = await self.one_run(target, "", body=again, keep_body=True)
+        elapsed = time.perf_counter() - started
+        outcome = agui_outcome(second)
+        if outcome != "success":
+            why = outcome.removeprefix("error: ").removeprefix("RUN_ERROR ")
+            return 0.0, f"n/a: resume not available ({why[:160]})"
+        return elapsed, None
+
+    async def measure_store(self) -> None:
+        """8. Cost per run with ``--store redis://...`` against the default file store.
+
+        Two fresh adapters on fresh state (one per store) in front of the shared
+        runtime, and a private ``redis-server`` in the scratch folder. Each
+        round runs a batch of short runs (a new thread each) on one, then the
+        other, in rotating order: the median wall time of the batch and the
+        adapter's CPU seconds over the batch / runs. Anything missing on the
+        Redis side turns its column into ``n/a: reason``; nothing here crashes
+        the suite for it.
+        """
+        for key in (IAC, RELAY, RUNTIME):
+            for column in STORE_KEYS:
+                self.results.na(key, column, "adapter only")
+        for column in COLUMN_KEYS:
+            if column not in STORE_KEYS:
+                self.results.na(ADAPTER_REDIS, column, "cost per run (8.) only")
+        redis: RedisServer | None = None
+        started: list[Target] = []
+        try:
+            problem = redis_unavailable()
+            if problem is None:
+                executable = shutil.which("redis-server")
+                assert executable is not None
+                self.redis_meta["redis_server"] = redis_server_version(executable)
+                redis = RedisServer(executable, self.work / "redis", port=free_port())
+                self.extra.append(redis)
+                try:
+                    redis.start()
+                    await redis.wait_ready()
+                    self.log(f"  redis-server    pid {redis.pid:<7} {redis.redis_url}")
+                except (OSError, RuntimeError) as exc:
+                    problem = f"redis-server did not start ({str(exc)[:160]})"
+            if problem is not None:
+                # The file store is still measured: the baseline is worth having.
+                self._store_na(problem)
+            stores = [(ADAPTER, "file", None)]
+            if problem is None and redis is not None:
+                stores.append((ADAPTER_REDIS, "redis", redis.redis_url))
+            for key, tag, store in stores:
+                state = self.work / f"state-store-{tag}"
+                shutil.rmtree(state, ignore_errors=True)
+                server = self._adapter_server(state, free_port(), name=f"store-adapter-{tag}", store=store)
+                self.extra.append(server)
+                started.append(Target(key, server, "agui"))
+            for target in started:
+                target.server.start()
+            pair = []
+            for target in started:
+                try:
+                    await self._store_warm_up(target)
+                except RuntimeError as exc:
+                    if target.key == ADAPTER:
+                        raise
+                    target.server.stop()
+                    self._store_na(f"the adapter with the Redis store failed ({str(exc)[:160]}; "
+                                   f"log: {target.server.log_tail(2)[-160:]})")
+                    continue
+                pair.append(target)
+            self.redis_meta["measured"] = any(t.key == ADAPTER_REDIS for t in pair)
+            await self._store_rounds(pair, redis if self.redis_meta["measured"] else None)
+        finally:
+            for target in started:
+                target.server.stop()
+            if redis is not None:
+                redis.stop()
+
+    async def _store_warm_up(self, target: Target) -> None:
+        await target.server.wait_ready(timeout=60)
+        warm = [await self.bounded_run(target, self.sizes.cost_text) for _ in range(self.sizes.cost_batch)]
+        failed = [self.outcome(target, r) for r in warm if not self.ok(target, r)]
+        if failed:
+            raise RuntimeError(f"warm-up runs failed: {failed[0][:160]}")
+
+    async def _store_rounds(self, pair: Sequence[Target], redis: RedisServer | None) -> None:
+        batch = self.sizes.cost_batch
+        others: list[Server] = [redis] if redis is not None else []
+        for rep in range(self.sizes.cost_rounds):
+            for target in self.rotation(pair, rep):
+                await self.settle(*(t.server for t in pair), *others)
+                cpu0, redis0 = target.server.cpu(), redis.cpu() if redis is not None else 0.0
+                walls = []
+                for _ in range(batch):
+                    result = await self.bounded_run(target, self.sizes.cost_text)
+                    if self.ok(target, result):
+                        walls.append(result.seconds)
+                # Work the adapter does after a run's last event counts too.
+                await wait_quiet([target.server], timeout=2.0)
+                cpu1, redis1 = target.server.cpu(), redis.cpu() if redis is not None else 0.0
+                if len(walls) < batch:
+                    self.results.note(target.key, "errors", f"cost per run: {batch - len(walls)} of {batch} failed")
+                    continue
+                self.results.add(target.key, "per_run_wall_ms", statistics.median(walls) * 1000)
+                self.results.add(target.key, "per_run_cpu_ms", (cpu1 - cpu0) / batch * 1000)
+                if target.key == ADAPTER_REDIS:
+                    redis_ms = round((redis1 - redis0) / batch * 1000, 3)
+                    self.results.note(target.key, "redis_server_cpu_ms_per_run", redis_ms)
+
+    def _store_na(self, reason: str) -> None:
+        """The Redis-store column cannot be measured: say why, in every cell."""
+        self.redis_meta["reason"] = reason
+        self.log(f"  NOTE: Redis store not measured: {reason}")
+        for column in COLUMN_KEYS:
+            self.results.na(ADAPTER_REDIS, column, reason)
+
+    async def measure_startup(self) -> None:
+        """6. Spawn → first ``GET /health`` 200, with 0 / mid / many thread files (adapter)."""
+        empty, mid, large = self.sizes.startup_files
+        dirs = {}
+        for count in sorted({empty, mid, large}):
+            began = time.perf_counter()
+            dirs[count] = make_state_dir(self.work / f"startup-state-{count}", count, self.cwd)
+            if count:
+                self.log(f"    made {count:,} thread files in {time.perf_counter() - began:.1f} s")
+        keys = {empty: "startup_empty_ms", mid: "startup_mid_ms", large: "startup_large_ms"}
+        cases: list[tuple[str, str, Any]] = [(ADAPTER, keys[c], c) for c in (empty, mid, large)]
+        present = {t.key for t in self.targets}
+        if IAC in present:
+            cases.append((IAC, "startup_empty_ms", None))
+        cases.append((RELAY, "startup_empty_ms", None))
+        for key in (IAC, RELAY):
+            for column in ("startup_mid_ms", "startup_large_ms"):
+                self.results.na(key, column, "its state is not in the adapter's record format")
+        for column in ("startup_empty_ms", "startup_mid_ms", "startup_large_ms"):
+            self.results.na(RUNTIME, column, "the shared runtime is not restarted")
+        # One unmeasured start of each kind first: byte-code caches, page cache.
+        for rep in range(-1, self.sizes.startup_reps):
+            for key, column, count in self.rotation(cases, max(rep, 0)):
+                server = self._startup_server(key, count, dirs)
+                try:
+                    server.start()
+                    seconds = await server.wait_ready(timeout=120, interval=0.002)
+                finally:
+                    server.stop()
+                if rep >= 0:
+                    self.results.add(key, column, seconds * 1000)
+        # Removing 100,000 files takes a while on some disks: it goes on in a
+        # thread during the next measure (which reads RSS, not timings).
+        for count, folder in dirs.items():
+            if count:
+                self.cleanup.append(asyncio.create_task(asyncio.to_thread(shutil.rmtree, folder, True)))
+
+    def _startup_server(self, key: str, count: int | None, dirs: dict[int, Path]) -> Server:
+        port = free_port()
+        if key == ADAPTER:
+            assert count is not None
+            return self._adapter_server(dirs[count], port, name=f"startup-adapter-{count}")
+        if key == IAC:
+            return self._iac_server(port, name="startup-iac")
+        return self._relay_server(port, name="startup-relay")
+
+
+def redis_unavailable() -> str | None:
+    """Why the Redis-store target cannot run here, or ``None``."""
+    if shutil.which("redis-server") is None:
+        return "redis-server not found on PATH (apt-get install redis-server)"
+    try:
+        found = importlib.util.find_spec("redis") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return "the redis package is not installed (pip install 'aguiadapter[redis]')"
+    return None
+
+
+def redis_server_version(executable: str) -> str:
+    """``redis-server --version`` (first line), or why it could not be read."""
+    try:
+        done = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({exc})"
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else "unknown"
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Benchmark the adapter against iac-code agui and a minimal relay, side by side.",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="fewer repetitions (about half the time)")
+    mode.add_argument("--smoke", action="store_true", help="tiny sizes, no judgement: checks that it all runs")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON file to write (default benchmarks/results/bench-<profile>-<time>.json)")
+    parser.add_argument("--iac-venv", default=None,
+                        help=f"virtualenv with iac-code[agui]=={iacenv.IAC_CODE_VERSION} (default "
+                             f"${iacenv.ENV_VAR} or {iacenv.default_location()}; created when missing)")
+    parser.add_argument("--skip-iac", action="store_true",
+                        help="leave iac-code agui out (no ratios against it; for debugging only)")
+    parser.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(MEASURES)}")
+    parser.add_argument("--relay-per-event-writes", action="store_true",
+                        help="make the minimal relay write each event on its own (default: one write per chunk)")
+    parser.add_argument("--work-dir", type=Path, default=None, help="scratch folder (default: a new temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder (logs, state files)")
+    return parser.parse_args(argv)
+
+
+def _find_iac(args: argparse.Namespace, profile: str, log) -> tuple[Path | None, str | None]:  # type: ignore[no-untyped-def]
+    if args.skip_iac:
+        return None, "iac-code agui target SKIPPED (--skip-iac): no ratios against it"
+    if profile == "smoke":
+        venv = iacenv.find(args.iac_venv)
+        if venv is None:
+            where = iacenv.chosen_location(args.iac_venv)
+            return None, (f"iac-code agui target SKIPPED (smoke mode, no venv at {where}; "
+                          "a full or --quick run creates it)")
+        return venv, None
+    return iacenv.ensure(args.iac_venv, log=log), None
+
+
+def _meta(sizes: Sizes, iac_venv: Path | None, skipped: str | None, began: float) -> dict[str, Any]:
+    import aguiadapter
+
+    versions = iacenv.installed_versions(iac_venv) if iac_venv is not None else None
+    return {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(began)),
+        "duration_s": round(time.time() - began, 1),
+        "profile": sizes.name,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "aguiadapter": aguiadapter.__version__,
+        "aiohttp": aiohttp.__version__,
+        "iac_code": versions,
+        "iac_code_skipped": skipped,
+        "method": "median [min-max] per target; targets interleaved in rotating order; ratios of medians "
+                  "from this run only; CPU from /proc/<pid>/stat utime+stime of the server's process tree; "
+                  "RSS from /proc/<pid>/statm",
+    }
+
+
+async def run(argv: Sequence[str] | None = None) -> int:
+    """Run the suite; returns the exit status."""
+    args = _parse(argv)
+    profile = "smoke" if args.smoke else "quick" if args.quick else "full"
+    sizes = PROFILES[profile]
+    only = set(args.only.split(",")) if args.only else set(MEASURES)
+    unknown = only - set(MEASURES)
+    if unknown:
+        print(f"unknown measure(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    began = time.time()
+
+    def log(text: str) -> None:
+        print(text, flush=True)
+
+    iac_venv, skipped = _find_iac(args, profile, log)
+    if skipped:
+        log(f"NOTE: {skipped}")
+    raise_fd_limit()
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="aguiadapter-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    log(f"benchmark profile {profile}; scratch {work}")
+    bench = Bench(sizes, work, iac_venv, log=log)
+    if args.relay_per_event_writes:
+        bench.relay_args.append("--per-event-writes")
+    if iac_venv is None:
+        for column in COLUMN_KEYS:
+            bench.results.na(IAC, column, skipped or "skipped")
+    try:
+        await bench.start()
+        steps = [
+            ("rss", bench.measure_rss), ("ttf", bench.measure_ttf), ("throughput", bench.measure_throughput),
+            ("interrupt", bench.measure_interrupt), ("concurrency", bench.measure_concurrency),
+            ("store", bench.measure_store), ("startup", bench.measure_startup), ("idle", bench.measure_idle),
+        ]
+        for name, step in steps:
+            if name not in only:
+                continue
+            step_began = time.perf_counter()
+            log(f"- {name} ...")
+            await step()
+            log(f"  {name} done in {time.perf_counter() - step_began:.1f} s")
+    finally:
+        await bench.stop()
+        if not args.keep and args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    meta = _meta(sizes, iac_venv, skipped, began)
+    meta["relay_writes"] = "one per event" if args.relay_per_event_writes else "one per network chunk"
+    meta["redis_store"] = {**bench.redis_meta, "redis_args": '--save "" --appendonly no (no persistence)'}
+    document = to_json(bench.results, sizes.public(), meta)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path(__file__).resolve().parent / "results" / f"bench-{profile}-{stamp}.json"
+    write_json(out, document)
+    print()
+    print(render(bench.results, sizes.public()))
+    print()
+    for line in _notes(bench.results):
+        print(line)
+    errors = {t: d.get("errors") for t, d in bench.results.details.items() if d.get("errors")}
+    for target, problems in errors.items():
+        print(f"errors seen for {TARGET_LABELS[target]} ({len(problems)}): {problems[:3]}")
+    if skipped:
+        print(f"NOTE: {skipped}")
+    if bench.redis_meta.get("reason"):
+        print(f"NOTE: Redis store not measured: {bench.redis_meta['reason']}")
+    print(f"JSON written to {out}")
+    print(f"total time {meta['duration_s']:.0f} s")
+    return 0
+
+
+def _notes(results: Results) -> list[str]:
+    """Facts behind the numbers: idle-stream ramp, client load."""
+    lines = []
+    for target, details in results.details.items():
+        for fact in details.get("idle", []):
+            lines.append(
+                f"idle streams, {TARGET_LABELS[target]}: {fact['streaming']}/{fact['streams']} in the slow run "
+                f"(first text received) after {fact['ramp_s']} s, {fact['opened']} with a first event, "
+                f"{fact['heartbeats_seen']} heartbeats seen"
+            )
+    for other in (IAC, RELAY):
+        for key in ("throughput_eps", "cpu_s_per_10k"):
+            paired = results.paired_ratios(ADAPTER, other, key)
+            if paired:
+                lines.append(f"paired per-round ratio adapter / {TARGET_LABELS[other]}, {key}: median "
+                             f"{statistics.median(paired):.2f} [{min(paired):.2f}-{max(paired):.2f}] over "
+                             f"{len(paired)} rounds")
+    for key in STORE_KEYS:
+        paired = results.paired_ratios(ADAPTER_REDIS, ADAPTER, key)
+        if paired:
+            lines.append(f"paired per-round ratio redis store / file store, {key}: median "
+                         f"{statistics.median(paired):.2f} [{min(paired):.2f}-{max(paired):.2f}] over "
+                         f"{len(paired)} rounds")
+    redis_cpu = results.details.get(ADAPTER_REDIS, {}).get("redis_server_cpu_ms_per_run")
+    if redis_cpu:
+        lines.append(f"redis-server CPU per run (not in the adapter's numbers): median "
+                     f"{statistics.median(redis_cpu):.2f} ms")
+    client = {t: statistics.median(d["throughput_client_cpu_pct"]) for t, d in results.details.items()
+              if d.get("throughput_client_cpu_pct")}
+    if client:
+        shown = ", ".join(f"{TARGET_LABELS[t]} {v:.0f}%" for t, v in client.items())
+        lines.append(f"load client CPU during 1. (median, % of a core): {shown}")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point."""
+    try:
+        return asyncio.run(run(argv))
+    except KeyboardInterrupt:
+        return 130

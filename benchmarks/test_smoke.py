@@ -1,0 +1,114 @@
+"""Smoke test of the benchmark suite: tiny sizes, no timing assertions.
+
+It runs ``python -m benchmarks --smoke`` as a user would and checks that the
+table is printed and that the JSON file has every column for every target:
+a number, or an explicit ``n/a: reason``. The iac-code agui target is used
+when its virtualenv already exists and is otherwise skipped (the output says
+so); nothing here is slow enough to need it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.report import ADAPTER, ADAPTER_REDIS, COLUMN_KEYS, IAC, RELAY, RUNTIME, STORE_KEYS, TARGET_LABELS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:  # type: ignore[type-arg]
+    """One smoke run of the whole suite (its output and its JSON)."""
+    out_dir = tmp_path_factory.mktemp("bench")
+    out = out_dir / "smoke.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--smoke", "--out", str(out), "--work-dir", str(out_dir / "work")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    print(output)  # shown with -s, and on failure
+    return output, json.loads(out.read_text())
+
+
+def test_every_column_for_every_target(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    _, document = smoke_run
+    assert [c["key"] for c in document["columns"]] == list(COLUMN_KEYS)
+    for target in (ADAPTER, ADAPTER_REDIS, IAC, RELAY, RUNTIME):
+        row = document["results"][target]
+        assert set(row) == set(COLUMN_KEYS), target
+        for key, cell in row.items():
+            if "na" in cell:
+                assert cell["na"].startswith("n/a: ") and len(cell["na"]) > 5, (target, key, cell)
+            else:
+                assert {"median", "min", "max", "n", "samples"} <= set(cell), (target, key, cell)
+                assert cell["min"] <= cell["median"] <= cell["max"], (target, key, cell)
+                assert cell["n"] == len(cell["samples"]) > 0
+
+
+def test_adapter_and_relay_are_measured(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    _, document = smoke_run
+    always = ("throughput_eps", "cpu_s_per_10k", "ttfe_ms", "ttft_ms", "conc_low_eps", "conc_low_p99_s",
+              "conc_high_eps", "conc_high_p99_s", "rss_idle_mb", "rss_streams_mb", "rss_per_stream_kb",
+              "startup_empty_ms")
+    for target in (ADAPTER, RELAY):
+        for key in always:
+            assert "median" in document["results"][target][key], (target, key, document["results"][target][key])
+    for key in ("startup_mid_ms", "startup_large_ms"):
+        assert "median" in document["results"][ADAPTER][key]
+    assert "median" in document["results"][RUNTIME]["throughput_eps"]
+    assert "median" in document["results"][RUNTIME]["interrupt_rt_ms"]
+    # The interrupt column holds a round trip, or says plainly why not.
+    cell = document["results"][ADAPTER]["interrupt_rt_ms"]
+    assert "median" in cell or "resume" in cell["na"], cell
+
+
+def test_table_ratios_and_targets_are_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    for column in document["columns"]:
+        assert column["label"] in output, column["label"]
+    for label in TARGET_LABELS.values():
+        assert label in output
+    assert "adapter / iac-code agui" in output and "adapter / minimal relay" in output
+    assert len(document["goals"]) >= 7
+    for goal in document["goals"]:
+        assert goal["goal"] in output
+
+
+def test_a_missing_iac_code_venv_is_said_out_loud(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    skipped = document["meta"]["iac_code_skipped"]
+    if skipped is None:
+        assert "median" in document["results"][IAC]["throughput_eps"]
+    else:
+        assert "iac-code agui target SKIPPED" in output
+        assert all("SKIPPED" in cell["na"] for cell in document["results"][IAC].values())
+
+
+def test_the_redis_store_column_has_a_value_or_says_why_not(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    assert TARGET_LABELS[ADAPTER_REDIS] in output and "redis store / file store" in output
+    for key in STORE_KEYS:
+        assert key in COLUMN_KEYS
+        # The file store is the baseline: always measured.
+        assert "median" in document["results"][ADAPTER][key], document["results"][ADAPTER][key]
+        cell = document["results"][ADAPTER_REDIS][key]
+        assert "median" in cell or (cell["na"].startswith("n/a: ") and len(cell["na"]) > 5), cell
+        ratio = document["store_ratios"]["redis/file"][key]
+        assert (ratio is None) == ("na" in cell), (ratio, cell)
+    assert any(g["goal"].startswith("cost per run with the Redis store <= 1.3x") for g in document["goals"])
+    meta = document["meta"]["redis_store"]
+    assert meta["measured"] == ("median" in document["results"][ADAPTER_REDIS]["per_run_wall_ms"])
+    if not meta["measured"]:
+        assert "Redis store not measured" in output
