@@ -12,6 +12,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import aiofiles
@@ -22,6 +23,8 @@ from .store import Claim, CorruptRecord, PersistenceError
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()
+#: Threads for file reads and fsynced writes (I/O-bound: more than the cores).
+FILE_WORKERS = 16
 
 _SAFE = re.compile(r"[^a-z0-9_-]+")
 
@@ -55,6 +58,9 @@ class FileThreadStore:
         self._deadlines: dict[str, float] | None = None
         self._deadline_lock = asyncio.Lock()
         self._lock_fd: int | None = None
+        # File work of its own threads: fsync blocks a thread for a while, and
+        # a burst of runs should not queue behind the loop's small default pool.
+        self._executor = ThreadPoolExecutor(max_workers=FILE_WORKERS, thread_name_prefix="aguiadapter-store")
 
     def location(self) -> str:
         """The folder that holds the thread files."""
@@ -77,7 +83,8 @@ class FileThreadStore:
         self._lock_fd = await asyncio.to_thread(_lock_folder, self.state_dir)
 
     async def close(self) -> None:
-        """Release the folder lock."""
+        """Release the folder lock and the file threads."""
+        self._executor.shutdown(wait=False)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -112,8 +119,7 @@ class FileThreadStore:
         """Read a thread's record, if it has one."""
         path = self.path_for(thread_id)
         try:
-            async with aiofiles.open(path, "rb") as handle:
-                data = await handle.read()
+            data = await _read_bytes(path, executor=self._executor)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -177,7 +183,7 @@ class FileThreadStore:
             # One trip to aiofiles' executor for the whole write: each step
             # on its own (open, write, fsync, replace, fsync the folder) costs
             # a thread hop, and the write sits on the way to a run's first event.
-            await _write_replace(tmp, path, data)
+            await _write_replace(tmp, path, data, executor=self._executor)
         except OSError as exc:
             await _remove_quietly(tmp)
             raise PersistenceError(f"cannot write {path.name}: {exc.strerror or exc}") from exc
@@ -220,10 +226,6 @@ def _lock_folder(state_dir: Path) -> int:
     return fd
 
 
-def _private_opener(path: str, flags: int) -> int:
-    return os.open(path, flags, 0o600)
-
-
 def _make_private_dirs(path: Path) -> None:
     # Only folders made here, and the threads folder, which is ours alone,
     # are set to 0700: a --state-dir that already exists keeps its mode.
@@ -247,6 +249,14 @@ def _write_replace_sync(tmp: Path, path: Path, data: bytes) -> None:
 
 
 _write_replace = aiofiles.os.wrap(_write_replace_sync)
+
+
+def _read_bytes_sync(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+_read_bytes = aiofiles.os.wrap(_read_bytes_sync)
 
 
 def _fsync_dir(path: Path) -> None:
