@@ -57,7 +57,28 @@ TRANSITIONS = [
     ("interrupted", "cancel", {"code": ErrorCode.CANCELLED, "message": "m"}, "terminal", "RUN_ERROR"),
     ("interrupted", "expire", {"code": ErrorCode.EXECUTION_EXPIRED, "message": "m"}, "terminal", "RUN_ERROR"),
     ("running", "lose", {"code": ErrorCode.EXECUTION_LOST, "message": "m"}, "terminal", "RUN_ERROR"),
+    ("interrupted", "lose", {"code": ErrorCode.EXECUTION_LOST, "message": "m"}, "terminal", "RUN_ERROR"),
+    ("running", "reject", {"code": ErrorCode.A2A_UNAVAILABLE, "message": "m"}, "interrupted", "RUN_ERROR"),
 ]
+
+
+def test_every_transition_of_the_machine_is_tested() -> None:
+    declared = {
+        (state.id, event)
+        for state in ThreadMachine.states
+        for transition in state.transitions
+        for event in transition.event.split()
+    }
+    assert len(declared) == 12
+    tested = {(source, event) for source, event, *_ in TRANSITIONS}
+    assert declared == tested
+
+
+async def test_a_refused_answer_keeps_the_interrupts_pending(tmp_path: Path) -> None:
+    machine, _ = await machine_in("running", tmp_path)
+    machine.record.pending_interrupts = [{"interrupt": {"id": "i"}}]
+    await apply(machine, "reject", code=ErrorCode.A2A_UNAVAILABLE, message="m")
+    assert machine.record.state == "interrupted" and machine.record.pending_interrupts == [{"interrupt": {"id": "i"}}]
 
 
 @pytest.mark.parametrize(("source", "event", "kwargs", "target", "announced"), TRANSITIONS)
