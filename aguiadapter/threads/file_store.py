@@ -18,8 +18,8 @@ from pathlib import Path
 import aiofiles
 import aiofiles.os
 
-from .record import ThreadRecord, record_from_json, record_to_json
-from .store import Claim, CorruptRecord, PersistenceError
+from .record import ThreadRecord, record_to_json
+from .store import Claim, CorruptRecord, PersistenceError, parse_stored_record
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()
@@ -124,13 +124,7 @@ class FileThreadStore:
             return None
         except OSError as exc:
             raise CorruptRecord(f"{path.name}: {exc.strerror}") from exc
-        try:
-            record = record_from_json(data)
-        except ValueError as exc:
-            raise CorruptRecord(f"{path.name}: {exc}") from exc
-        if record.thread_id != thread_id:
-            raise CorruptRecord(f"{path.name} belongs to another thread")
-        return record
+        return parse_stored_record(thread_id, data, path.name)
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Atomically replace the thread's file."""

@@ -38,8 +38,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
-from .record import ThreadRecord, record_from_json, record_to_json
-from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable
+from .record import ThreadRecord, record_to_json
+from .store import Claim, PersistenceError, StoreUnavailable, parse_stored_record
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +290,8 @@ class RedisThreadStore:
             raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         if data is None:
             return None
-        return _parse_record(thread_id, data if isinstance(data, bytes) else data.encode())
+        raw = data if isinstance(data, bytes) else data.encode()
+        return parse_stored_record(thread_id, raw, f"redis record of {thread_id}")
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Compare-and-set the record on its version, fenced by the claim's token."""
@@ -444,16 +445,6 @@ def _text(value: Any) -> str:
 
 def _scores(entries: Any) -> dict[str, float]:
     return {_text(member): float(score) for member, score in entries}
-
-
-def _parse_record(thread_id: str, data: bytes) -> ThreadRecord:
-    try:
-        record = record_from_json(data)
-    except ValueError as exc:
-        raise CorruptRecord(f"redis record of {thread_id}: {exc}") from exc
-    if record.thread_id != thread_id:
-        raise CorruptRecord(f"redis record of {thread_id} belongs to another thread")
-    return record
 
 
 async def _close_quietly(pubsub: PubSub) -> None:

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import attrs
 
-from .record import ThreadRecord
+from .record import ThreadRecord, record_from_json
 
 
 
@@ -95,3 +95,15 @@ class ThreadStore(Protocol):
 
     def location(self) -> str:
         """Where records are kept, for the startup banner and /health."""
+
+
+def parse_stored_record(thread_id: str, data: bytes, where: str) -> ThreadRecord:
+    """A stored record of ``thread_id``; ``CorruptRecord`` (naming ``where``)
+    when it is not one, or belongs to another thread."""
+    try:
+        record = record_from_json(data)
+    except ValueError as exc:
+        raise CorruptRecord(f"{where}: {exc}") from exc
+    if record.thread_id != thread_id:
+        raise CorruptRecord(f"{where} belongs to another thread")
+    return record
