@@ -2,7 +2,7 @@
 
 Two kinds of peer: the reference a2a-sdk 1.3.0 server (served by uvicorn in
 a background thread) and small aiohttp servers that replay canned bytes,
-including the recorded iac-code streams under shared/fixtures/a2a.
+including the recorded iac-code streams under tests/fixtures/a2a.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -50,14 +49,11 @@ from aguiadapter.a2a.client import (
     A2AUnavailable,
     iter_sse_data,
 )
+from tests.support.recordings import INDEX, names_with, recorded_objects, recorded_request
 
 TOKEN = "test-token-not-a-secret"
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "a2a"
-INDEX: dict[str, dict[str, Any]] = (
-    json.loads((FIXTURES / "index.json").read_text()) if FIXTURES.is_dir() else {}
-)
-SSE_RECORDINGS = sorted(n for n, m in INDEX.items() if m["contentType"] == "text/event-stream")
-JSON_RECORDINGS = sorted(n for n, m in INDEX.items() if m["contentType"] == "application/json")
+SSE_RECORDINGS = names_with("text/event-stream")
+JSON_RECORDINGS = names_with("application/json")
 
 Json = dict[str, Any]
 
@@ -522,28 +518,14 @@ def result(state: str | None = None, kind: str = "statusUpdate") -> Json:
     return {"result": {kind: body}, "id": 1, "jsonrpc": "2.0"}
 
 
-def fixture_lines(name: str) -> list[Json]:
-    text = (FIXTURES / f"{name}.jsonl").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def fixture_request(name: str) -> Json:
-    request: Json = json.loads((FIXTURES / f"{name}.request.json").read_text())
-    return request
-
-
-needs_fixtures = pytest.mark.skipif(not INDEX, reason="shared/fixtures/a2a not present")
-
-
-@needs_fixtures
 @pytest.mark.parametrize("framing", sorted(FRAMINGS))
 @pytest.mark.parametrize("name", SSE_RECORDINGS)
 async def test_recorded_streams_yield_the_recorded_results(
     canned: Callable[[Reply], Awaitable[Canned]], name: str, framing: str
 ) -> None:
-    objects = fixture_lines(name)
+    objects = recorded_objects(name)
     runtime = await canned(sse_reply(FRAMINGS[framing](objects)))
-    recorded = fixture_request(name)
+    recorded = recorded_request(name)
 
     async with A2AClient(runtime.url, token=TOKEN) as client:
         results = await collect(client.stream_message(recorded["params"]["message"]))
@@ -571,14 +553,13 @@ async def call_like_recording(client: A2AClient, request: Json) -> Json:
     return {"stream": await collect(client.stream_message(params["message"]))}
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", JSON_RECORDINGS)
 async def test_recorded_json_replies(
     canned: Callable[[Reply], Awaitable[Canned]], name: str
 ) -> None:
-    (obj,) = fixture_lines(name)
+    (obj,) = recorded_objects(name)
     runtime = await canned(json_reply(obj))
-    recorded = fixture_request(name)
+    recorded = recorded_request(name)
     expected_error = INDEX[name]["jsonrpcError"]
 
     async with A2AClient(runtime.url, token=TOKEN) as client:

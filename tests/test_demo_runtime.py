@@ -3,7 +3,7 @@
 The reference a2a-sdk 1.3.0 client parses every stream into SDK types, so the
 SDK judges the wire. Raw aiohttp requests check what the SDK hides (header and
 auth refusals, disconnects) and replay the recorded iac-code conversations
-under shared/fixtures/a2a to compare the shape of every object we send.
+under tests/fixtures/a2a to compare the shape of every object we send.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 import re
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -38,9 +37,9 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.recordings import INDEX, recorded_objects, recorded_request_text
 
 TOKEN = "demo-runtime-test-token"
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "a2a"
 HEADERS = {"A2A-Version": "1.0", "Authorization": f"Bearer {TOKEN}"}
 DENIAL = "The user explicitly denied this tool operation."
 Json = dict[str, Any]
@@ -531,21 +530,14 @@ CONVERSATIONS = {
 }
 
 
-def test_the_recordings_are_there() -> None:
-    # They live in the shared tree next to this checkout; without them the
-    # replay below would silently test nothing.
-    assert (FIXTURES / "index.json").is_file(), f"missing recordings in {FIXTURES}"
-
-
 @pytest.mark.parametrize("steps", CONVERSATIONS.values(), ids=list(CONVERSATIONS))
 async def test_replayed_conversation_matches_the_recorded_wire(raw: aiohttp.ClientSession, steps: list[str]) -> None:
-    index = json.loads((FIXTURES / "index.json").read_text())
     ids: dict[str, str] = {}
     for name in steps:
-        body = json.loads(adapt((FIXTURES / f"{name}.request.json").read_text(), ids))
+        body = json.loads(adapt(recorded_request_text(name), ids))
         content_type, reply = await rpc(raw, body)
-        recorded = [json.loads(line) for line in (FIXTURES / f"{name}.jsonl").read_text().splitlines()]
-        assert content_type == index[name]["contentType"], name
+        recorded = recorded_objects(name)
+        assert content_type == INDEX[name]["contentType"], name
         ours = reply if isinstance(reply, list) else [reply]
         if "error" in recorded[0]:
             expected = json.loads(adapt(json.dumps(recorded[0]["error"]), ids))

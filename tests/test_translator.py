@@ -8,7 +8,6 @@ the ordering rules of real clients.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,14 +15,12 @@ import pytest
 from aguiadapter.protocol.events import run_finished, run_started
 from aguiadapter.translate.mapper import IdentityMismatch, RunIdentity, RunTranslator
 from tests.support.agui import check_models, check_order, texts, types
-
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "a2a"
+from tests.support.recordings import names_with, recorded_objects
 
 
 def load(name: str) -> list[dict[str, Any]]:
     """The ``result`` objects of one recorded SSE reply."""
-    lines = (FIXTURES / f"{name}.jsonl").read_text().splitlines()
-    return [json.loads(line)["result"] for line in lines if line.strip()]
+    return [obj["result"] for obj in recorded_objects(name)]
 
 
 def translate(results: list[dict[str, Any]], task_id: str | None = None) -> tuple[RunTranslator, list[dict[str, Any]]]:
@@ -46,11 +43,7 @@ def translate(results: list[dict[str, Any]], task_id: str | None = None) -> tupl
     return translator, events
 
 
-SSE_RECORDINGS = [
-    name
-    for name, meta in json.loads((FIXTURES / "index.json").read_text()).items()
-    if meta["contentType"] == "text/event-stream"
-]
+SSE_RECORDINGS = names_with("text/event-stream")
 
 
 @pytest.mark.parametrize("name", SSE_RECORDINGS)
