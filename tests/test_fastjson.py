@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aguiadapter import fastjson
 from aguiadapter.protocol.events import encode_sse
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EVENTS: list[dict[str, Any]] = [
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "run-1-m1", "delta": "héllo \"wörld\"\n\u2028 😀"},
@@ -24,9 +29,22 @@ def test_both_encoders_write_the_same_bytes(event: dict[str, Any]) -> None:
     assert json.loads(fastjson.dumps(event)) == event
 
 
-def test_orjson_is_the_backend_here() -> None:
-    # The test extra installs orjson, so the fast path is what these tests run.
-    assert fastjson.BACKEND == "orjson"
+def test_without_orjson_the_standard_library_writes_the_same_bytes() -> None:
+    # orjson is an optional extra: where it cannot be imported, the adapter
+    # still starts and its streams do not change by a byte.
+    script = (
+        "import json, sys\n"
+        "sys.modules['orjson'] = None  # import orjson now raises ImportError\n"
+        "from aguiadapter import fastjson\n"
+        "events = json.loads(sys.stdin.read())\n"
+        "assert fastjson.BACKEND == 'json' and fastjson.loads(fastjson.dumps(events)) == events\n"
+        "sys.stdout.buffer.write(b''.join(fastjson.dumps(event) + b'\\n' for event in events))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=json.dumps(EVENTS).encode(), capture_output=True, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"".join(fastjson.dumps(event) + b"\n" for event in EVENTS)
 
 
 def test_an_integer_beyond_64_bits_still_encodes() -> None:

@@ -129,6 +129,16 @@ async def test_a_workspace_outside_the_allowed_roots_is_refused(
         expect_http_error(reply, 400, "INVALID_INPUT", language)
 
 
+async def test_a_new_run_needs_a_new_user_message(adapter: RunningAdapter, workspace: Path, language: str) -> None:
+    without = body(workspace, text=None, thread_id="t-silent")
+    message = expect_http_error(await adapter.run(without, lang_header(language)), 400, "INVALID_INPUT", language)
+    assert "messages" in message
+    assert (await adapter.run(body(workspace, thread_id="t-repeat", message_id="m-1"))).status == 200
+    # A new runId that carries the previous turn's message again asks nothing new.
+    repeated = body(workspace, thread_id="t-repeat", message_id="m-1")
+    expect_http_error(await adapter.run(repeated, lang_header(language)), 400, "INVALID_INPUT", language)
+
+
 async def test_preferred_language_beats_accept_language(adapter: RunningAdapter, workspace: Path) -> None:
     request = body(workspace, preferredLanguage="zh-CN")
     request["forwardedProps"]["iacCode"].pop("rosInvocationId")

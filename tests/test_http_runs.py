@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import stat
 import uuid
 from pathlib import Path
@@ -224,10 +223,6 @@ async def _silent_runtime() -> Any:
             await runner.cleanup()
 
     return Quiet()
-
-
-def test_os_supports_private_modes() -> None:
-    assert os.name == "posix", "the file store's 0600/0700 modes are POSIX modes"
 
 
 async def test_two_processes_cannot_share_one_state_folder(tmp_path: Path, demo: DemoRuntime) -> None:

@@ -27,7 +27,6 @@ from aguiadapter.protocol.inputs import (
     latest_user_message,
     parse_run_input,
     peek_preferred_language,
-    require_user_message,
 )
 
 Payload = dict[str, Any]
@@ -308,7 +307,6 @@ def test_the_latest_user_message_is_the_last_one_with_role_user() -> None:
     run_input = parse_run_input(envelope_client_1_0())
     message = latest_user_message(run_input)
     assert message is not None and message.id == "u-2"
-    assert require_user_message(run_input) is message
     assert message.text == "Deploy this"
 
 
@@ -333,16 +331,8 @@ def test_the_mime_type_is_compared_without_case() -> None:
     ]
 
 
-def test_a_new_run_needs_a_user_message() -> None:
-    run_input = parse_run_input(ACCEPTED["resume with no new message"]())
-    assert latest_user_message(run_input) is None
-    with pytest.raises(AdapterError) as caught:
-        require_user_message(run_input)
-    assert caught.value.message_id == "input_user_message_required"
-    assert render_error(caught.value, "en") == "A new run needs a user message in messages."
-    assert (
-        render_error(caught.value, "zh-CN") == "发起新的 run 时，messages 中必须包含一条用户消息。"
-    )
+def test_a_resume_may_carry_no_user_message() -> None:
+    assert latest_user_message(parse_run_input(ACCEPTED["resume with no new message"]())) is None
 
 
 # --- refusals: (base, mutation, path, message id) --------------------------------

@@ -51,7 +51,6 @@ MESSAGES: dict[str, str] = {
     "input_bad_value": "{path} must be one of: {allowed}.",
     "input_invalid_value": "{path} is not valid.",
     "input_tools_unsupported": "{path}: client-side tools are not supported; send an empty list.",
-    "input_user_message_required": "A new run needs a user message in {path}.",
     # Raised by the thread service (no path): the latest user message is missing or was
     # already sent on an earlier run.
     "new_run_requires_user_message": "A new run needs a new user message in messages.",

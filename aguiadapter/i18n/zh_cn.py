@@ -47,7 +47,6 @@ MESSAGES: dict[str, str] = {
     "input_bad_value": "{path} 的取值必须是以下之一：{allowed}。",
     "input_invalid_value": "{path} 的值无效。",
     "input_tools_unsupported": "{path}：暂不支持客户端自定义工具，请传空数组。",
-    "input_user_message_required": "发起新的 run 时，{path} 中必须包含一条用户消息。",
     # 由 thread service 抛出（不带 path）：缺少最新的用户消息，或该消息已在之前的 run 中发送过。
     "new_run_requires_user_message": "发起新的 run 时，messages 中必须包含一条新的用户消息。",
     # 用户消息内容。

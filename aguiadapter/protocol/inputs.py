@@ -80,7 +80,6 @@ __all__ = [
     "latest_user_message",
     "parse_run_input",
     "peek_preferred_language",
-    "require_user_message",
 ]
 
 MAX_IDENTIFIER_LENGTH: Final = 256
@@ -678,14 +677,6 @@ def latest_user_message(run_input: RunAgentInput) -> UserMessage | None:
         if isinstance(message, UserMessage):
             return message
     return None
-
-
-def require_user_message(run_input: RunAgentInput) -> UserMessage:
-    """The user message a new (non-resume) run sends, or INVALID_INPUT."""
-    message = latest_user_message(run_input)
-    if message is None:
-        raise AdapterError(ErrorCode.INVALID_INPUT, "input_user_message_required", path="messages")
-    return message
 
 
 SECRET_FIELDS: Final[tuple[tuple[str, ...], ...]] = (
