@@ -3,11 +3,9 @@
 The adapter and the demo runtime come from ``tests/conftest.py`` (``demo``,
 ``adapter``, ``workspace``). What these tests add is a Node project next to
 this file (``npm ci`` installs ``@ag-ui/client`` 1.0.0 into ``node_modules``)
-and, for the browser test, Debian's ``chromium``.
-
-When those are missing the tests skip with the command that installs them,
-unless ``AGUI_INTEROP_REQUIRED=1`` (set by ``tox -e interop`` and so by CI),
-where a missing prerequisite is a broken environment and fails.
+and, for the browser test, Debian's ``chromium``. ``tox -e interop`` installs
+both first (``tests/prerequisites.py``); without them a test fails and says
+how to get them, it never skips.
 """
 
 from __future__ import annotations
@@ -18,50 +16,40 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "drive.mjs"
 NODE_MODULES = HERE / "node_modules"
-CHROMIUM = os.environ.get("AGUI_INTEROP_CHROMIUM", "/usr/bin/chromium")
-REQUIRED = os.environ.get("AGUI_INTEROP_REQUIRED") == "1"
 DRIVER_TIMEOUT = 60.0
 
 
-def missing(what: str, fix: str) -> None:
-    """Skip (locally) or fail (under ``AGUI_INTEROP_REQUIRED=1``) for a missing prerequisite."""
-    message = f"{what} is missing; install it with: {fix}"
-    if REQUIRED:
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-def node_executable() -> str:
-    node = shutil.which("node")
-    if node is None:
-        missing("node (>= 20)", "apt-get install -y nodejs npm")
-    assert node is not None
-    if not (NODE_MODULES / "@ag-ui" / "client" / "package.json").exists():
-        missing("tests/interop/node_modules", "npm ci --prefix tests/interop")
-    return node
+def missing(what: str, step: str) -> NoReturn:
+    """Fail the test: a prerequisite is missing (``step`` of tests/prerequisites.py installs it)."""
+    pytest.fail(f"{what} is missing: run python tests/prerequisites.py {step} (tox -e interop does)", pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def node() -> str:
     """The ``node`` binary, once ``tests/interop/node_modules`` is installed."""
-    return node_executable()
+    node = shutil.which("node")
+    if node is None:
+        missing("node (Node.js 20 or newer)", "node-modules")
+    for package in ("@ag-ui/client", "playwright-core"):
+        if not (NODE_MODULES / package / "package.json").exists():
+            missing(f"tests/interop/node_modules/{package}", "node-modules")
+    return node
 
 
 @pytest.fixture(scope="session")
 def chromium(node: str) -> str:
-    """Debian's chromium, driven through ``playwright-core`` from node_modules."""
-    if not Path(CHROMIUM).exists():
-        missing(CHROMIUM, "apt-get update && apt-get install -y chromium")
-    if not (NODE_MODULES / "playwright-core" / "package.json").exists():
-        missing("playwright-core", "npm ci --prefix tests/interop")
-    return CHROMIUM
+    """Debian's chromium (or ``$AGUI_INTEROP_CHROMIUM``), driven through ``playwright-core``."""
+    chromium = os.environ.get("AGUI_INTEROP_CHROMIUM") or shutil.which("chromium")
+    if chromium is None or not Path(chromium).exists():
+        missing(chromium or "chromium", "chromium")
+    return chromium
 
 
 def iac_props(cwd: Path, ros_invocation_id: str | None = None, **extra: Any) -> dict[str, Any]:

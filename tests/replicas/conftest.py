@@ -1,9 +1,9 @@
 """Fixtures of the replica tests: a private redis-server, adapter processes.
 
 These tests need the ``redis-server`` program (Debian package
-``redis-server``) and the ``redis`` extra; without them they are skipped
-with a reason (the marks of :mod:`tests.replicas.marks`). The process
-tests also need the ``--store`` option of the command line.
+``redis-server``, which ``tox -e replicas`` installs first with
+``tests/prerequisites.py``) and the ``redis`` extra; without them they fail
+and say what to install, they never skip.
 """
 
 from __future__ import annotations

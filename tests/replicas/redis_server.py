@@ -53,7 +53,8 @@ class RedisServer:
 
     def command(self) -> list[str]:
         """The server's command line."""
-        assert REDIS_SERVER is not None, "redis-server is not installed"
+        if REDIS_SERVER is None:
+            raise RuntimeError("redis-server is missing: run python tests/prerequisites.py redis-server (tox -e replicas does)")
         persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]
         return [
             REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),

@@ -9,16 +9,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
+from aguiadapter.threads import redis_store as rs
 from aguiadapter.threads.record import ThreadRecord
 from aguiadapter.threads.store import CorruptRecord, PersistenceError, StoreUnavailable
 
-from .marks import needs_redis
 from .redis_server import RedisServer
 
-pytestmark = needs_redis
-aioredis = pytest.importorskip("redis.asyncio", reason="the redis extra is not installed")
-rs = pytest.importorskip("aguiadapter.threads.redis_store")
 RedisSettings, RedisStoreError, RedisThreadStore = rs.RedisSettings, rs.RedisStoreError, rs.RedisThreadStore
 
 DAY_MS = 86_400_000

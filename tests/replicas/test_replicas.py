@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
+import redis.asyncio as aioredis
 
 from aguiadapter.demo.runtime import AGENT_KEY, DemoRuntime
+from aguiadapter.threads import redis_store as rs
 from tests.support.adapter import Reply, run_body
 from tests.support.agui import texts
 
 from .conftest import StartReplicas
-from .marks import needs_redis
 from .redis_server import RedisServer
 from .replicas import (
     Replica,
@@ -33,10 +33,6 @@ from .replicas import (
     resume_body,
     session_of,
 )
-
-pytestmark = [*needs_redis]
-aioredis = pytest.importorskip("redis.asyncio", reason="the redis extra is not installed")
-rs = pytest.importorskip("aguiadapter.threads.redis_store")
 
 #: The store's default lease: a dead replica's thread is free again after it.
 LEASE = 5.0

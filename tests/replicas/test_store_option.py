@@ -7,17 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from aguiadapter.cli import build_parser, config_from_args
+from aguiadapter.threads import redis_store as rs
 from aguiadapter.threads.file_store import FileThreadStore
 
-from .marks import needs_redis
 from .redis_server import RedisServer, free_port
 from .replicas import ENV_STORE, REPO
-
-pytestmark = [*needs_redis]
-rs = pytest.importorskip("aguiadapter.threads.redis_store")
 
 
 def parse(*argv: str, env: dict[str, str] | None = None) -> Any:

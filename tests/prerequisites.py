@@ -1,0 +1,110 @@
+"""Install what the interop, replica and benchmark suites need outside Python.
+
+    python tests/prerequisites.py [node-modules] [chromium] [redis-server]
+
+tox runs this before the environments that need it (``commands_pre`` in
+tox.ini), so the README's ``pip install tox && tox`` prepares a fresh Debian
+machine by itself:
+
+- ``node-modules``: ``npm ci`` in tests/interop (``@ag-ui/client``,
+  ``playwright-core``, ``esbuild``, exactly as the lockfile says); needs
+  Node.js 20 or newer with npm.
+- ``chromium``, ``redis-server``: Debian's packages of that name, with
+  ``apt-get`` (as root). No browser is ever downloaded by anything else.
+
+A step whose prerequisite is already there does nothing (node_modules
+remembers the lockfile it was installed from). When something cannot be
+installed here (not root, no apt-get, no npm, an install that fails) the
+script exits with status 1 and one line saying what to install; the tests
+themselves never skip for a missing prerequisite, they fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+INTEROP = Path(__file__).resolve().parent / "interop"
+LOCKFILE = INTEROP / "package-lock.json"
+#: Written after a successful ``npm ci``: the SHA-256 of the lockfile it installed.
+STAMP = INTEROP / "node_modules" / ".aguiadapter-lockfile-sha256"
+MIN_NODE_MAJOR = 20
+#: Programs the suites run, each from the Debian package of the same name.
+DEBIAN_PROGRAMS = ("chromium", "redis-server")
+STEPS = ("node-modules", *DEBIAN_PROGRAMS)
+AGAIN = "then run tox again"
+
+
+class CannotPrepare(Exception):
+    """A prerequisite this machine cannot get by itself; the message says what to install."""
+
+
+def say(text: str) -> None:
+    print(f"prerequisites: {text}", file=sys.stderr, flush=True)
+
+
+def ensure_debian_programs(programs: Sequence[str]) -> None:
+    """Install the Debian packages of the programs not on PATH."""
+    missing = [program for program in programs if shutil.which(program) is None]
+    if not missing:
+        return
+    named = " and ".join(missing)
+    install = f"apt-get install -y {' '.join(missing)}"
+    if shutil.which("apt-get") is None:
+        raise CannotPrepare(f"the tests need {named} on PATH and there is no apt-get here: install {named}, {AGAIN}")
+    if os.geteuid() != 0:
+        raise CannotPrepare(f"the tests need Debian's {named}: run '{install}' as root, {AGAIN}")
+    say(f"installing Debian's {named} (apt-get, once per machine)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+            raise CannotPrepare(f"'{' '.join(command)}' failed ({last}): run '{install}' as root, {AGAIN}")
+    still = " and ".join(program for program in missing if shutil.which(program) is None)
+    if still:
+        raise CannotPrepare(f"apt-get installed {named} but {still} is not on PATH: put it there, {AGAIN}")
+
+
+def ensure_node_modules() -> None:
+    """``npm ci`` in tests/interop, unless node_modules comes from this very lockfile."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    need = f"tests/interop needs Node.js {MIN_NODE_MAJOR} or newer with npm on PATH"
+    if node is None or npm is None:
+        raise CannotPrepare(f"{need}: install them, {AGAIN}")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    major = version.lstrip("v").split(".")[0]
+    if not major.isdigit() or int(major) < MIN_NODE_MAJOR:
+        raise CannotPrepare(f"{need} (found {version or 'a node that prints no version'}): install it, {AGAIN}")
+    digest = hashlib.sha256(LOCKFILE.read_bytes()).hexdigest()
+    if STAMP.is_file() and STAMP.read_text().strip() == digest:
+        return
+    say("installing tests/interop's Node packages (npm ci, from the lockfile)")
+    done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=INTEROP, check=False)
+    if done.returncode != 0:
+        raise CannotPrepare(f"'npm ci' in tests/interop failed (exit {done.returncode}, output above): fix it, {AGAIN}")
+    STAMP.write_text(digest + "\n")
+
+
+def main(argv: Sequence[str]) -> int:
+    unknown = [step for step in argv if step not in STEPS]
+    if unknown or not argv:
+        say(f"usage: python tests/prerequisites.py {' '.join(f'[{step}]' for step in STEPS)}")
+        return 2
+    try:
+        ensure_debian_programs([step for step in argv if step in DEBIAN_PROGRAMS])
+        if "node-modules" in argv:
+            ensure_node_modules()
+    except CannotPrepare as exc:
+        say(str(exc))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
