@@ -11,7 +11,6 @@ import asyncio
 import json
 import socket
 import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -216,27 +215,22 @@ def build_sdk_app() -> ProbeMiddleware:
 
 @pytest.fixture(scope="module")
 def sdk_server() -> Iterator[SdkServer]:
-    """The a2a-sdk JSON-RPC app under uvicorn, on a free loopback port."""
+    """The a2a-sdk JSON-RPC app under uvicorn, on a free loopback port.
+
+    The socket is bound and listening before uvicorn starts, so a client that
+    connects early waits in the backlog instead of being refused: no need to
+    wait for the server thread.
+    """
     app = build_sdk_app()
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        lifespan="off",
-        timeout_graceful_shutdown=1,
-    )
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="a2a-sdk-server", daemon=True)
+    sock = socket.create_server(("127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="a2a-sdk-server", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield SdkServer(f"http://127.0.0.1:{port}/", app)
+    yield SdkServer(f"http://127.0.0.1:{sock.getsockname()[1]}/", app)
     server.should_exit = True
     thread.join(10)
+    sock.close()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ sequences grow by one except for the deliberate replay.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from itertools import pairwise
 from pathlib import Path
@@ -32,6 +31,7 @@ from tests.fixtures.pipeline.record import (
     pipeline_state,
     user_message,
 )
+from tests.support.eventually import eventually
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pipeline"
 Json = dict[str, Any]
@@ -78,11 +78,8 @@ async def until_sideband(client: A2AClient, metadata: Json | None = None) -> tup
 
 async def wait_for_candidate_a(runtime: DemoRuntime, task_id: str) -> None:
     run = runtime.state.tasks[task_id].pipeline
-    for _ in range(500):
-        if run is not None and run.candidates["candidate-a"] == "completed":
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("candidate A did not finish")
+    assert run is not None, f"task {task_id} runs no pipeline"
+    await eventually(lambda: run.candidates["candidate-a"] == "completed", "candidate A finishes")
 
 
 async def to_selection(

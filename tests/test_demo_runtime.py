@@ -37,6 +37,7 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.eventually import eventually
 from tests.support.recordings import INDEX, recorded_objects, recorded_request_text
 
 TOKEN = "demo-runtime-test-token"
@@ -155,13 +156,6 @@ async def interrupted(client: Client, text: str = "permission notes.txt") -> tup
     events = await send(client, user(text))
     assert state(events[-1]) == "TASK_STATE_INPUT_REQUIRED"
     return events[0].task.id, iac(events[-1])["input"]
-
-
-async def wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 # --- turns through the SDK ----------------------------------------------------
@@ -404,9 +398,9 @@ async def test_client_disconnect_leaves_the_task_running(raw: aiohttp.ClientSess
     first = json.loads((await response.content.readline())[6:])
     task = runtime.state.tasks[first["result"]["task"]["id"]]
     response.close()  # the client goes away mid-stream
-    await wait_for(lambda: not task.listeners)
+    await eventually(lambda: not task.listeners, "the runtime notices that the client left")
     assert task.state == "TASK_STATE_WORKING" and task.runner is not None
-    await wait_for(lambda: task.state == "TASK_STATE_INPUT_REQUIRED")
+    await eventually(lambda: task.state == "TASK_STATE_INPUT_REQUIRED", "the turn ends without its client")
     assert runtime.state.total_cancel_calls == 0
     texts = [entry["parts"][0]["text"] for entry in task.history if isinstance(entry, dict)]
     assert "tick 5. " in texts  # written after the client had left

@@ -13,8 +13,10 @@ import aiohttp
 
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.threads.record import ThreadRecord
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse, texts, types
+from tests.support.eventually import eventually
 
 
 def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -122,14 +124,14 @@ async def test_a_client_that_disconnects_gets_its_a2a_task_cancelled(
             seen += await resp.content.readany()
     # The response is closed here, mid-run.
     store = FileThreadStore(adapter.config.state_dir)
-    for _ in range(100):
-        states = [task.state for task in demo.state.tasks.values()]
+
+    async def settled() -> ThreadRecord | None:
         record = await store.load("t-gone")
-        if states == ["TASK_STATE_CANCELED"] and record is not None and record.state == "terminal":
-            break
-        await asyncio.sleep(0.05)
-    assert states == ["TASK_STATE_CANCELED"]
-    assert record is not None and record.state == "terminal" and record.last_error == "CANCELLED"
+        done = record is not None and record.state == "terminal"
+        return record if done and [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"] else None
+
+    record = await eventually(settled, "the runtime's task is cancelled and the thread ends")
+    assert record.last_error == "CANCELLED"
     # The thread is free again for the next turn.
     assert (await adapter.run(run_body(thread_id="t-gone", text="again", cwd=str(workspace)))).status == 200
 

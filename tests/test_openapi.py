@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from pathlib import Path
@@ -48,6 +47,7 @@ from schemathesis import checks as st_checks
 from schemathesis.core.failures import Failure, FailureGroup
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse
+from tests.support.eventually import eventually
 
 CANCEL_PATH = "/extensions/iac-code/v1/executions/{executionId}/cancel"
 TOKEN = "openapi-test-token"
@@ -375,14 +375,11 @@ async def test_a_pipeline_run_conforms(adapter: RunningAdapter, workspace: Path)
 
 async def _active_execution(adapter: RunningAdapter, thread_id: str) -> str:
     """The execution id of the thread's active run, once it streams."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    def active_execution() -> str | None:
         service = adapter.app[BACKEND].service
-        for execution_id, driver in list(service.active.items()):
-            if driver.identity.thread_id == thread_id:
-                return execution_id
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no active run on {thread_id}")
+        return next((eid for eid, driver in service.active.items() if driver.identity.thread_id == thread_id), None)
+
+    return await eventually(active_execution, f"a run of {thread_id} streams")
 
 
 async def test_a_token_protected_server_answers_401_as_documented(secured: RunningAdapter, tmp_path: Path) -> None:

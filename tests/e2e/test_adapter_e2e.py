@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import texts, types
+from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
 from tests.support.model_stub import ModelStub
 
@@ -92,13 +93,11 @@ async def test_a_client_that_disconnects_leaves_no_task_running(
         if "iac-code.session.v1" in line:
             task_id = line.split('"taskId":"')[1].split('"')[0]
     assert task_id is not None
-    state = None
-    for _ in range(100):
-        state = (await iac_runtime.rpc("GetTask", {"id": task_id}))["result"]["status"]["state"]
-        if state == "TASK_STATE_CANCELED":
-            break
-        await asyncio.sleep(0.1)
-    assert state == "TASK_STATE_CANCELED"
+
+    async def cancelled() -> bool:
+        return await iac_runtime.task_state(task_id) == "TASK_STATE_CANCELED"
+
+    await eventually(cancelled, "iac-code cancels the task of the run its client left", interval=0.1)
 
 
 async def test_spawn_iac_code_starts_and_supervises_a_child(

@@ -20,6 +20,7 @@ from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
 from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream
+from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
 
 
@@ -140,19 +141,18 @@ async def test_an_expired_interrupt_is_refused_and_its_task_cancelled(
     )
     try:
         interrupt, session = await ask_permission(running, "e-exp", iac_workspace, "late.txt")
-        state = None
-        for _ in range(60):
-            state = (await iac_runtime.rpc("GetTask", {"id": session["taskId"]}))["result"]["status"]["state"]
-            if state == "TASK_STATE_CANCELED":
-                break
-            await asyncio.sleep(0.1)
-        assert state == "TASK_STATE_CANCELED"
+
+        async def cancelled() -> bool:
+            return await iac_runtime.task_state(session["taskId"]) == "TASK_STATE_CANCELED"
+
+        await eventually(cancelled, "iac-code cancels the expired interrupt's task", interval=0.1)
         store = FileThreadStore(running.config.state_dir)
-        for _ in range(50):
+
+        async def ended() -> bool:
             record = await store.load("e-exp")
-            if record is not None and record.state == "terminal":
-                break
-            await asyncio.sleep(0.05)
+            return record is not None and record.state == "terminal"
+
+        await eventually(ended, "the expired thread ends")
         reply = await running.run(resume_body("e-exp", iac_workspace, decide(interrupt, "allow_once")))
         assert reply.json()["error"]["code"] == "EXECUTION_EXPIRED"
         assert not (iac_workspace / "late.txt").exists()

@@ -3,12 +3,11 @@ spoken to directly in A2A 1.0 JSON-RPC (no adapter involved)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime, permission_answer, user_message
 from tests.support.model_stub import NORMAL_TEXT, ModelStub, written_content
 
@@ -173,11 +172,4 @@ async def test_slow_turn_can_be_cancelled_and_the_stub_sees_the_hang_up(
     assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
     rest = [response async for response in stream]  # the server closes the stream
     assert updates(rest)[-1]["status"]["state"] == "TASK_STATE_CANCELED"
-    await _until(lambda: call.outcome == "disconnected")
-
-
-async def _until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
+    await eventually(lambda: call.outcome == "disconnected", "iac-code drops the model stream of the cancelled task")

@@ -13,8 +13,9 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
+
+from tests.support.eventually import eventually
 
 REDIS_SERVER = shutil.which("redis-server")
 
@@ -64,13 +65,19 @@ class RedisServer:
 
     async def start(self, timeout: float = 10.0) -> None:
         """Start the server and wait until it answers."""
-        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while not answers_ping(self.port):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"redis-server did not start on {self.port}:\n{log}")
-            await asyncio.sleep(0.05)
+        process = self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+
+        def answers() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {process.returncode}:\n{self.log()}")
+            return answers_ping(self.port)
+
+        await eventually(answers, f"redis-server answers PING on port {self.port}", timeout=timeout, interval=0.05)
+
+    def log(self) -> str:
+        """The tail of the server's log file."""
+        path = self.folder / "redis.log"
+        return path.read_text(errors="replace")[-2000:] if path.exists() else "(no log)"
 
     async def kill(self) -> None:
         """``kill -9`` the server (what a crash looks like)."""
@@ -95,9 +102,8 @@ async def signal_and_wait(process: subprocess.Popen[bytes] | None, sig: int) -> 
     if process is None or process.poll() is not None:
         return
     process.send_signal(sig)
-    for _ in range(200):
-        if process.poll() is not None:
-            return
-        await asyncio.sleep(0.05)
-    process.kill()
-    process.wait()
+    try:
+        await asyncio.to_thread(process.wait, 10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        await asyncio.to_thread(process.wait)

@@ -15,18 +15,19 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from .redis_server import signal_and_wait
 from typing import Any
 
 import aiohttp
 
 from tests.support.adapter import Reply, run_body
 from tests.support.agui import check_stream
+from tests.support.eventually import eventually
+
+from .redis_server import signal_and_wait
 
 REPO = Path(__file__).resolve().parents[2]
 _BANNER = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)/")
@@ -57,12 +58,15 @@ class Replica:
             self.process = subprocess.Popen(
                 self.args, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + timeout
-        while not (match := _BANNER.search(self.log_path.read_bytes())):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"replica {self.name} did not start:\n{self.log()}")
-            await asyncio.sleep(0.05)
-        self.url = f"http://127.0.0.1:{int(match.group(1))}/"
+        process = self.process
+
+        def port() -> int | None:
+            if process.poll() is not None:
+                raise RuntimeError(f"replica {self.name} exited with {process.returncode}:\n{self.log()}")
+            match = _BANNER.search(self.log_path.read_bytes())
+            return int(match.group(1)) if match else None
+
+        self.url = f"http://127.0.0.1:{await eventually(port, f'replica {self.name} listens', timeout=timeout)}/"
         return self
 
     def log(self) -> str:

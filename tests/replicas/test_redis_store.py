@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,6 +15,7 @@ import redis.asyncio as aioredis
 from aguiadapter.threads import redis_store as rs
 from aguiadapter.threads.record import ThreadRecord
 from aguiadapter.threads.store import CorruptRecord, PersistenceError, StoreUnavailable
+from tests.support.eventually import eventually
 
 from .redis_server import RedisServer
 
@@ -189,7 +191,7 @@ async def test_cancels_reach_every_replica(make_store: MakeStore) -> None:
     listener.on_cancel(lambda _: 1 / 0)  # a failing callback does not stop the others
     await asyncio.wait_for(listener.listening.wait(), 5)
     await publisher.publish_cancel("exec-1")
-    await wait_for(lambda: heard == ["exec-1"])
+    await eventually(lambda: heard == ["exec-1"], "the other replica hears the cancel")
 
 
 async def test_the_cancel_listener_reconnects_after_redis_restarts(
@@ -201,12 +203,14 @@ async def test_the_cancel_listener_reconnects_after_redis_restarts(
     await asyncio.wait_for(store.listening.wait(), 5)
     await redis_server.restart()
     # Cancels published before the listener is back are lost: keep sending.
-    for attempt in range(50):
-        await store.publish_cancel(f"exec-{attempt}")
-        await asyncio.sleep(0.2)
-        if heard:
-            break
-    assert heard and heard[0].startswith("exec-"), "the listener came back within 10 s"
+    attempts = itertools.count()
+
+    async def heard_one() -> list[str]:
+        await store.publish_cancel(f"exec-{next(attempts)}")
+        return heard
+
+    await eventually(heard_one, "the cancel listener is back after the restart", interval=0.2)
+    assert heard[0].startswith("exec-")
 
 
 async def test_redis_down_maps_to_the_documented_errors(make_store: MakeStore, redis_server: RedisServer) -> None:
@@ -302,11 +306,3 @@ def test_store_options_ride_in_the_url() -> None:
         with pytest.raises(RedisStoreError):
             rs.split_store_url(bad)
 
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll until ``predicate()`` holds."""
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout)

@@ -19,6 +19,7 @@ from aguiadapter.demo.runtime import AGENT_KEY, DemoRuntime
 from aguiadapter.threads import redis_store as rs
 from tests.support.adapter import Reply, run_body
 from tests.support.agui import texts
+from tests.support.eventually import eventually
 
 from .conftest import StartReplicas
 from .redis_server import RedisServer
@@ -146,13 +147,15 @@ async def test_a_replica_killed_mid_run_frees_its_thread_within_the_lease(
         killed_at = time.monotonic()
     busy = await post(http, survivor.url, run_body(thread_id="t-crash", text="hello", cwd=str(workspace)))
     assert error_code(busy) == "THREAD_BUSY", "the dead replica's lease still runs"
-    while True:
+
+    async def run_again() -> Reply | None:
         reply = await post(http, survivor.url, run_body(thread_id="t-crash", text="hello again", cwd=str(workspace)))
-        if reply.status != 409:
-            break
-        assert error_code(reply) == "THREAD_BUSY"
-        assert time.monotonic() - killed_at < LEASE + 3, "the thread stayed busy after the lease"
-        await asyncio.sleep(0.25)
+        if reply.status == 409:
+            assert error_code(reply) == "THREAD_BUSY"
+            return None
+        return reply
+
+    reply = await eventually(run_again, "the dead replica's thread is free again", timeout=LEASE + 3, interval=0.25)
     freed_after = time.monotonic() - killed_at
     assert reply.events()[-1]["type"] == "RUN_FINISHED" and freed_after <= LEASE + 3
     record = await stored_record(redis_server.url, "t-crash")
@@ -227,10 +230,12 @@ async def test_interrupts_expire_once_after_every_replica_restarted(
     await asyncio.sleep(3)  # the deadline passes while no replica runs
     await start_replicas(2, redis_server.url, *ttl)
     task_id = asked["session"]["taskId"]
-    deadline = time.monotonic() + 15
-    while (record := await stored_record(redis_server.url, "t-expire")).state != "terminal":
-        assert time.monotonic() < deadline, "the interrupt did not expire"
-        await asyncio.sleep(0.2)
+
+    async def expired() -> Any:
+        record = await stored_record(redis_server.url, "t-expire")
+        return record if record.state == "terminal" else None
+
+    record = await eventually(expired, "a restarted replica expires the interrupt", timeout=15, interval=0.2)
     assert record.last_error == "EXECUTION_EXPIRED"
     await asyncio.sleep(6)  # one more sweep on each replica: nobody expires it again
     assert demo.state.cancel_calls[task_id] == 1

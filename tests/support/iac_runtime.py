@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from .eventually import eventually
+
 if TYPE_CHECKING:  # annotations only: no runtime dependency on typing_extensions
     from typing_extensions import Self
 
@@ -270,24 +272,24 @@ class IacRuntime:
 
     async def _wait_healthy(self) -> None:
         # /health needs the bearer token in 0.16.0 (401 without it).
-        deadline = time.monotonic() + self.start_timeout
         health = f"http://{LOOPBACK}:{self.port}/health"
         auth = {"Authorization": f"Bearer {self.token}"}
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-            while time.monotonic() < deadline:
+
+            async def healthy() -> bool:
                 self._raise_if_dead()
-                try:
-                    async with session.get(health, headers=auth) as response:
-                        if response.status == 200:
-                            return
-                except (aiohttp.ClientError, asyncio.TimeoutError):
-                    pass  # not listening yet
-                await asyncio.sleep(0.1)
-        raise RuntimeError(
-            f"iac-code a2a not healthy after {self.start_timeout:g} s on {health}\n"
-            f"--- {self.log_path} (tail)\n{self.log_tail()}\n"
-            f"(more in {self.config_dir / 'logs'})"
-        )
+                async with session.get(health, headers=auth) as response:
+                    return response.status == 200
+
+            try:
+                await eventually(
+                    healthy, f"iac-code a2a answers {health}", timeout=self.start_timeout, interval=0.1,
+                    ignoring=(aiohttp.ClientError, asyncio.TimeoutError),  # not listening yet
+                )
+            except AssertionError as exc:
+                raise RuntimeError(
+                    f"{exc}\n--- {self.log_path} (tail)\n{self.log_tail()}\n(more in {self.config_dir / 'logs'})"
+                ) from None
 
     def _raise_if_dead(self) -> None:
         if self._process is not None and self._process.poll() is not None:
@@ -298,6 +300,10 @@ class IacRuntime:
             )
 
     # -- a minimal A2A 1.0 JSON-RPC client (enough for harness checks)
+
+    async def task_state(self, task_id: str) -> str:
+        """The task's state as ``GetTask`` reports it."""
+        return str((await self.rpc("GetTask", {"id": task_id}))["result"]["status"]["state"])
 
     async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A non-streaming call (``GetTask``, ``CancelTask``, ``SendMessage``...);
@@ -369,10 +375,9 @@ def _safe(name: str) -> str:
 
 async def _end_process(process: subprocess.Popen[bytes]) -> None:
     _signal_group(process, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
-    while process.poll() is None and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    if process.poll() is None:
+    try:
+        await asyncio.to_thread(process.wait, STOP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
         _signal_group(process, signal.SIGKILL)
         await asyncio.to_thread(process.wait, STOP_TIMEOUT_SECONDS)
 

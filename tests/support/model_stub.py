@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from .eventually import eventually
+
 if TYPE_CHECKING:  # annotations only: no runtime dependency on typing_extensions
     from typing_extensions import Self
 
@@ -309,12 +311,12 @@ class ModelStub:
         """Wait until ``count`` calls containing ``text`` arrived (for flows that
         do not block on the model, e.g. a disconnect test). Never blocks the loop:
         the code under test may share it."""
-        deadline = time.monotonic() + timeout
-        while len(calls := self.calls_with(text)) < count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"expected {count} model calls with {text!r}, got {calls}")
-            await asyncio.sleep(0.05)
-        return calls
+
+        def enough() -> list[RecordedCall]:
+            calls = self.calls_with(text)
+            return calls if len(calls) >= count else []
+
+        return await eventually(enough, f"{count} model calls with {text!r}", timeout=timeout, interval=0.05)
 
     # -- request handling
 
