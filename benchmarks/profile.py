@@ -31,6 +31,9 @@ from .procs import free_port, raise_fd_limit
 from .report import ADAPTER
 from .suite import PROFILES, Bench, Target
 
+#: Frames under the checkout are shown relative to it, wherever it was cloned.
+_CHECKOUT = f"{Path(__file__).resolve().parents[1]}/"
+
 
 def top_of_raw(path: Path, limit: int = 25) -> str:
     """Own time by line and by function, total time by function, from py-spy's ``raw`` output."""
@@ -65,7 +68,7 @@ def _short(frame: str) -> str:
     # "name (path/to/site-packages/pkg/mod.py:123)" -> "name (pkg/mod.py:123)"
     name, _, where = frame.partition(" (")
     where = where.rstrip(")")
-    for marker in ("site-packages/", "/work/main/"):
+    for marker in ("site-packages/", _CHECKOUT):
         if marker in where:
             where = where.split(marker, 1)[1]
     if "/lib/python3" in where:
