@@ -1,0 +1,7 @@
+"""What is specific to the iac-code runtime behind the A2A wire.
+
+:mod:`.envelope` and :mod:`.evidence` are pure (the runtime's input
+envelopes, and what its task says about an answer); :mod:`.iac_code` is the
+async edge that talks to the runtime for a run (answers, following a task,
+session restore, the pipeline state route).
+"""

@@ -1,0 +1,294 @@
+"""What the runtime's task says about an answer: does the input still wait?
+
+Pure: a :class:`TaskView` (the task from ``GetTask`` and, for a pipeline,
+the state route's document) goes in, a verdict comes out. The same rules
+decide before an answer is sent (a resume) and after a crash (a resume
+whose process died: was the answer taken?). They follow the runtime, not
+our hopes: "taken" needs positive evidence (the runtime names the input as
+received or resolved, or the task moved past it); an envelope missing from
+``GetTask`` is not evidence, because iac-code drops it from the task after
+a pipeline's backup status while the input still waits.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from ..a2a import wire
+from ..translate.pipeline import as_int
+from .envelope import InputEnvelope, envelope_of, required_inputs
+
+#: Pipeline events that say an input was answered.
+_RESOLUTIONS: Final = frozenset({"permission_resolved", "input_received"})
+_FAILED_STATES: Final = frozenset({wire.FAILED, wire.REJECTED, wire.AUTH_REQUIRED})
+_LIVE_STATES: Final = frozenset({wire.WORKING, wire.SUBMITTED})
+#: Keys of a state-route display entry that are not part of the input.
+_DISPLAY_ONLY: Final = frozenset({"pending", "sequence", "eventId", "createdAt"})
+
+
+class InputStatus(enum.Enum):
+    """What became of one input."""
+
+    #: The runtime still waits for it: an answer may be sent.
+    WAITS = "waits"
+    #: The runtime took an answer to it: never send another.
+    TAKEN = "taken"
+    #: The task ended without it (cancelled, failed, or unknown to the runtime).
+    GONE = "gone"
+    #: The runtime's signals do not tell (a pipeline whose state was not read).
+    UNKNOWN = "unknown"
+
+
+class TaskFate(enum.Enum):
+    """Where the task is now, as far as a run of ours is concerned."""
+
+    WORKS = "works"
+    TURN_ENDED = "turn_ended"
+    ASKS = "asks"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    GONE = "gone"
+    UNKNOWN = "unknown"
+
+
+@attrs.frozen
+class TaskView:
+    """The runtime's view of one task, read for a decision."""
+
+    #: ``GetTask``'s task; ``None`` when the runtime does not know it.
+    task: Mapping[str, Any] | None
+    #: The pipeline state route's document (``None``: not a pipeline, or not read).
+    pipeline: Mapping[str, Any] | None = None
+    #: The task runs a pipeline, so its state route is the authority on inputs.
+    is_pipeline: bool = False
+
+    @property
+    def state(self) -> str | None:
+        """The task's state (``None`` for an unknown task)."""
+        if self.task is None:
+            return None
+        status = self.task.get("status")
+        return str(status.get("state")) if isinstance(status, Mapping) else None
+
+    @property
+    def iac(self) -> Mapping[str, Any]:
+        """The task's ``metadata.iac_code``."""
+        metadata = self.task.get("metadata") if self.task is not None else None
+        iac = metadata.get(wire.IAC_CODE_KEY) if isinstance(metadata, Mapping) else None
+        return iac if isinstance(iac, Mapping) else {}
+
+    @property
+    def detail(self) -> str | None:
+        """The text of the task's status message (why it failed or stopped)."""
+        status = self.task.get("status") if self.task is not None else None
+        message = status.get("message") if isinstance(status, Mapping) else None
+        if not isinstance(message, Mapping):
+            return None
+        text = "".join(str(part.get("text")) for part in message.get("parts") or () if isinstance(part, Mapping)
+                       and isinstance(part.get("text"), str))
+        return text or None
+
+
+@attrs.frozen
+class Findings:
+    """What the runtime says about the inputs a dead run carried."""
+
+    statuses: Mapping[str, InputStatus]
+    fate: TaskFate
+    #: What the task asks for now (fate ``ASKS``).
+    asks: tuple[InputEnvelope, ...] = ()
+    detail: str | None = None
+
+    @property
+    def decided(self) -> bool:
+        """Whether the signals were enough to decide."""
+        return self.fate is not TaskFate.UNKNOWN and InputStatus.UNKNOWN not in self.statuses.values()
+
+    def waiting(self) -> set[str]:
+        """The inputs the runtime still waits for."""
+        return {key for key, status in self.statuses.items() if status is InputStatus.WAITS}
+
+    def taken(self) -> set[str]:
+        """The inputs the runtime took an answer to."""
+        return {key for key, status in self.statuses.items() if status is InputStatus.TAKEN}
+
+
+def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView) -> InputStatus:
+    """Whether the runtime still waits for ``envelope`` (raised after
+    pipeline sequence ``raised_after``)."""
+    state = view.state
+    if state is None:
+        return InputStatus.GONE
+    if _received(envelope, view.iac) or _resolved_in_pipeline(envelope, raised_after, view.pipeline):
+        return InputStatus.TAKEN
+    asked = required_inputs(view.iac)
+    if any(item.input_id == envelope.input_id for item in asked):
+        return InputStatus.WAITS
+    if state == wire.COMPLETED:
+        return InputStatus.TAKEN
+    if state in wire.TERMINAL_STATES or state in _FAILED_STATES:
+        return InputStatus.GONE
+    if asked and not envelope.sideband:
+        # One top-level input at a time: the task asks for the next one.
+        return InputStatus.TAKEN
+    if _pending_in_pipeline(envelope, view.pipeline):
+        return InputStatus.WAITS
+    if envelope.sideband or state in _LIVE_STATES:
+        # The task lists every sub-pipeline input it still waits for; and a
+        # top-level input holds it in INPUT_REQUIRED until answered.
+        return InputStatus.TAKEN
+    if view.is_pipeline and view.pipeline is None:
+        return InputStatus.UNKNOWN
+    # INPUT_REQUIRED with nothing asked for: outside a pipeline the task's
+    # metadata is its last status, so the turn ended after the answer; in a
+    # pipeline its state route (read above) no longer lists the input.
+    return InputStatus.TAKEN
+
+
+def waiting_inputs(view: TaskView, known: Iterable[InputEnvelope] = ()) -> list[InputEnvelope]:
+    """Every input the task waits for now; a pipeline's state route fills in
+    what ``GetTask`` no longer shows."""
+    known = list(known)
+    found = required_inputs(view.iac, known)
+    if found or view.state != wire.INPUT_REQUIRED or view.pipeline is None:
+        return found
+    return _pipeline_inputs(view, {envelope.input_id: envelope for envelope in known})
+
+
+def task_fate(view: TaskView, known: Iterable[InputEnvelope] = ()) -> tuple[TaskFate, list[InputEnvelope]]:
+    """Where the task is now, and what it asks for."""
+    state = view.state
+    if state is None:
+        return TaskFate.GONE, []
+    if state == wire.COMPLETED:
+        return TaskFate.TURN_ENDED, []
+    if state == wire.CANCELED:
+        return TaskFate.CANCELED, []
+    if state in _FAILED_STATES:
+        return TaskFate.FAILED, []
+    unreadable = view.is_pipeline and view.pipeline is None
+    if unreadable and state == wire.INPUT_REQUIRED and not required_inputs(view.iac):
+        return TaskFate.UNKNOWN, []
+    asks = waiting_inputs(view, known)
+    if asks:
+        return TaskFate.ASKS, asks
+    if state in _LIVE_STATES:
+        return TaskFate.WORKS, []
+    return TaskFate.TURN_ENDED, []
+
+
+def assess(
+    carried: Sequence[tuple[InputEnvelope, int]], view: TaskView, known: Iterable[InputEnvelope] = ()
+) -> Findings:
+    """What became of the inputs a dead run carried (each with the pipeline
+    sequence it was raised after), and of its task."""
+    statuses = {envelope.input_id: input_status(envelope, after, view) for envelope, after in carried}
+    fate, asks = task_fate(view, known)
+    return Findings(statuses, fate, tuple(asks), view.detail)
+
+
+def _received(envelope: InputEnvelope, iac: Mapping[str, Any]) -> bool:
+    received = iac.get("inputReceived")
+    return isinstance(received, Mapping) and str(received.get("inputId") or "") == envelope.input_id
+
+
+def _events_after(document: Mapping[str, Any] | None, after: int) -> list[Mapping[str, Any]]:
+    if document is None:
+        return []
+    events = [item for item in document.get("events") or () if isinstance(item, Mapping)]
+    return [item for item in events if (as_int(item.get("sequence")) or 0) > after]
+
+
+def _names(data: Mapping[str, Any], envelope: InputEnvelope) -> bool:
+    for key in ("inputId", "permissionId"):
+        if data.get(key) == envelope.input_id:
+            return True
+    tool_use_id = envelope.tool_use_id
+    return tool_use_id is not None and data.get("toolUseId") == tool_use_id
+
+
+def _resolved_in_pipeline(envelope: InputEnvelope, after: int, document: Mapping[str, Any] | None) -> bool:
+    for item in _events_after(document, after):
+        if item.get("eventType") not in _RESOLUTIONS:
+            continue
+        data = item.get("data")
+        data = data if isinstance(data, Mapping) else {}
+        if _names(data, envelope):
+            return True
+        # A selection's input_received names no input; there is one
+        # top-level input at a time, so the next one of its kind is its answer.
+        if not envelope.sideband and "inputId" not in data and data.get("kind") == envelope.kind:
+            return True
+    return False
+
+
+def _snapshot(document: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    snapshot = document.get("snapshot") if document is not None else None
+    return snapshot if isinstance(snapshot, Mapping) else {}
+
+
+def _permission_entries(document: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    """The newest display entry of each permission (entries are appended)."""
+    display = _snapshot(document).get("display")
+    entries = display.get("permissions") if isinstance(display, Mapping) else None
+    newest: dict[str, Mapping[str, Any]] = {}
+    for entry in entries or ():
+        if isinstance(entry, Mapping) and isinstance(entry.get("inputId"), str):
+            newest[str(entry["inputId"])] = entry
+    return newest
+
+
+def _pending_input(document: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    pending = _snapshot(document).get("pendingInput")
+    return pending if isinstance(pending, Mapping) else None
+
+
+def _pending_input_id(pending: Mapping[str, Any]) -> str:
+    explicit = pending.get("inputId")
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    return f"input-{pending.get('eventId')}"
+
+
+def _pending_in_pipeline(envelope: InputEnvelope, document: Mapping[str, Any] | None) -> bool:
+    entry = _permission_entries(document).get(envelope.input_id)
+    if entry is not None:
+        return entry.get("pending") is True
+    pending = _pending_input(document)
+    if pending is None:
+        return False
+    # A question's pendingInput carries the event id, not the input id; a
+    # top-level input of the same kind is the one waiting (there is one).
+    return _pending_input_id(pending) == envelope.input_id or (
+        not envelope.sideband and pending.get("kind") == envelope.kind
+    )
+
+
+def _pipeline_inputs(view: TaskView, known: Mapping[str, InputEnvelope]) -> list[InputEnvelope]:
+    """Inputs a pipeline waits for, rebuilt from its state route."""
+    document = view.pipeline
+    task_id = view.task.get("id") if view.task is not None else None
+    events = _events_after(document, 0)
+    found: list[InputEnvelope] = []
+    for input_id, entry in _permission_entries(document).items():
+        if entry.get("pending") is not True:
+            continue
+        probe = envelope_of({"inputId": input_id, "kind": "permission", "toolUseId": entry.get("toolUseId")})
+        after = as_int(entry.get("sequence")) or 0
+        if any(_names(item.get("data") or {}, probe) for item in events
+               if item.get("eventType") in _RESOLUTIONS and (as_int(item.get("sequence")) or 0) > after):
+            continue
+        fields = {key: value for key, value in entry.items() if key not in _DISPLAY_ONLY}
+        fields.update({"kind": "permission", "inputId": input_id, "required": True, "requestTaskId": task_id})
+        found.append(envelope_of(fields, known=known.get(input_id)))
+    pending = _pending_input(document)
+    if pending is not None:
+        input_id = _pending_input_id(pending)
+        fields = {key: value for key, value in pending.items() if key not in ("eventId", "createdAt")}
+        fields.update({"inputId": input_id, "required": True, "requestTaskId": task_id})
+        found.append(envelope_of(fields, known=known.get(input_id)))
+    return found
