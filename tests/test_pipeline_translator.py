@@ -71,9 +71,25 @@ def test_step_lifecycle_maps_to_balanced_steps_with_unique_candidate_names() -> 
     assert started == ["candidates", "candidate:cand-a:template_generating", "candidate:cand-b:template_generating"]
 
 
-def test_a_step_finished_without_being_opened_in_this_run_is_still_a_pair() -> None:
+def test_a_step_finished_without_being_open_announces_no_empty_step() -> None:
     events = run(translator(), update(envelope("step_completed", step={"id": "late"})))
-    assert [e["type"] for e in events if e["type"].startswith("STEP")] == ["STEP_STARTED", "STEP_FINISHED"]
+    assert [e for e in events if e["type"].startswith("STEP")] == []
+
+
+def test_content_of_a_completed_step_opens_it_again_until_it_completes_again() -> None:
+    # iac-code completes confirm_and_select before asking for the selection,
+    # then goes on in the same step after the answer without a step_started.
+    step = {"step": {"id": "confirm_and_select"}}
+    events = run(translator(), update(
+        envelope("step_started", **step),
+        envelope("step_completed", **step),
+        envelope("text_delta", data={"text": "Deploying single-ecs."}, **step),
+        envelope("step_completed", **step),
+    ))
+    steps = [(e["type"], e["stepName"]) for e in events if e["type"].startswith("STEP")]
+    assert steps == [("STEP_STARTED", "confirm_and_select"), ("STEP_FINISHED", "confirm_and_select")] * 2
+    text_at = types(events).index("TEXT_MESSAGE_CONTENT")
+    assert types(events)[:text_at].count("STEP_STARTED") == 2, "the text arrives inside the reopened step"
 
 
 @pytest.mark.parametrize("kind", sorted(CUSTOM_TYPES))
@@ -139,7 +155,8 @@ def test_pending_permissions_while_working_are_an_interrupt() -> None:
                   "subPipelineId": "sub-b", "toolUseId": "call-1"}
     tr.feed(update(pendingPermissions=[permission]))
     assert tr.outcome is not None and tr.outcome.kind == "interrupt"
-    assert tr.outcome.inputs == (permission,)
+    (envelope,) = tr.outcome.inputs
+    assert envelope.fields == permission and envelope.sideband, "answered with SendMessage while the task works"
 
 
 def test_steps_left_open_by_an_interrupt_are_re_opened_by_the_next_run() -> None:

@@ -102,7 +102,7 @@ def test_a_required_input_envelope_is_an_interrupt_and_the_open_spans_close() ->
     translator, _events = translate(load("05-permission-allow.1"))
     assert translator.outcome is not None and translator.outcome.kind == "interrupt"
     (envelope,) = translator.outcome.inputs
-    assert envelope["kind"] == "permission" and envelope["toolName"] == "write_file"
+    assert envelope.kind == "permission" and envelope.tool_name == "write_file"
 
 
 def test_input_required_without_an_envelope_is_a_normal_end_of_turn() -> None:

@@ -17,6 +17,7 @@ import attrs
 
 from ..a2a import wire
 from ..protocol.events import ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT, Event
+from ..runtime.envelope import InputEnvelope, acknowledgement, required_inputs
 from . import pipeline as pl
 from .spans import SpanTracker
 
@@ -32,8 +33,11 @@ class TurnOutcome:
     """How the runtime ended the turn (or paused it for input)."""
 
     kind: OutcomeKind
-    inputs: tuple[dict[str, Any], ...] = ()
+    inputs: tuple[InputEnvelope, ...] = ()
     detail: str | None = None
+    #: The task stopped in INPUT_REQUIRED asking for nothing its status
+    #: shows: a pipeline's state route must say whether an input waits.
+    unconfirmed: bool = False
 
 
 @attrs.define
@@ -63,8 +67,13 @@ class RunTranslator:
         known_session: bool = False,
         pipeline: pl.PipelineState | None = None,
         resumed_tools: dict[str, str] | None = None,
+        known_inputs: tuple[InputEnvelope, ...] = (),
     ) -> None:
         self.identity = identity
+        #: Inputs announced before, whose first sighting lends what a re-listing drops.
+        self.known_inputs = known_inputs
+        #: Acknowledgements of answers seen on this run's streams.
+        self.acks: list[dict[str, Any]] = []
         #: toolCallId → tool name of the calls whose interrupts this run answers.
         self._resumed_tools = resumed_tools or {}
         #: The thread's pipeline cursor; advanced in place, saved with the record.
@@ -98,8 +107,13 @@ class RunTranslator:
             self._check_identity(task.get("id"), task.get("contextId"))
             self._end_state(task.get("status") or {}, _iac(task), out)
         elif "message" in result:
-            self._final_text(_text_of(result["message"]), out)
-            self.outcome = TurnOutcome("success")
+            ack = acknowledgement(result)
+            if ack is not None:
+                # The runtime took an answer; the task goes on without this stream.
+                self.acks.append(ack)
+            else:
+                self._final_text(_text_of(result["message"]), out)
+                self.outcome = TurnOutcome("success")
         if self.identity_changed and not self._session_announced:
             self._announce_session(out, final=False)
         return out
@@ -172,7 +186,7 @@ class RunTranslator:
             else:
                 self._text_parts(message.get("parts") or (), out)
         if iac and ("pendingPermissions" in iac or "input" in iac):
-            inputs = required_inputs(iac)
+            inputs = required_inputs(iac, self.known_inputs)
             if inputs:
                 # Also while WORKING: a sub-pipeline waits for the user.
                 self.outcome = TurnOutcome("interrupt", inputs=tuple(inputs))
@@ -208,6 +222,8 @@ class RunTranslator:
         kind = envelope.get("eventType")
         data = envelope.get("data")
         data = data if isinstance(data, dict) else {}
+        if kind in pl.STEP_CONTENT:
+            self._enter_step(envelope, out)
         if kind == "text_delta":
             text = data.get("text")
             if isinstance(text, str) and text:
@@ -226,7 +242,7 @@ class RunTranslator:
             self._tool({"status": status, "toolUseId": data.get("toolUseId"), "result": data.get("result")}, out)
         elif kind == "usage":
             self._add_usage(data)
-        elif kind in pl.STEP_OPENERS or kind in pl.STEP_CLOSERS:
+        if kind in pl.STEP_OPENERS or kind in pl.STEP_CLOSERS:
             self._pipeline_step(envelope, kind in pl.STEP_OPENERS, out)
         if kind in pl.CUSTOM_TYPES:
             out.append({"type": "CUSTOM", "name": PIPELINE_EVENT, "value": envelope})
@@ -240,10 +256,21 @@ class RunTranslator:
             if key not in open_steps:
                 open_steps.append(key)
             self.spans.open_step(out, pl.step_name(key))
-        else:
-            if key in open_steps:
-                open_steps.remove(key)
+        elif key in open_steps:
+            open_steps.remove(key)
             self.spans.close_step(out, pl.step_name(key))
+        # A step that completes while not open (it completed already, or
+        # never started in a way we saw) announces nothing: an empty pair
+        # would tell the client about a step that did no visible work.
+
+    def _enter_step(self, envelope: dict[str, Any], out: list[Event]) -> None:
+        """Content of a step that is not open (iac-code continues a step it
+        completed, without a new step_started): open it again first."""
+        key = pl.step_key(envelope)
+        if key is not None and key not in self.pipeline.open_steps:
+            self.pipeline.open_steps.append(key)
+            # Parallel candidates stream at once: their messages stay open.
+            self.spans.open_step(out, pl.step_name(key), close_messages=False)
 
     def _learn_session(self, session_id: Any) -> None:
         if not isinstance(session_id, str) or not session_id:
@@ -333,11 +360,12 @@ class RunTranslator:
     def _end_state(self, status: dict[str, Any], iac: dict[str, Any], out: list[Event]) -> None:
         state = status.get("state")
         if state == wire.INPUT_REQUIRED:
-            inputs = required_inputs(iac)
+            inputs = required_inputs(iac, self.known_inputs)
             if inputs:
                 self.outcome = TurnOutcome("interrupt", inputs=tuple(inputs))
             else:
-                self.outcome = TurnOutcome("success")
+                in_pipeline = self.pipeline.pipeline_run_id is not None or "pipeline" in iac
+                self.outcome = TurnOutcome("success", unconfirmed=in_pipeline)
         elif state == wire.COMPLETED:
             message = status.get("message")
             if message is not None:
@@ -364,28 +392,6 @@ class RunTranslator:
             "sessionId": ident.session_id,
         }
         out.append({"type": "CUSTOM", "name": SESSION_EVENT, "value": _compact(value)})
-
-
-def required_inputs(iac: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the runtime waits for: the ``input`` envelope and the
-    sub-pipeline ``pendingPermissions``, required ones only, once each."""
-    found: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    candidates = [iac.get("input"), *(iac.get("pendingPermissions") or ())]
-    for envelope in candidates:
-        if not isinstance(envelope, dict) or envelope.get("required") is not True:
-            continue
-        input_id = str(envelope.get("inputId") or "")
-        if input_id in seen:
-            continue
-        seen.add(input_id)
-        found.append(envelope)
-    return found
-
-
-def is_sideband(envelope: dict[str, Any]) -> bool:
-    """A sub-pipeline input: answered with ``SendMessage`` while the task works."""
-    return envelope.get("scope") == "candidate" or isinstance(envelope.get("subPipelineId"), str)
 
 
 def _iac(obj: dict[str, Any]) -> dict[str, Any]:

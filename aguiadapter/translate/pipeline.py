@@ -34,6 +34,8 @@ CUSTOM_TYPES: Final = frozenset(
 )
 STEP_OPENERS: Final = frozenset({"step_started", "candidate_step_started"})
 STEP_CLOSERS: Final = frozenset({"step_completed", "step_failed", "candidate_step_completed", "candidate_step_failed"})
+#: Events that are work done inside their step (they open it when it is not open).
+STEP_CONTENT: Final = frozenset({"text_delta", "thinking_delta", "tool_started", "tool_result"})
 #: How many recent event ids a thread remembers for replay detection.
 EVENT_ID_WINDOW: Final = 256
 

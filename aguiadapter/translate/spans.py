@@ -102,17 +102,19 @@ class SpanTracker:
         if self.open_tools.pop(tool_call_id, None) is not None:
             out.append({"type": "TOOL_CALL_END", "toolCallId": tool_call_id})
 
-    def open_step(self, out: list[Event], name: str) -> None:
-        """Start a step unless a step of that name is open."""
+    def open_step(self, out: list[Event], name: str, *, close_messages: bool = True) -> None:
+        """Start a step unless a step of that name is open (by default the
+        open messages end first: they belong to what came before)."""
         if name not in self.open_steps:
-            self.close_messages(out)
+            if close_messages:
+                self.close_messages(out)
             self.open_steps.append(name)
             out.append({"type": "STEP_STARTED", "stepName": name})
 
     def close_step(self, out: list[Event], name: str) -> None:
-        """Finish a step; one never opened in this run is opened first (balance)."""
+        """Finish an open step."""
         if name not in self.open_steps:
-            self.open_step(out, name)
+            return
         self.close_messages(out)
         self.open_steps.remove(name)
         out.append({"type": "STEP_FINISHED", "stepName": name})
