@@ -193,15 +193,15 @@ async def test_an_answer_the_runtime_refuses_stays_pending(adapter: RunningAdapt
     store = FileThreadStore(adapter.config.state_dir)
     path = store.path_for("t-ref")
     stored = json.loads(path.read_text())
-    good = stored["pending_interrupts"][0]["envelope"]["toolUseId"]
-    stored["pending_interrupts"][0]["envelope"]["toolUseId"] = "call-tampered"
+    good = stored["pending_interrupts"][0]["envelope"]["fields"]["toolUseId"]
+    stored["pending_interrupts"][0]["envelope"]["fields"]["toolUseId"] = "call-tampered"
     path.write_text(json.dumps(stored))
     events = (await adapter.run(resume_body("t-ref", workspace, allow(interrupt)))).events()
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "A2A_UNAVAILABLE"
     record = await store.load("t-ref")
     assert record is not None and record.state == "interrupted" and len(record.pending_interrupts) == 1
     stored = json.loads(path.read_text())
-    stored["pending_interrupts"][0]["envelope"]["toolUseId"] = good
+    stored["pending_interrupts"][0]["envelope"]["fields"]["toolUseId"] = good
     path.write_text(json.dumps(stored))
     assert (await adapter.run(resume_body("t-ref", workspace, allow(interrupt)))).events()[-1]["type"] == "RUN_FINISHED"
 
@@ -269,7 +269,7 @@ async def test_an_answer_the_runtime_took_before_a_crash_is_recorded_not_resent(
     interrupt = await interrupt_on(adapter, "t-window", workspace)
     record = await FileThreadStore(adapter.config.state_dir).load("t-window")
     assert record is not None and record.task_id is not None
-    envelope = record.pending_interrupts[0]["envelope"]
+    envelope = record.pending_interrupts[0].envelope.fields
     client = A2AClient(demo.url)
     try:
         message = {"messageId": "direct", "contextId": record.context_id, "taskId": record.task_id,
@@ -327,9 +327,10 @@ async def test_a_resume_whose_runtime_lost_the_session_is_execution_lost(
         second_runtime = DemoRuntime()
         await second_runtime.start(port=port)
         try:
-            events = (await running.run(resume_body("t-lost", workspace, allow(interrupt)))).events()
+            refused = await error_of(running, resume_body("t-lost", workspace, allow(interrupt)))
         finally:
             await second_runtime.close()
     finally:
         await running.close()
-    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "EXECUTION_LOST"
+    # Found before the stream opens: an HTTP error, like every admission refusal.
+    assert refused == (409, "EXECUTION_LOST")

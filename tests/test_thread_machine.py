@@ -1,151 +1,335 @@
-"""The thread machine: transitions, refusals, and write-before-announce."""
+"""The thread machine, without a socket, a store or a clock.
+
+Every transition the machine declares has a row in ``SCENARIOS``: the state
+it starts from, how it is taken, the state it reaches and what it announces.
+The rows are looked up from the machine's own transition list, so a new
+transition without a scenario fails here. Refusals are read from the same
+module's table; recovery after a crash is a transition like the others.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aguiadapter.errors import AdapterError, ErrorCode
+from aguiadapter.protocol.inputs import ResumeEntry
+from aguiadapter.protocol.resume import answer_digest, check_resume
+from aguiadapter.runtime.envelope import envelope_of
+from aguiadapter.runtime.evidence import Findings, InputStatus, TaskFate
+from aguiadapter.threads import machine as tm
 from aguiadapter.threads.diagram import render_mermaid
-from aguiadapter.threads.machine import REFUSALS, RunBinding, ThreadMachine, apply, restore_machine
-from aguiadapter.threads.record import ThreadRecord
-from aguiadapter.threads.file_store import FileThreadStore
-from aguiadapter.threads.store import PersistenceError
+from aguiadapter.threads.record import PendingInterrupt, RunKind, ThreadRecord, ThreadState
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+NOW = 1_800_000_000.0
 
 
-class Sink:
-    """Collects what the machine announces."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-
-    async def emit(self, events: list[dict[str, Any]]) -> None:
-        self.events.extend(events)
+def binding(run_id: str = "run-2") -> tm.RunBinding:
+    return tm.RunBinding(run_id=run_id, digest=f"digest-{run_id}", execution_id="exec-1", ros_invocation_id="inv-1")
 
 
-class FailingStore(FileThreadStore):
-    """A store whose disk is full."""
-
-    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
-        raise PersistenceError("disk full")
-
-
-def binding(run_id: str = "run-1") -> RunBinding:
-    return RunBinding(run_id=run_id, digest="d", execution_id="exec-1", ros_invocation_id="inv-1")
+def permission(input_id: str = "permission-1", **fields: Any) -> PendingInterrupt:
+    envelope = envelope_of({"kind": "permission", "inputId": input_id, "toolUseId": f"call-{input_id}",
+                            "required": True, **fields})
+    return tm.new_pending(envelope, expires_at=NOW + 600, raised_after=7)
 
 
-async def machine_in(state: str, tmp_path: Path, store: FileThreadStore | None = None) -> tuple[ThreadMachine, Sink]:
-    record = ThreadRecord(thread_id="thread-1", context_id="ctx-1", cwd="/w", state=state)
-    sink = Sink()
-    machine = await restore_machine(record, store or FileThreadStore(tmp_path), sink=sink)
-    return machine, sink
+def allow(item: PendingInterrupt, decision: str = "allow_once") -> ResumeEntry:
+    return ResumeEntry(interrupt_id=item.id, status="resolved", payload={"decision": decision})
 
 
-TRANSITIONS = [
-    ("idle", "start_turn", {"binding": binding()}, "running", "RUN_STARTED"),
-    ("terminal", "start_turn", {"binding": binding()}, "running", "RUN_STARTED"),
-    ("interrupted", "resume", {"binding": binding()}, "running", "RUN_STARTED"),
-    ("running", "finish", {"run_id": "run-1"}, "idle", "RUN_FINISHED"),
-    ("running", "interrupt", {"run_id": "run-1", "pending": [{"interrupt": {"id": "i", "reason": "input_required"}}]},
-     "interrupted", "RUN_FINISHED"),
-    ("running", "fail", {"code": ErrorCode.A2A_EXECUTION_FAILED, "message": "m"}, "terminal", "RUN_ERROR"),
-    ("running", "cancel", {"code": ErrorCode.CANCELLED, "message": "m"}, "terminal", "RUN_ERROR"),
-    ("interrupted", "cancel", {"code": ErrorCode.CANCELLED, "message": "m"}, "terminal", "RUN_ERROR"),
-    ("interrupted", "expire", {"code": ErrorCode.EXECUTION_EXPIRED, "message": "m"}, "terminal", "RUN_ERROR"),
-    ("running", "lose", {"code": ErrorCode.EXECUTION_LOST, "message": "m"}, "terminal", "RUN_ERROR"),
-    ("interrupted", "lose", {"code": ErrorCode.EXECUTION_LOST, "message": "m"}, "terminal", "RUN_ERROR"),
-    ("running", "reject", {"code": ErrorCode.A2A_UNAVAILABLE, "message": "m"}, "interrupted", "RUN_ERROR"),
-]
+def answers_to(record: ThreadRecord, *entries: ResumeEntry) -> list[Any]:
+    return check_resume(entries, [item.interrupt for item in record.pending_interrupts], {})
 
 
-def test_every_transition_of_the_machine_is_tested() -> None:
-    declared = {
-        (state.id, event)
-        for state in ThreadMachine.states
-        for transition in state.transitions
-        for event in transition.event.split()
-    }
-    assert len(declared) == 12
-    tested = {(source, event) for source, event, *_ in TRANSITIONS}
-    assert declared == tested
+def record_in(state: ThreadState, **fields: Any) -> ThreadRecord:
+    record = ThreadRecord(thread_id="thread-1", context_id="ctx-1", cwd="/w", state=state,
+                          execution_id="exec-1", ros_invocation_id="inv-1", task_id="task-1", **fields)
+    if state is ThreadState.RUNNING:
+        record.remember_run("run-1", "digest-run-1")
+        record.active_run_id = record.active_run_id or "run-1"
+        record.active_run_kind = record.active_run_kind or RunKind.TURN
+    return record
 
 
-async def test_a_refused_answer_keeps_the_interrupts_pending(tmp_path: Path) -> None:
-    machine, _ = await machine_in("running", tmp_path)
-    machine.record.pending_interrupts = [{"interrupt": {"id": "i"}}]
-    await apply(machine, "reject", code=ErrorCode.A2A_UNAVAILABLE, message="m")
-    assert machine.record.state == "interrupted" and machine.record.pending_interrupts == [{"interrupt": {"id": "i"}}]
+def interrupted() -> ThreadRecord:
+    return record_in(ThreadState.INTERRUPTED, pending_interrupts=[permission()])
 
 
-@pytest.mark.parametrize(("source", "event", "kwargs", "target", "announced"), TRANSITIONS)
-async def test_each_transition_moves_persists_and_announces(
-    tmp_path: Path, source: str, event: str, kwargs: dict[str, Any], target: str, announced: str
-) -> None:
-    machine, sink = await machine_in(source, tmp_path)
-    await apply(machine, event, **kwargs)
-    assert machine.record.state == target
-    assert [e["type"] for e in sink.events] == [announced]
-    stored = await FileThreadStore(tmp_path).load("thread-1")
-    assert stored is not None and stored.state == target
+def resuming() -> ThreadRecord:
+    """A resume whose process died: its answer may or may not have arrived."""
+    record = interrupted()
+    tm.resume(tm.restore(record), binding("run-1"), answers_to(record, allow(record.pending_interrupts[0])))
+    return record
 
 
-@pytest.mark.parametrize(("event", "state"), sorted(REFUSALS))
-async def test_refused_transitions_raise_their_documented_code(tmp_path: Path, event: str, state: str) -> None:
-    machine, sink = await machine_in(state, tmp_path)
-    with pytest.raises(AdapterError) as caught:
-        await apply(machine, event, binding=binding())
-    assert caught.value.code is REFUSALS[(event, state)]
-    assert machine.record.state == state and sink.events == []
+def carrying_on() -> ThreadRecord:
+    """After a crash: the runtime took the answer and works on, no stream follows it."""
+    record = resuming()
+    tm.recover(tm.restore(record), found(TaskFate.WORKS, taken=True), expires_at=NOW)
+    return record
 
 
-@pytest.mark.parametrize("event", ["start_turn", "resume"])
-async def test_a_thread_waiting_for_the_user_refuses_everything_but_resume_cancel_expiry(
-    tmp_path: Path, event: str
-) -> None:
-    machine, _ = await machine_in("interrupted", tmp_path)
-    if event == "start_turn":
-        with pytest.raises(AdapterError) as caught:
-            await apply(machine, event, binding=binding())
-        assert caught.value.code is ErrorCode.RESUME_REQUIRED
-    else:
-        await apply(machine, event, binding=binding())
-        assert machine.record.state == "running"
+def settled_unreported() -> ThreadRecord:
+    record = resuming()
+    tm.recover(tm.restore(record), found(TaskFate.TURN_ENDED, taken=True), expires_at=NOW)
+    return record
 
 
-async def test_nothing_is_announced_when_the_record_cannot_be_written(tmp_path: Path) -> None:
-    machine, sink = await machine_in("running", tmp_path, FailingStore(tmp_path))
-    with pytest.raises(PersistenceError):
-        await apply(machine, "interrupt", run_id="run-1", pending=[{"interrupt": {"id": "i", "reason": "input_required"}}])
-    assert sink.events == []
-    assert machine.record.state == "running"
+def found(fate: TaskFate, *, taken: bool = False, waiting: bool = False, asks: tuple[Any, ...] = ()) -> Findings:
+    statuses = {}
+    if taken:
+        statuses["permission-1"] = InputStatus.TAKEN
+    if waiting:
+        statuses["permission-1"] = InputStatus.WAITS
+    return Findings(statuses, fate, asks)
 
 
-async def test_an_error_still_reaches_the_client_when_the_disk_fails(tmp_path: Path) -> None:
-    machine, sink = await machine_in("running", tmp_path, FailingStore(tmp_path))
-    await apply(machine, "fail", code=ErrorCode.STATE_PERSISTENCE_FAILED, message="m")
-    assert sink.events == [{"type": "RUN_ERROR", "message": "m", "code": "STATE_PERSISTENCE_FAILED"}]
+Scenario = tuple[Callable[[], ThreadRecord], Callable[[tm.ThreadMachine], Any], ThreadState, list[str]]
+
+#: (event, source state, target state, guard) → how to get there and what it announces.
+SCENARIOS: dict[tuple[str, str, str, str], Scenario] = {
+    ("start_turn", "idle", "running", ""): (
+        lambda: record_in(ThreadState.IDLE), lambda m: tm.start_turn(m, binding()), ThreadState.RUNNING,
+        ["RUN_STARTED"]),
+    ("start_turn", "terminal", "running", ""): (
+        lambda: record_in(ThreadState.TERMINAL), lambda m: tm.start_turn(m, binding()), ThreadState.RUNNING,
+        ["RUN_STARTED"]),
+    ("resume", "interrupted", "running", ""): (
+        interrupted, lambda m: tm.resume(m, binding(), answers_to(m.record, allow(m.record.pending_interrupts[0]))),
+        ThreadState.RUNNING, ["RUN_STARTED"]),
+    ("announce", "interrupted", "running", ""): (
+        interrupted, lambda m: tm.announce(m, binding()), ThreadState.RUNNING, ["RUN_STARTED"]),
+    ("follow", "running", "running", "carries_taken_answers"): (
+        carrying_on, lambda m: tm.follow(m, binding("run-3")), ThreadState.RUNNING, ["RUN_STARTED"]),
+    ("follow", "interrupted", "running", ""): (
+        interrupted, lambda m: tm.follow(m, binding(), answers_to(m.record, allow(m.record.pending_interrupts[0]))),
+        ThreadState.RUNNING, ["RUN_STARTED"]),
+    ("report", "idle", "idle", ""): (
+        settled_unreported, lambda m: tm.report(m, binding("run-3"), ""), ThreadState.IDLE,
+        ["RUN_STARTED", "RUN_FINISHED"]),
+    ("report", "interrupted", "interrupted", ""): (
+        interrupted, lambda m: tm.report(m, binding("run-3"), ""), ThreadState.INTERRUPTED,
+        ["RUN_STARTED", "RUN_FINISHED"]),
+    ("report", "terminal", "terminal", ""): (
+        lambda: record_in(ThreadState.TERMINAL, last_error="A2A_EXECUTION_FAILED"),
+        lambda m: tm.report(m, binding("run-3"), "failed"), ThreadState.TERMINAL, ["RUN_STARTED", "RUN_ERROR"]),
+    ("bind_task", "running", "running", ""): (
+        lambda: record_in(ThreadState.RUNNING), lambda m: tm.bind_task(m, "task-9", "session-9"),
+        ThreadState.RUNNING, []),
+    ("accept", "running", "running", ""): (
+        resuming, lambda m: tm.accept(m, ["permission-1"]), ThreadState.RUNNING, []),
+    ("finish", "running", "idle", ""): (
+        lambda: record_in(ThreadState.RUNNING), lambda m: tm.finish(m, []), ThreadState.IDLE, ["RUN_FINISHED"]),
+    ("interrupt", "running", "interrupted", ""): (
+        lambda: record_in(ThreadState.RUNNING), lambda m: tm.interrupt(m, [permission()], []),
+        ThreadState.INTERRUPTED, ["RUN_FINISHED"]),
+    ("reject", "running", "interrupted", ""): (
+        resuming, lambda m: tm.reject(m, ErrorCode.A2A_UNAVAILABLE, "m"), ThreadState.INTERRUPTED, ["RUN_ERROR"]),
+    ("fail", "running", "terminal", ""): (
+        lambda: record_in(ThreadState.RUNNING), lambda m: tm.fail(m, ErrorCode.A2A_EXECUTION_FAILED, "m"),
+        ThreadState.TERMINAL, ["RUN_ERROR"]),
+    ("cancel", "running", "terminal", ""): (
+        lambda: record_in(ThreadState.RUNNING), lambda m: tm.cancel(m, "m"), ThreadState.TERMINAL, ["RUN_ERROR"]),
+    ("cancel", "interrupted", "terminal", ""): (
+        interrupted, lambda m: tm.cancel(m, "m"), ThreadState.TERMINAL, ["RUN_ERROR"]),
+    ("detach", "running", "running", ""): (
+        resuming, lambda m: tm.detach(m, ErrorCode.A2A_UNAVAILABLE, "m"), ThreadState.RUNNING, ["RUN_ERROR"]),
+    ("expire", "interrupted", "terminal", ""): (interrupted, tm.expire, ThreadState.TERMINAL, []),
+    ("lose", "interrupted", "terminal", ""): (interrupted, tm.lose, ThreadState.TERMINAL, []),
+    ("recover", "running", "interrupted", "waits_for_the_user"): (
+        resuming, lambda m: tm.recover(m, found(TaskFate.ASKS, waiting=True), expires_at=NOW),
+        ThreadState.INTERRUPTED, []),
+    ("recover", "running", "running", "task_still_works"): (
+        resuming, lambda m: tm.recover(m, found(TaskFate.WORKS, taken=True), expires_at=NOW),
+        ThreadState.RUNNING, []),
+    ("recover", "running", "idle", "turn_ended"): (
+        resuming, lambda m: tm.recover(m, found(TaskFate.TURN_ENDED, taken=True), expires_at=NOW),
+        ThreadState.IDLE, []),
+    ("recover", "running", "terminal", ""): (
+        lambda: record_in(ThreadState.RUNNING), lambda m: tm.recover(m, found(TaskFate.GONE), expires_at=NOW),
+        ThreadState.TERMINAL, []),
+}
 
 
-async def test_restoring_a_stored_state_runs_no_entry_action(tmp_path: Path) -> None:
-    store = FailingStore(tmp_path)
-    machine, sink = await machine_in("interrupted", tmp_path, store)
-    assert machine.record.state == "interrupted" and sink.events == []
+def declared_transitions() -> list[tuple[str, str, str, str]]:
+    """Every transition of the machine, as (event, source, target, guard)."""
+    rows = []
+    for state in tm.ThreadMachine.states:
+        for transition in state.transitions:
+            guard = " ".join(str(cond) for cond in transition.cond) if transition.cond else ""
+            for event in transition.events:
+                rows.append((str(event), state.id, transition.target.id, guard))
+    return rows
 
 
-async def test_start_turn_binds_the_run_and_a_new_execution(tmp_path: Path) -> None:
-    machine, _ = await machine_in("idle", tmp_path)
-    await apply(machine, "start_turn", binding=binding("run-7"))
-    record = machine.record
-    assert record.active_run_id == "run-7" and record.execution_id == "exec-1"
-    assert "run-7" in record.runs
-    await apply(machine, "finish", run_id="run-7")
+@pytest.mark.parametrize("row", declared_transitions(), ids=lambda row: "-".join(part for part in row if part))
+def test_each_transition_moves_the_record_and_announces_its_events(row: tuple[str, str, str, str]) -> None:
+    make, take, target, announced = SCENARIOS[row]
+    record = make()
+    assert record.state.value == row[1]
+    events = take(tm.restore(record)) or []
+    assert record.state is target
+    assert [event["type"] for event in events] == announced
+
+
+# -------------------------------------------------------------- refusals
+@pytest.mark.parametrize(("asks", "state"), sorted(tm.REFUSALS, key=str))
+def test_admission_refuses_with_the_documented_code(asks: str, state: ThreadState) -> None:
+    record = record_in(state, pending_interrupts=[permission()] if state is ThreadState.INTERRUPTED else [])
+    resume = (allow(permission("permission-other")),) if asks == "resume" else None
+    request = tm.Request(run_id="run-9", digest="d", cwd="/w", user_id=None, ros_invocation_id="inv-1",
+                         resume=resume, user_message_id="m-9")
+    with pytest.raises(AdapterError) as raised:
+        tm.admit(record, request, NOW)
+    assert raised.value.code is tm.REFUSALS[(asks, state)]
+
+
+def request(*entries: ResumeEntry, run_id: str = "run-9", ros: str = "inv-1") -> tm.Request:
+    return tm.Request(run_id=run_id, digest="d", cwd="/w", user_id=None, ros_invocation_id=ros,
+                      resume=tuple(entries) if entries else None, user_message_id=None if entries else "m-9")
+
+
+def refusal(record: ThreadRecord, req: tm.Request) -> ErrorCode:
+    with pytest.raises(AdapterError) as raised:
+        tm.admit(record, req, NOW)
+    return raised.value.code
+
+
+def test_a_reused_run_id_is_a_duplicate_or_a_conflict() -> None:
+    record = record_in(ThreadState.IDLE)
+    record.remember_run("run-9", "d")
+    assert refusal(record, request()) is ErrorCode.DUPLICATE_RUN_ID
+    record.runs["run-9"].digest = "other"
+    assert refusal(record, request()) is ErrorCode.RUN_ID_CONFLICT
+
+
+def test_a_thread_stays_with_its_workspace_and_caller() -> None:
+    record = record_in(ThreadState.IDLE)
+    req = tm.Request(run_id="run-9", digest="d", cwd="/elsewhere", user_id=None, ros_invocation_id="inv-1",
+                     user_message_id="m-9")
+    assert refusal(record, req) is ErrorCode.THREAD_BINDING_CONFLICT
+
+
+def test_a_resume_answers_every_pending_interrupt_with_the_same_invocation() -> None:
+    record = interrupted()
+    item = record.pending_interrupts[0]
+    assert tm.admit(record, request(allow(item)), NOW).kind is tm.PlanKind.RESUME
+    assert refusal(record, request(allow(item), ros="inv-other")) is ErrorCode.EXECUTION_LOST
+    assert refusal(record, request(allow(permission("permission-2")))) is ErrorCode.UNKNOWN_INTERRUPT
+
+
+def test_an_expired_interrupt_is_expired_by_the_resume_that_finds_it() -> None:
+    record = interrupted()
+    item = record.pending_interrupts[0]
+    assert tm.admit(record, request(allow(item)), item.expires_at).kind is tm.PlanKind.EXPIRE
+
+
+def test_a_resume_of_a_settled_thread_says_why() -> None:
+    record = record_in(ThreadState.IDLE)
+    record.remember_answer("permission-1", "digest", reported=True)
+    assert refusal(record, request(allow(permission()))) is ErrorCode.RESUME_ALREADY_APPLIED
+    expired = record_in(ThreadState.TERMINAL, last_error="EXECUTION_EXPIRED")
+    assert refusal(expired, request(allow(permission()))) is ErrorCode.EXECUTION_EXPIRED
+    assert refusal(record_in(ThreadState.IDLE), request(allow(permission()))) is ErrorCode.UNKNOWN_INTERRUPT
+
+
+# -------------------------------------------------------------- recovery
+def test_a_dead_resume_whose_answer_never_arrived_waits_again_with_the_same_interrupt() -> None:
+    record = resuming()
+    before = record.pending_interrupts[0].interrupt
+    tm.recover(tm.restore(record), found(TaskFate.ASKS, waiting=True), expires_at=NOW + 9999)
+    assert record.state is ThreadState.INTERRUPTED
+    (item,) = record.pending_interrupts
+    assert item.interrupt == before and item.expires_at == NOW + 600, "same interrupt, same expiresAt"
+    assert item.sending is None and record.applied_answers == {}
+    # The retried answer is then an ordinary resume.
+    assert tm.admit(record, request(allow(item)), NOW).kind is tm.PlanKind.RESUME
+
+
+def test_a_dead_resume_whose_answer_was_taken_is_not_cancelled_and_the_retry_follows_it() -> None:
+    record = carrying_on()
+    assert record.state is ThreadState.RUNNING and record.active_run_id is None
+    assert record.pending_interrupts == [] and record.unreported_answers() == {
+        "permission-1": answer_digest(allow(permission()))}
+    assert tm.admit(record, request(allow(permission())), NOW).kind is tm.PlanKind.FOLLOW
+    # A new user turn waits for nothing, but the task still works on.
+    assert refusal(record, request()) is ErrorCode.THREAD_BUSY
+    # A different answer to the same interrupt is no retry.
+    assert refusal(record, request(allow(permission(), "deny"))) is ErrorCode.RESUME_ALREADY_APPLIED
+
+
+def test_once_the_followed_run_reports_its_end_a_retry_is_already_applied() -> None:
+    record = carrying_on()
+    tm.follow(tm.restore(record), binding("run-3"))
+    tm.finish(tm.restore(record), [])
+    assert record.state is ThreadState.IDLE and record.unreported_answers() == {}
+    assert refusal(record, request(allow(permission()), run_id="run-4")) is ErrorCode.RESUME_ALREADY_APPLIED
+
+
+def test_a_dead_resume_whose_task_ended_reports_that_end_to_the_retry_only_once() -> None:
+    record = settled_unreported()
+    assert record.state is ThreadState.IDLE
+    assert tm.admit(record, request(allow(permission())), NOW).kind is tm.PlanKind.REPORT
+    events = tm.report(tm.restore(record), binding("run-3"), "")
+    assert events[-1]["outcome"] == {"type": "success"}
+    assert refusal(record, request(allow(permission()), run_id="run-4")) is ErrorCode.RESUME_ALREADY_APPLIED
+
+
+def test_a_new_turn_settles_a_finished_execution_whose_end_nobody_heard() -> None:
+    record = settled_unreported()
+    assert tm.admit(record, request(), NOW).kind is tm.PlanKind.TURN
+    tm.start_turn(tm.restore(record), binding("run-3"))
+    assert record.unreported_answers() == {}
+
+
+@pytest.mark.parametrize(("fate", "code"), [(TaskFate.FAILED, "A2A_EXECUTION_FAILED"), (TaskFate.CANCELED, "CANCELLED"),
+                                            (TaskFate.GONE, "EXECUTION_LOST")])
+def test_a_dead_resume_whose_task_ended_badly_reports_the_task_own_failure(fate: TaskFate, code: str) -> None:
+    record = resuming()
+    tm.recover(tm.restore(record), found(fate, taken=True), expires_at=NOW)
+    assert record.state is ThreadState.TERMINAL and record.last_error == code
+    events = tm.report(tm.restore(record), binding("run-3"), "the task failed")
+    assert events[-1] == {"type": "RUN_ERROR", "message": "the task failed", "code": code}
+
+
+def test_a_dead_resume_whose_task_asks_for_more_announces_the_new_interrupt_to_the_retry() -> None:
+    record = resuming()
+    second = envelope_of({"kind": "permission", "inputId": "permission-2", "required": True})
+    tm.recover(tm.restore(record), found(TaskFate.ASKS, taken=True, asks=(second,)), expires_at=NOW + 60)
+    assert record.state is ThreadState.INTERRUPTED
+    assert [(item.id, item.expires_at) for item in record.pending_interrupts] == [("permission-2", NOW + 60)]
+    events = tm.report(tm.restore(record), binding("run-3"), "")
+    assert [i["id"] for i in events[-1]["outcome"]["interrupts"]] == ["permission-2"]
+
+
+def test_a_dead_turn_is_lost_and_the_thread_usable_again() -> None:
+    record = record_in(ThreadState.RUNNING)
+    tm.recover(tm.restore(record), found(TaskFate.WORKS), expires_at=NOW)
+    assert record.state is ThreadState.TERMINAL and record.last_error == "EXECUTION_LOST"
+    assert tm.admit(record, request(), NOW).kind is tm.PlanKind.TURN
+
+
+def test_a_refused_answer_keeps_the_interrupts_pending() -> None:
+    record = resuming()
+    tm.reject(tm.restore(record), ErrorCode.A2A_UNAVAILABLE, "m")
+    assert [item.id for item in record.pending_interrupts] == ["permission-1"]
+    assert record.pending_interrupts[0].sending is None
+
+
+def test_start_turn_binds_the_run_and_a_new_execution() -> None:
+    record = record_in(ThreadState.IDLE)
+    tm.start_turn(tm.restore(record), tm.RunBinding("run-7", "d", "exec-2", "inv-2", user_message_id="m-7"))
+    assert record.active_run_id == "run-7" and record.execution_id == "exec-2" and record.task_id is None
+    assert record.last_user_message_id == "m-7" and "run-7" in record.runs
+    tm.finish(tm.restore(record), [])
     assert record.active_run_id is None and record.runs["run-7"].outcome == "success"
 
 
 def test_the_state_diagram_in_the_docs_is_generated_from_the_machine() -> None:
     text = (DOCS / "thread-states.md").read_text()
-    assert render_mermaid() in text, "docs/thread-states.md is stale: run `python -m aguiadapter diagram`"
+    assert render_mermaid() in text, "docs/thread-states.md is stale: run `python -m aguiadapter diagram --write ...`"

@@ -1,5 +1,6 @@
 """Resume checks: does a ``resume[]`` answer every pending interrupt, once,
-with a payload its schema accepts? Pure: pending state in, answers out.
+with a payload its schema accepts? Pure: the announced interrupts in,
+answers out.
 
 The order of the checks is the order of the documented codes: duplicates and
 missing answers (``INCOMPLETE_RESUME``), answers to interrupts that were
@@ -22,18 +23,19 @@ from .inputs import ResumeEntry
 
 @attrs.frozen
 class Answer:
-    """One checked answer, ready to be sent to the runtime."""
+    """One checked answer to one announced interrupt."""
 
     interrupt_id: str
     status: Literal["resolved", "cancelled"]
     payload: Any
-    pending: Mapping[str, Any]
+    #: The AG-UI ``Interrupt`` it answers, as announced.
+    interrupt: Mapping[str, Any] = attrs.field(eq=False, repr=False)
     digest: str
 
     @property
     def kind(self) -> str:
         """The runtime's kind of input (``permission``, ``ask_user_question``...)."""
-        return str(self.pending["envelope"].get("kind") or "")
+        return str(self.interrupt.get("metadata", {}).get("kind") or "")
 
     @property
     def decision(self) -> str:
@@ -59,8 +61,9 @@ def check_resume(
     pending: Sequence[Mapping[str, Any]],
     applied: Mapping[str, str],
 ) -> list[Answer]:
-    """The answers in pending order, or the documented refusal."""
-    by_id = {str(item["interrupt"]["id"]): item for item in pending}
+    """The answers to the ``pending`` interrupts, in their order, or the
+    documented refusal; ``applied`` maps answered interrupt ids to digests."""
+    by_id = {str(interrupt["id"]): interrupt for interrupt in pending}
     seen: set[str] = set()
     for entry in entries:
         if entry.interrupt_id in seen:
@@ -79,20 +82,20 @@ def check_resume(
     return [answers[interrupt_id] for interrupt_id in by_id]
 
 
-def _checked(entry: ResumeEntry, pending: Mapping[str, Any]) -> Answer:
+def _checked(entry: ResumeEntry, interrupt: Mapping[str, Any]) -> Answer:
     if entry.status == "resolved":
         if entry.payload is None:
             raise AdapterError(ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_missing", id=entry.interrupt_id)
         import jsonschema  # only resumes need it; keeps a few MB off every idle process
 
-        schema = pending["interrupt"].get("responseSchema") or {}
+        schema = interrupt.get("responseSchema") or {}
         try:
             jsonschema.validate(entry.payload, schema)
         except jsonschema.ValidationError as exc:
             raise AdapterError(
                 ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_schema", id=entry.interrupt_id
             ) from exc
-    return Answer(entry.interrupt_id, entry.status, entry.payload, pending, answer_digest(entry))
+    return Answer(entry.interrupt_id, entry.status, entry.payload, interrupt, answer_digest(entry))
 
 
 def answer_text(answer: Answer) -> str:
@@ -102,7 +105,7 @@ def answer_text(answer: Answer) -> str:
     if isinstance(payload.get("freeText"), str):
         return str(payload["freeText"])
     selected = payload.get("selectedId")
-    for option in answer.pending["interrupt"].get("metadata", {}).get("options", ()):
+    for option in answer.interrupt.get("metadata", {}).get("options", ()):
         if option.get("id") == selected:
             return str(option.get("label") or selected)
     return str(selected)

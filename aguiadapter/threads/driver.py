@@ -1,10 +1,12 @@
 """One run, from the runtime's stream to the client's: the run driver.
 
-A :class:`RunDriver` relays an admitted run. A new turn sends the user's
-message; a resume first checks the waiting task, then sends each answer in
-the runtime's own form and follows the task. The stream is relayed in an
+A :class:`RunDriver` carries out an admitted :class:`Ticket`: it takes the
+run's opening transition (failures there are still HTTP errors), then relays
+the runtime's results through the translator to the sink, and ends the run
+with the transition its outcome calls for. The stream is relayed in an
 inner task, so that a disconnect, the cancel route or a shutdown can stop it
-(:meth:`RunDriver.stop`) and the driver can still end the run cleanly.
+(:meth:`RunDriver.stop`) and the driver still ends the run cleanly;
+:attr:`RunDriver.ended` is set once it has.
 """
 
 from __future__ import annotations
@@ -12,93 +14,136 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal
 
-from ..a2a import wire
+import attrs
+
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
-from ..a2a.messages import answer_message, permission_part
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
-from ..protocol.interrupts import build_interrupt
-from ..protocol.resume import Answer, answer_text
-from ..translate.mapper import (
-    IdentityMismatch,
-    RunIdentity,
-    RunTranslator,
-    TurnOutcome,
-    is_sideband,
-    required_inputs,
-)
+from ..metrics import Metrics
+from ..protocol.events import Event
+from ..protocol.inputs import RunAgentInput
+from ..protocol.resume import Answer
+from ..runtime.envelope import InputEnvelope
+from ..runtime.evidence import TaskFate, TaskView, task_fate
+from ..runtime.iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
+from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
-from .machine import EventSink, SinkClosed, apply, restore_machine
+from . import machine as tm
+from .record import PendingInterrupt, ThreadRecord
+from .shell import EventSink, SinkClosed, ThreadShell
 from .store import PersistenceError
-
-if TYPE_CHECKING:
-    from .service import ThreadService, Ticket
 
 log = logging.getLogger(__name__)
 
 StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost"]
 
-_OUTCOME_ERRORS = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCode.CANCELLED}
-_RELAY_ERRORS = (A2AUnavailable, A2ARpcError, IdentityMismatch, PersistenceError)
+#: How many times a run looks at its task again when a stream ends early.
+FOLLOW_ROUNDS: Final = 5
+_OUTCOME_ERRORS: Final = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCode.CANCELLED}
+_RUN_ERRORS: Final = (AnswerRefused, AdapterError, A2AError, IdentityMismatch, TaskMismatch, PersistenceError)
+_FATE_OUTCOMES: Final = {
+    TaskFate.TURN_ENDED: "success",
+    TaskFate.FAILED: "failed",
+    TaskFate.CANCELED: "canceled",
+}
 
 
-class _HeldEvents:
-    """Keeps a transition's announcement until the thread is released."""
+@attrs.define
+class RunContext:
+    """What a run needs from the server around it."""
+
+    runtime: IacCodeRuntime
+    metrics: Metrics
+    interrupt_ttl_seconds: float
+    clock: Callable[[], float] = time.time
+
+
+@attrs.define
+class Ticket:
+    """An admitted request: the claimed thread and what the run will do."""
+
+    run_input: RunAgentInput
+    digest: str
+    language: str
+    shell: ThreadShell
+    plan: tm.Plan
+    #: The execution a new turn starts (a resume continues the thread's).
+    new_execution_id: str
+    #: The A2A user message of a new turn.
+    message: dict[str, Any] | None = None
+    #: What the runtime said about the task when the request was admitted.
+    view: TaskView | None = None
+
+    @property
+    def record(self) -> ThreadRecord:
+        """The claimed thread's record."""
+        return self.shell.record
+
+    @property
+    def execution_id(self) -> str:
+        """The execution this run belongs to."""
+        if self.plan.kind is tm.PlanKind.TURN or self.record.execution_id is None:
+            return self.new_execution_id
+        return self.record.execution_id
+
+
+class LostTask(AdapterError):
+    """The runtime no longer knows the run's task."""
 
     def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    async def emit(self, events: list[Any]) -> None:
-        self.events.extend(events)
-
-
-class AnswerRefused(Exception):
-    """The runtime did not accept an interrupt answer; it stays pending."""
+        super().__init__(ErrorCode.EXECUTION_LOST)
 
 
 class RunDriver:
-    """Streams one admitted run from the runtime to the sink."""
+    """Carries one admitted run from its opening to its last event."""
 
-    def __init__(self, service: ThreadService, ticket: Ticket, sink: EventSink) -> None:
-        self.service = service
+    def __init__(self, context: RunContext, ticket: Ticket, sink: EventSink) -> None:
+        self.context = context
         self.ticket = ticket
+        self.shell = ticket.shell
         #: Where the run's events go; ``None`` once the client is gone.
         self.sink: EventSink | None = sink
         record = ticket.record
+        continuing = ticket.plan.kind is not tm.PlanKind.TURN
+        if continuing and record.pipeline is None:
+            record.pipeline = PipelineState()
         self.identity = RunIdentity(
             thread_id=record.thread_id,
             run_id=ticket.run_input.run_id,
-            execution_id=ticket.run_execution_id,
+            execution_id=ticket.execution_id,
             context_id=record.context_id,
             ros_invocation_id=ticket.run_input.iac_code.ros_invocation_id,
-            task_id=record.task_id if ticket.answers else None,
+            task_id=record.task_id if continuing else None,
             session_id=record.session_id,
         )
-        if not ticket.answers or record.pipeline is None:
-            # A new turn is a new task: its pipeline sequence starts over.
-            record.pipeline = PipelineState()
+        #: The envelopes of the interrupts this run answers, by interrupt id.
+        self.envelopes = {item.id: item.envelope for item in record.pending_interrupts}
         resumed_tools = {
-            str(answer.pending["envelope"]["toolUseId"]): str(answer.pending["envelope"].get("toolName") or "tool")
-            for answer in ticket.answers
-            if answer.pending["envelope"].get("toolUseId")
+            envelope.tool_use_id: envelope.tool_name or "tool"
+            for envelope in self.envelopes.values()
+            if envelope.tool_use_id
         }
         self.translator = RunTranslator(
-            self.identity, known_session=bool(ticket.answers), pipeline=record.pipeline, resumed_tools=resumed_tools
+            self.identity,
+            known_session=continuing,
+            pipeline=record.pipeline if continuing else None,
+            resumed_tools=resumed_tools,
+            known_inputs=tuple(self.envelopes.values()),
         )
         self.started = time.monotonic()
         self.stop_reason: StopReason | None = None
+        self.ended = asyncio.Event()
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
-        #: Whether the runtime accepted this resume's answers.
-        self._accepted = False
-        self._sink = sink
-        self._ended = "unknown"
-        #: Whether this run already sent the client an ACTIVITY_SNAPSHOT.
+        self._keeper: asyncio.Task[None] | None = None
+        #: Answers of this run the runtime took.
+        self._accepted: set[str] = set()
         self._view_restored = False
-        #: The service's lease renewal for this run, stopped when the run ends.
-        self.keeper: asyncio.Task[None] | None = None
+        self._outcome_name = "unknown"
+        #: Set when the run ended in its opening (a report).
+        self._over = False
 
     # ------------------------------------------------------------- control
     def stop(self, reason: StopReason) -> None:
@@ -112,33 +157,83 @@ class RunDriver:
         """The caller-language message of an error code."""
         return render(code.message_id, self.ticket.language)
 
+    # ------------------------------------------------------------ opening
+    async def open(self) -> None:
+        """Take the opening transition and announce the run (a report is
+        over then). Raises :class:`AdapterError` before anything was
+        announced."""
+        plan, binding = self.ticket.plan, self._binding()
+        shell = self.shell
+        try:
+            if plan.kind is tm.PlanKind.REPORT:
+                code = self.ticket.record.last_error
+                message = self.message(ErrorCode[code]) if code and code in ErrorCode.__members__ else ""
+                events = await shell.apply(tm.report, binding, message)
+                self._outcome_name = "report"
+                self._over = True
+                await shell.release()
+                try:
+                    await self._emit([events[0], *self.translator.opening(), *events[1:]])
+                except SinkClosed:
+                    self.sink = None
+                return
+            if plan.kind is tm.PlanKind.TURN:
+                events = await shell.apply(tm.start_turn, binding)
+                self.translator.pipeline = self.ticket.record.pipeline or self.translator.pipeline
+            elif plan.kind is tm.PlanKind.RESUME:
+                events = await shell.apply(tm.resume, binding, plan.answers, plan.taken)
+            elif plan.kind is tm.PlanKind.ANNOUNCE:
+                events = await shell.apply(tm.announce, binding)
+            else:
+                events = await shell.apply(tm.follow, binding, plan.taken)
+        except PersistenceError as exc:
+            await shell.release()
+            raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
+        except BaseException:
+            await shell.release()
+            raise
+        self.context.metrics.runs_started += 1
+        self._keeper = asyncio.create_task(shell.keep_claim(lambda: self.stop("lease_lost")))
+        if plan.kind is not tm.PlanKind.TURN:
+            events += self.translator.opening() + self.translator.reopen_steps()
+            view = self.ticket.view
+            if view is not None and view.pipeline is not None:
+                events += self._recovered(view.pipeline)
+        try:
+            await self._emit(events)
+        except SinkClosed:
+            self.sink = None
+
+    def _binding(self) -> tm.RunBinding:
+        run_input, message = self.ticket.run_input, self.ticket.message
+        return tm.RunBinding(
+            run_id=run_input.run_id,
+            digest=self.ticket.digest,
+            execution_id=self.ticket.new_execution_id,
+            ros_invocation_id=run_input.iac_code.ros_invocation_id,
+            parent_run_id=run_input.parent_run_id,
+            user_message_id=None if message is None else message.get("messageId"),
+        )
+
+    # ------------------------------------------------------------- driving
     async def drive(self) -> None:
-        """Relay the run, end it, and log one line about it."""
-        self.service.metrics.runs_started += 1
+        """Relay the run, end it, log one line about it."""
         try:
             await self._drive()
         finally:
+            if self._keeper is not None:
+                self._keeper.cancel()
+            await self.shell.release()
             self._log_run()
-
-    def _log_run(self) -> None:
-        ident = self.identity
-        events = getattr(self._sink, "events_sent", None)
-        self.service.metrics.runs_ended[self._ended] += 1
-        if isinstance(events, int):
-            self.service.metrics.events_relayed += events
-        fields = {
-            "thread": ident.thread_id,
-            "run": ident.run_id,
-            "execution": ident.execution_id,
-            "task": ident.task_id,
-            "outcome": self._ended,
-            "duration_ms": round((time.monotonic() - self.started) * 1000),
-            "events": events,
-            "resume": bool(self.ticket.answers),
-        }
-        log.info("run ended", extra={"fields": fields})
+            self.ended.set()
 
     async def _drive(self) -> None:
+        if self._over:
+            return
+        if self.sink is None or self.stop_reason is not None:
+            self.stop_reason = self.stop_reason or "disconnect"
+            await self._abandon()
+            return
         self._inner = asyncio.create_task(self._stream())
         try:
             outcome = await self._inner
@@ -149,208 +244,164 @@ class RunDriver:
                 raise
             await self._abandon()
             return
-        except AnswerRefused:
-            await self._refuse_answer(ErrorCode.A2A_UNAVAILABLE)
-            return
-        except AdapterError as exc:
-            await self._fail(exc.code)
-            return
-        except _RELAY_ERRORS as exc:
-            await self._fail_from(exc)
-            return
         except SinkClosed:
             self.stop_reason = "disconnect"
             await self._abandon()
             return
+        except _RUN_ERRORS as exc:
+            await self._end_by_error(exc)
+            return
         await self._conclude(outcome)
 
-    # -------------------------------------------------------------- streams
     async def _stream(self) -> TurnOutcome | None:
-        if not self.ticket.answers:
+        plan = self.ticket.plan
+        if plan.kind is tm.PlanKind.TURN:
             assert self.ticket.message is not None
-            return await self._relay(self.service.client.stream_message_batches(self.ticket.message))
-        return await self._resume()
+            outcome = await self._relay(self.context.runtime.stream(self.ticket.message))
+            if outcome is None or not outcome.unconfirmed:
+                return outcome
+            return await self._follow()
+        if plan.kind is tm.PlanKind.ANNOUNCE:
+            return TurnOutcome("interrupt", inputs=plan.asks)
+        if plan.kind is tm.PlanKind.RESUME:
+            outcome = await self._answer(plan.answers)
+            if outcome is not None and not outcome.unconfirmed:
+                return outcome
+        return await self._follow()
+
+    async def _answer(self, answers: Sequence[Answer]) -> TurnOutcome | None:
+        """Send each answer in the runtime's own form; the outcome of the
+        streamed one's stream, if it brought one."""
+        runtime = self.context.runtime
+        for answer in answers:
+            if answer.cancels_task:
+                await runtime.cancel_task(self.identity.task_id)
+                return TurnOutcome("canceled")
+        streamed = [answer for answer in answers if not self.envelopes[answer.interrupt_id].sideband]
+        last = streamed[-1:]
+        for answer in answers:
+            if answer not in last:
+                await runtime.send_sideband(self._answer_message(answer))
+                await self._accept([answer.interrupt_id])
+        if not last:
+            return None
+        return await self._relay(runtime.stream(self._answer_message(last[0])), accepting=last[0].interrupt_id)
+
+    def _answer_message(self, answer: Answer) -> dict[str, Any]:
+        record = self.ticket.record
+        return self.context.runtime.answer(
+            answer,
+            self.envelopes[answer.interrupt_id],
+            run_id=self.identity.run_id,
+            context_id=record.context_id,
+            task_id=str(self.identity.task_id),
+            props=self.ticket.run_input.iac_code,
+            cwd=record.cwd,
+        )
+
+    async def _accept(self, interrupt_ids: list[str]) -> None:
+        self._accepted.update(interrupt_ids)
+        await self.shell.apply(tm.accept, interrupt_ids)
 
     async def _relay(
-        self,
-        batches: AsyncIterator[list[dict[str, Any]]],
-        accepted: list[Answer] | None = None,
-        recover_after_first: bool = False,
+        self, batches: Batches, *, accepting: str | None = None, recover_after_first: bool = False
     ) -> TurnOutcome | None:
         """Translate the runtime's results and write them; what one network
         chunk brought goes out in one write."""
         translator = self.translator
-        sink = self.sink
-        assert sink is not None
         sent_at = time.monotonic()
         first = True
         try:
             async for batch in batches:
                 if first:
                     first = False
-                    self.service.metrics.observe_a2a_latency(time.monotonic() - sent_at)
-                    if accepted:
-                        await self._mark_applied(accepted)
-                        accepted = None
-                events: list[Any] = []
+                    self.context.metrics.observe_a2a_latency(time.monotonic() - sent_at)
+                    if accepting is not None:
+                        await self._accept([accepting])
+                        accepting = None
+                events: list[Event] = []
                 for result in batch:
                     events += translator.feed(result)
                     if translator.identity_changed:
                         translator.identity_changed = False
-                        await self._persist_identity()
+                        # Written before any event of the task goes out: an
+                        # adapter that dies right after still finds its task.
+                        await self.shell.apply(tm.bind_task, self.identity.task_id, self.identity.session_id)
                     if translator.outcome is not None:
                         break
-                if events:
-                    await sink.emit(events)
+                await self._emit(events)
                 if recover_after_first:
-                    # Subscribed: what happened before is in the state route,
-                    # what happens now arrives here (the cursor drops overlap).
                     recover_after_first = False
                     await self._recover_pipeline()
                 if translator.outcome is not None:
-                    return translator.outcome
+                    outcome, translator.outcome = translator.outcome, None
+                    return outcome
         except A2ARpcError as exc:
-            if accepted:
+            if accepting is not None:
                 raise AnswerRefused(str(exc)) from exc
             raise
         finally:
             await batches.aclose()  # type: ignore[attr-defined]
+        if accepting is not None:
+            raise AnswerRefused("the runtime closed the answer's stream at once")
         return None
 
-    async def _persist_identity(self) -> None:
-        """Write the task and session ids before any event of theirs goes
-        out: an adapter that dies right after must still find (and cancel)
-        the runtime's task when the thread is next used."""
-        record = self.ticket.record
-        record.task_id = self.identity.task_id
-        record.session_id = self.identity.session_id
-        await self.service.store.save(record, self.ticket.claim)
-
-    # --------------------------------------------------------------- resume
-    async def _resume(self) -> TurnOutcome | None:
-        answers = self.ticket.answers
-        task = await self._waiting_task()
-        if (task.get("status") or {}).get("state") in wire.TERMINAL_STATES:
-            raise AdapterError(ErrorCode.EXECUTION_LOST)
-        await self._emit(self.translator.opening() + self.translator.reopen_steps())
-        if not _still_waits(task, answers):
-            # The runtime took these answers before we could record it
-            # (the adapter died in between): record them and follow the task.
-            await self._mark_applied(answers)
-            return await self._follow(task)
-        waiting = required_inputs(_task_iac(task))
-        answered = {answer.interrupt_id for answer in answers}
-        if any(str(envelope.get("inputId")) not in answered for envelope in waiting):
-            # The runtime asks for more than the client answered: announce
-            # everything that waits now, before anything is sent.
-            return TurnOutcome("interrupt", inputs=tuple(waiting))
-        await self._recover_pipeline()
-        for answer in answers:
-            if answer.cancels_task:
-                await self.service.cancel_task_quietly(self.identity.task_id)
-                return TurnOutcome("canceled")
-        streamed = [answer for answer in answers if not is_sideband(answer.pending["envelope"])]
-        for answer in answers:
-            if answer not in streamed[-1:]:
-                await self._send_sideband(answer)
-        if streamed:
-            last = streamed[-1]
-            stream = self.service.client.stream_message_batches(self._answer_message(last))
-            return await self._relay(stream, accepted=[last])
-        return await self._follow(await self.service.client.get_task(str(self.identity.task_id)))
-
-    async def _send_sideband(self, answer: Answer) -> None:
-        """An answer sent without a stream (``SendMessage``); the task keeps
-        working and is followed afterwards."""
-        try:
-            await self.service.client.send_message(self._answer_message(answer))
-        except A2ARpcError as exc:
-            raise AnswerRefused(str(exc)) from exc
-        await self._mark_applied([answer])
-
-    async def _recover_pipeline(self) -> None:
-        """Events the runtime's pipeline produced while no stream was open,
-        after the stored cursor, with a snapshot that restores the view."""
-        state = self.translator.pipeline
-        if state.pipeline_run_id is None or self.identity.task_id is None:
-            return
-        params = {"taskId": self.identity.task_id, "afterSequence": str(state.last_sequence)}
-        try:
-            document = await self.service.client.get_json("/iac-code/pipeline/state", params)
-        except A2AError as exc:
-            log.info("run %s: pipeline state not recovered: %s", self.identity.run_id, exc)
-            return
-        await self._emit(self.translator.recover(document, snapshot_view=not self._view_restored))
-        self._view_restored = True
-
-    async def _emit(self, events: list[Any]) -> None:
-        if events and self.sink is not None:
-            await self.sink.emit(events)
-
-    async def _waiting_task(self) -> dict[str, Any]:
+    async def _follow(self) -> TurnOutcome | None:
+        """Follow the task until it stops or asks for input: look at it, and
+        subscribe while it works."""
+        runtime = self.context.runtime
         task_id = self.identity.task_id
         if task_id is None:
-            raise AdapterError(ErrorCode.EXECUTION_LOST)
-        await self.service.restore_session(self.ticket.record)
-        try:
-            task = await self.service.client.get_task(task_id)
-        except A2ARpcError as exc:
-            if exc.code == wire.TASK_NOT_FOUND:
-                raise AdapterError(ErrorCode.EXECUTION_LOST) from exc
-            raise
-        if task.get("id") != task_id or task.get("contextId") != self.identity.context_id:
-            raise IdentityMismatch("the waiting task does not match the thread")
-        return task
+            raise LostTask()
+        for _ in range(FOLLOW_ROUNDS):
+            view = await self._view(task_id)
+            if view.pipeline is not None:
+                await self._emit(self._recovered(view.pipeline))
+            fate, asks = task_fate(view, self.envelopes.values())
+            if fate is TaskFate.WORKS:
+                outcome = await self._relay(runtime.subscribe(task_id), recover_after_first=view.is_pipeline)
+                if outcome is not None and not outcome.unconfirmed:
+                    return outcome
+                continue
+            if fate is TaskFate.ASKS:
+                return TurnOutcome("interrupt", inputs=tuple(asks))
+            if fate is TaskFate.GONE:
+                raise LostTask()
+            if fate is TaskFate.UNKNOWN:
+                log.warning("run %s: the pipeline state is unreadable; the turn counts as ended", self.identity.run_id)
+                return TurnOutcome("success")
+            return TurnOutcome(_FATE_OUTCOMES[fate], detail=view.detail)  # type: ignore[arg-type]
+        return None
 
-    async def _follow(self, task: dict[str, Any]) -> TurnOutcome | None:
-        """Relay a task that works on without a stream of ours."""
-        state = (task.get("status") or {}).get("state")
-        if state in wire.STREAM_END_STATES:
-            await self._recover_pipeline()
-            await self._emit(self.translator.feed({"task": task}))
-            return self.translator.outcome
-        return await self._relay(self.service.client.subscribe_batches(str(task["id"])), recover_after_first=True)
+    async def _view(self, task_id: str) -> TaskView:
+        pipeline = self.translator.pipeline
+        after = pipeline.last_sequence if pipeline.pipeline_run_id is not None else None
+        return await self.context.runtime.view(task_id, self.identity.context_id, pipeline_after=after)
 
-    def _answer_message(self, answer: Answer) -> dict[str, Any]:
-        envelope = answer.pending["envelope"]
-        if answer.kind == "permission":
-            part = permission_part(envelope, answer.decision)
-        else:
-            part = {"text": answer_text(answer)}
-        record = self.ticket.record
-        task_id = str(envelope.get("requestTaskId") or self.identity.task_id)
-        return answer_message(
-            message_id=f"{self.identity.run_id}-{answer.interrupt_id}",
-            context_id=record.context_id,
-            task_id=task_id,
-            part=part,
-            props=self.ticket.run_input.iac_code,
-            cwd=record.cwd,
-        )
+    async def _recover_pipeline(self) -> None:
+        task_id = self.identity.task_id
+        pipeline = self.translator.pipeline
+        if task_id is None or pipeline.pipeline_run_id is None:
+            return
+        document = await self.context.runtime.pipeline_state(task_id, pipeline.last_sequence)
+        if document is not None:
+            await self._emit(self._recovered(document))
 
-    async def _mark_applied(self, answers: list[Answer]) -> None:
-        """The runtime accepted these answers: they are pending no more."""
-        self._accepted = True
-        record = self.ticket.record
-        done = {answer.interrupt_id for answer in answers}
-        record.pending_interrupts = [
-            item for item in record.pending_interrupts if str(item["interrupt"]["id"]) not in done
-        ]
-        for answer in answers:
-            record.remember_answer(answer.interrupt_id, answer.digest)
-        await self.service.store.save(record, self.ticket.claim)
-        if not record.pending_interrupts:
-            await self.service.expiry.cancel(record.thread_id)
+    def _recovered(self, document: Any) -> list[Event]:
+        """Events the pipeline produced while no stream of ours was open,
+        with a snapshot of its view the first time in this run."""
+        events = self.translator.recover(document, snapshot_view=not self._view_restored)
+        self._view_restored = True
+        return events
 
-    # -------------------------------------------------------------- endings
-    async def _close_spans(self) -> None:
-        events = self.translator.finish()
+    async def _emit(self, events: list[Event]) -> None:
         if events and self.sink is not None:
             await self.sink.emit(events)
 
+    # -------------------------------------------------------------- endings
     async def _conclude(self, outcome: TurnOutcome | None) -> None:
         if outcome is None:
-            await self._fail(ErrorCode.A2A_UNAVAILABLE)
+            await self._end_by_error(A2AUnavailable("the runtime's stream ended without an outcome"))
             return
         if outcome.kind in _OUTCOME_ERRORS:
             if outcome.detail:
@@ -358,136 +409,151 @@ class RunDriver:
                             outcome.detail[:500])
             await self._fail(_OUTCOME_ERRORS[outcome.kind], detail=outcome.detail)
             return
-        try:
-            await self._close_spans()
-        except SinkClosed:
-            self.sink = None
-        run_id = self.identity.run_id
+        await self._close_spans()
         usage = self.translator.usage()
+        self._outcome_name = outcome.kind
         try:
-            self._ended = outcome.kind
             if outcome.kind == "interrupt":
-                pending = self._pending(outcome)
-                deadline = min(p["expiresAt"] for p in pending)
-                await self._end("interrupt", deadline=deadline, pending=pending, run_id=run_id, usage=usage)
+                await self._end(tm.interrupt, self._pending(outcome.inputs), usage)
             else:
-                await self._end("finish", run_id=run_id, usage=usage)
+                await self._end(tm.finish, usage)
         except PersistenceError:
-            await self.service.cancel_task_quietly(self.identity.task_id)
+            await self.context.runtime.cancel_task(self.identity.task_id)
             await self._fail(ErrorCode.STATE_PERSISTENCE_FAILED)
-        except SinkClosed:
-            log.info("run %s ended after its client left", run_id)
 
-    async def _end(
-        self, event: str, *, deadline: float | None = None, keep_deadline: bool = False, **kwargs: Any
-    ) -> None:
-        """Take the run's last transition, then free the thread, then send
-        the terminal event: a client that answers RUN_FINISHED at once (a
-        resume) finds the thread free, not THREAD_BUSY."""
-        sink, held = self.sink, _HeldEvents()
-        # The machine lives only for its transition: a run may stream for
-        # hours, and a machine instance costs tens of kilobytes.
-        record, store = self.ticket.record, self.service.store
-        machine = await restore_machine(record, store, claim=self.ticket.claim, sink=held if sink else None)
-        await apply(machine, event, **kwargs)
-        thread_id = self.identity.thread_id
-        if deadline is not None:
-            await self.service.expiry.schedule(thread_id, deadline)
-        elif not keep_deadline:
-            await self.service.expiry.cancel(thread_id)
-        if self.keeper is not None:
-            self.keeper.cancel()
-        await self.service.store.release(self.ticket.claim)
-        if sink is not None and held.events:
-            await sink.emit(held.events)
+    def _pending(self, inputs: Sequence[InputEnvelope]) -> list[PendingInterrupt]:
+        """The interrupts to announce: the ones already pending keep their
+        announcement and expiry, new ones get a fresh deadline."""
+        known = {item.id: item for item in self.ticket.record.pending_interrupts}
+        expires_at = self.context.clock() + self.context.interrupt_ttl_seconds
+        cursor = self.translator.pipeline.last_sequence
+        pending = []
+        for envelope in inputs:
+            kept = known.get(envelope.input_id)
+            if kept is not None:
+                pending.append(attrs.evolve(kept, envelope=envelope, sending=None))
+            else:
+                pending.append(tm.new_pending(envelope, expires_at=expires_at, raised_after=cursor))
+        return pending
 
-    def _pending(self, outcome: TurnOutcome) -> list[dict[str, Any]]:
-        expires_at = time.time() + self.service.interrupt_ttl_seconds
-        return [
-            {"interrupt": build_interrupt(envelope, expires_at=expires_at), "envelope": envelope,
-             "expiresAt": expires_at}
-            for envelope in outcome.inputs
-        ]
-
-    async def _fail_from(self, exc: Exception) -> None:
-        if isinstance(exc, A2AUnavailable):
-            code = ErrorCode.A2A_UNAVAILABLE
-        elif isinstance(exc, A2ARpcError):
-            code = ErrorCode.A2A_EXECUTION_FAILED
-        elif isinstance(exc, IdentityMismatch):
-            code = ErrorCode.A2A_PROTOCOL_ERROR
-        else:
-            code = ErrorCode.STATE_PERSISTENCE_FAILED
+    async def _end_by_error(self, exc: BaseException) -> None:
+        code = _error_code(exc)
         log.warning("run %s: %s (%s)", self.identity.run_id, code.name, exc)
-        if self.ticket.answers and not self._accepted and code is not ErrorCode.A2A_PROTOCOL_ERROR:
-            # Nothing was applied: the interrupt stays pending and retryable.
-            await self._refuse_answer(code)
+        resuming = self.ticket.plan.kind is tm.PlanKind.RESUME
+        if resuming and not self._accepted and not isinstance(exc, (IdentityMismatch, TaskMismatch, LostTask)):
+            # Nothing was applied: the interrupts stay pending and retryable.
+            await self._refuse_answer(ErrorCode.A2A_UNAVAILABLE if isinstance(exc, AnswerRefused) else code)
             return
-        if code is not ErrorCode.A2A_UNAVAILABLE:
+        if code is ErrorCode.A2A_UNAVAILABLE and self.ticket.plan.kind is not tm.PlanKind.TURN:
+            # The runtime may be carrying out what it took; look again later.
+            self._note_error(code)
+            await self._close_spans()
+            await self._end(tm.detach, code, self.message(code), best_effort=True)
+            return
+        if code not in (ErrorCode.A2A_UNAVAILABLE, ErrorCode.EXECUTION_LOST):
             # Only a task whose identity was verified is ours to cancel.
-            await self.service.cancel_task_quietly(self.identity.task_id)
+            await self.context.runtime.cancel_task(self.identity.task_id)
         await self._fail(code)
 
     async def _fail(self, code: ErrorCode, detail: str | None = None) -> None:
         self._note_error(code)
-        try:
-            await self._close_spans()
-        except SinkClosed:
-            self.sink = None
-        event = "cancel" if code is ErrorCode.CANCELLED else "lose" if code is ErrorCode.EXECUTION_LOST else "fail"
+        await self._close_spans()
         message = self.message(code)
         if detail and code is ErrorCode.A2A_EXECUTION_FAILED:
             # The runtime's own words help the user more than the code alone.
             message = f"{message} {detail[:300]}"
-        try:
-            await self._end(event, code=code, message=message)
-        except SinkClosed:
-            log.info("run %s: %s after its client left", self.identity.run_id, code.name)
-
-    def _note_error(self, code: ErrorCode) -> None:
-        self._ended = code.name
-        self.service.metrics.errors[code.name] += 1
+        transition = tm.cancel if code is ErrorCode.CANCELLED else tm.fail
+        if transition is tm.cancel:
+            await self._end(tm.cancel, message, best_effort=True)
+        else:
+            await self._end(tm.fail, code, message, best_effort=True)
 
     async def _refuse_answer(self, code: ErrorCode) -> None:
         """The answer was not applied: the run ends with an error, the thread
         keeps waiting with the same pending interrupts."""
         self._note_error(code)
-        try:
-            await self._close_spans()
-            await self._end("reject", keep_deadline=True, code=code, message=self.message(code))
-        except SinkClosed:
-            log.info("run %s: answer refused after its client left", self.identity.run_id)
+        await self._close_spans()
+        await self._end(tm.reject, code, self.message(code), best_effort=True)
 
     async def _abandon(self) -> None:
-        """Stopped: cancel the A2A task and end the execution. A client that
-        left is not told; one whose run was cancelled or shut down is."""
+        """Stopped: cancel the runtime's task and end the execution. A client
+        that left is not told; one whose run was cancelled or shut down is."""
         if self.stop_reason == "disconnect":
             self.sink = None
-        await self.service.cancel_task_quietly(self.identity.task_id)
         await asyncio.shield(self._end_abandoned())
 
     async def _end_abandoned(self) -> None:
-        try:
-            await self._close_spans()
-        except SinkClosed:
-            self.sink = None
-        code = ErrorCode.STATE_PERSISTENCE_FAILED if self.stop_reason == "lease_lost" else ErrorCode.CANCELLED
+        lease_lost = self.stop_reason == "lease_lost"
+        code = ErrorCode.STATE_PERSISTENCE_FAILED if lease_lost else ErrorCode.CANCELLED
         self._note_error(code)
         if self.stop_reason == "disconnect":
-            self._ended = "disconnected"
-        event = "fail" if code is ErrorCode.STATE_PERSISTENCE_FAILED else "cancel"
+            self._outcome_name = "disconnected"
+        if lease_lost:
+            # Another replica owns the thread now: its record is not ours to write.
+            await self._close_spans()
+            await self._emit([{"type": "RUN_ERROR", "message": self.message(code), "code": code.name}])
+            return
+        await self.context.runtime.cancel_task(self.identity.task_id)
+        await self._close_spans()
+        await self._end(tm.cancel, self.message(code), best_effort=True)
+
+    async def _close_spans(self) -> None:
         try:
-            await self._end(event, code=code, message=self.message(code))
-        except (AdapterError, PersistenceError, SinkClosed):
-            log.info("run %s: abandoned run not fully recorded", self.identity.run_id)
+            await self._emit(self.translator.finish())
+        except SinkClosed:
+            self.sink = None
+
+    async def _end(self, transition: Callable[..., list[Event]], *args: Any, best_effort: bool = False) -> None:
+        """Take the run's last transition, then free the thread, then send
+        the terminal event: a client that answers RUN_FINISHED at once (a
+        resume) finds the thread free, not THREAD_BUSY."""
+        if best_effort:
+            events = await self.shell.apply_best_effort(transition, *args)
+        else:
+            events = await self.shell.apply(transition, *args)
+        if self._keeper is not None:
+            self._keeper.cancel()
+        await self.shell.release()
+        try:
+            await self._emit(events)
+        except SinkClosed:
+            log.info("run %s ended after its client left", self.identity.run_id)
+
+    def _note_error(self, code: ErrorCode) -> None:
+        self._outcome_name = code.name
+        self.context.metrics.errors[code.name] += 1
+
+    def _log_run(self) -> None:
+        ident = self.identity
+        events = getattr(self.sink, "events_sent", None)
+        metrics = self.context.metrics
+        metrics.runs_ended[self._outcome_name] += 1
+        if isinstance(events, int):
+            metrics.events_relayed += events
+        fields = {
+            "thread": ident.thread_id,
+            "run": ident.run_id,
+            "execution": ident.execution_id,
+            "task": ident.task_id,
+            "outcome": self._outcome_name,
+            "duration_ms": round((time.monotonic() - self.started) * 1000),
+            "events": events,
+            "kind": self.ticket.plan.kind.value,
+        }
+        log.info("run ended", extra={"fields": fields})
 
 
-def _task_iac(task: dict[str, Any]) -> dict[str, Any]:
-    iac = (task.get("metadata") or {}).get(wire.IAC_CODE_KEY)
-    return iac if isinstance(iac, dict) else {}
-
-
-def _still_waits(task: dict[str, Any], answers: list[Answer]) -> bool:
-    """Whether the task still waits for (one of) these answers."""
-    waiting = {str(envelope.get("inputId")) for envelope in required_inputs(_task_iac(task))}
-    return any(answer.interrupt_id in waiting for answer in answers)
+def _error_code(exc: BaseException) -> ErrorCode:
+    if isinstance(exc, AdapterError):
+        return exc.code
+    if isinstance(exc, (A2AUnavailable, AnswerRefused)):
+        return ErrorCode.A2A_UNAVAILABLE
+    if isinstance(exc, A2ARpcError):
+        return ErrorCode.A2A_EXECUTION_FAILED
+    if isinstance(exc, (IdentityMismatch, TaskMismatch)):
+        return ErrorCode.A2A_PROTOCOL_ERROR
+    if isinstance(exc, LostTask):
+        return ErrorCode.EXECUTION_LOST
+    if isinstance(exc, A2AError):
+        return ErrorCode.A2A_UNAVAILABLE
+    return ErrorCode.STATE_PERSISTENCE_FAILED

@@ -21,9 +21,16 @@ log = logging.getLogger(__name__)
 class ExpiryScheduler:
     """Calls ``on_expire(thread_id)`` when a thread's interrupts expire."""
 
-    def __init__(self, store: ThreadStore, on_expire: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+    def __init__(
+        self,
+        store: ThreadStore,
+        on_expire: Callable[[str], Coroutine[Any, Any, None]],
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.on_expire = on_expire
+        self.clock = clock
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._running: set[asyncio.Task[None]] = set()
 
@@ -66,7 +73,7 @@ class ExpiryScheduler:
         previous = self._timers.pop(thread_id, None)
         if previous is not None:
             previous.cancel()
-        delay = max(0.0, expires_at - time.time())
+        delay = max(0.0, expires_at - self.clock())
         self._timers[thread_id] = loop.call_later(delay, self._fire, thread_id)
 
     def _fire(self, thread_id: str) -> None:

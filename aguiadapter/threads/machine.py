@@ -1,43 +1,51 @@
 """The thread machine: what a thread may do next, and what each step causes.
 
+This module is the one place that says which state a thread is in, which
+transitions exist (recovery after a crash included), and why a request is
+refused. It is synchronous and does no I/O: a transition changes the
+:class:`~aguiadapter.threads.record.ThreadRecord` and returns the AG-UI
+events it announces; time comes in as an argument. The async shell
+(:mod:`aguiadapter.threads.shell`) loads the record, applies a transition,
+saves the record and only then emits the events.
+
 States:
 
 - ``idle``: no run is active; a new user turn may start.
-- ``running``: one run streams; nothing else may start on the thread.
-- ``interrupted``: the runtime waits for the user; only a resume, a cancel or
-  expiry moves the thread on. A resume whose answers the runtime refuses
-  comes back here (``reject``) with the same interrupts pending.
+- ``running``: a run streams, or (after a crash) the runtime's task carries
+  out answers it took while no stream of ours follows it.
+- ``interrupted``: the runtime waits for the user; only a resume, a cancel
+  or expiry moves the thread on.
 - ``terminal``: the last execution ended abnormally (failed, cancelled,
   expired or lost); the next user turn starts a new execution.
 
-Every transition writes the thread's record through the store before it
-announces anything; a transition whose write fails raises
-:class:`~aguiadapter.threads.store.PersistenceError` and announces nothing.
-Entering ``terminal`` writes best effort, because the error that led there
-must reach the client even when the disk is the problem.
+Transitions are taken through the typed functions at the end of the module
+(``start_turn(machine, binding)``...), never by event name, so that a
+misspelt argument is a type error.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from typing import Any, Protocol
+import enum
+from collections.abc import Sequence
+from typing import Any, Final
 
 import attrs
 from statemachine import State, StateMachine
-from statemachine.exceptions import TransitionNotAllowed
 
 from ..errors import AdapterError, ErrorCode
 from ..protocol import events as ev
-from .record import ThreadRecord
-from .store import Claim, PersistenceError, ThreadStore
-
-log = logging.getLogger(__name__)
+from ..protocol.inputs import ResumeEntry
+from ..protocol.interrupts import build_interrupt
+from ..protocol.resume import Answer, answer_digest, check_resume
+from ..runtime.envelope import InputEnvelope
+from ..runtime.evidence import Findings, TaskFate
+from ..translate.pipeline import PipelineState
+from .record import PendingInterrupt, RunKind, ThreadRecord, ThreadState
 
 
 @attrs.frozen
 class RunBinding:
-    """What a transition into ``running`` binds to the thread."""
+    """What a transition that opens a run binds to the thread."""
 
     run_id: str
     digest: str
@@ -46,200 +54,481 @@ class RunBinding:
     parent_run_id: str | None = None
     user_message_id: str | None = None
 
-    def started_event(self, thread_id: str) -> ev.Event:
-        """The ``RUN_STARTED`` event of this run."""
-        return ev.run_started(thread_id, self.run_id, self.parent_run_id)
-
-
-class SinkClosed(Exception):
-    """The sink cannot take events any more (the client went away)."""
-
-
-class EventSink(Protocol):
-    """Where a run's AG-UI events go (the SSE response)."""
-
-    async def emit(self, events: list[ev.Event]) -> None:
-        """Deliver events in order; raise :class:`SinkClosed` when closed."""
-
 
 class ThreadMachine(StateMachine):
     """One thread's lifecycle; the record is its model."""
 
-    idle = State(initial=True)
-    running = State()
-    interrupted = State()
-    terminal = State()
+    idle = State(value=ThreadState.IDLE, initial=True)
+    running = State(value=ThreadState.RUNNING)
+    interrupted = State(value=ThreadState.INTERRUPTED)
+    terminal = State(value=ThreadState.TERMINAL)
 
+    # A run opens.
     start_turn = idle.to(running) | terminal.to(running)
     resume = interrupted.to(running)
+    announce = interrupted.to(running)
+    follow = running.to(running, cond="carries_taken_answers") | interrupted.to(running)
+    report = idle.to(idle) | interrupted.to(interrupted) | terminal.to(terminal)
+    # While a run streams.
+    bind_task = running.to(running)
+    accept = running.to(running)
+    # A run ends.
     finish = running.to(idle)
     interrupt = running.to(interrupted)
+    reject = running.to(interrupted)
     fail = running.to(terminal)
     cancel = running.to(terminal) | interrupted.to(terminal)
+    detach = running.to(running)
+    # No run: time passes, or the runtime lost the waiting task.
     expire = interrupted.to(terminal)
-    lose = running.to(terminal) | interrupted.to(terminal)
-    reject = running.to(interrupted)
+    lose = interrupted.to(terminal)
+    # A run died with its process: what the runtime says happened instead.
+    recover = (
+        running.to(interrupted, cond="waits_for_the_user")
+        | running.to(running, cond="task_still_works")
+        | running.to(idle, cond="turn_ended")
+        | running.to(terminal)
+    )
 
-    def __init__(
-        self,
-        record: ThreadRecord,
-        store: ThreadStore,
-        *,
-        claim: Claim | None = None,
-        sink: EventSink | None = None,
-    ) -> None:
+    def __init__(self, record: ThreadRecord) -> None:
         self.record = record
-        self.store = store
-        self.claim = claim
-        self.sink = sink
         super().__init__(model=record, state_field="state")
 
-    # ---------------------------------------------------------- persistence
-    async def on_enter_state(self, target: State) -> None:
-        """Write the record; only ``terminal`` tolerates a failed write."""
-        if target.id != "terminal":
-            await self.store.save(self.record, self.claim)
-            return
-        try:
-            await self.store.save(self.record, self.claim)
-        except PersistenceError:
-            log.warning("thread %s: terminal state not persisted", self.record.thread_id)
+    def allows(self, event: str) -> bool:
+        """Whether ``event`` may happen in the current state (guards aside)."""
+        return any(allowed.id == event for allowed in self.allowed_events)
 
-    # -------------------------------------------------------------- actions
-    def on_start_turn(self, binding: RunBinding) -> None:
-        """Bind the new run and its new execution to the record."""
+    # ------------------------------------------------------------ guards
+    def carries_taken_answers(self) -> bool:
+        """No stream follows the task, which carries answers it took."""
+        return self.record.active_run_id is None and bool(self.record.unreported_answers())
+
+    def waits_for_the_user(self, findings: Findings) -> bool:
+        """An answer of the dead run never reached the runtime, or the
+        runtime took them all and asks for more."""
+        if findings.waiting():
+            return True
+        return findings.fate is TaskFate.ASKS and self.record.active_run_kind is not RunKind.TURN
+
+    def task_still_works(self, findings: Findings) -> bool:
+        """The runtime works on, carrying out what it was told."""
+        return findings.fate is TaskFate.WORKS and self.record.active_run_kind is not RunKind.TURN
+
+    def turn_ended(self, findings: Findings) -> bool:
+        """The runtime finished the turn after taking the answers."""
+        return findings.fate is TaskFate.TURN_ENDED and self.record.active_run_kind is not RunKind.TURN
+
+    # ------------------------------------------------------- opening a run
+    def on_start_turn(self, binding: RunBinding) -> list[ev.Event]:
         record = self.record
-        self._bind_run(binding)
+        self._open_run(binding, RunKind.TURN)
         record.execution_id = binding.execution_id
         record.ros_invocation_id = binding.ros_invocation_id
         record.task_id = None
         record.last_error = None
+        record.pipeline = PipelineState()
+        record.applied_answers = {key: attrs.evolve(a, reported=True) for key, a in record.applied_answers.items()}
         if binding.user_message_id is not None:
             record.last_user_message_id = binding.user_message_id
+        return [self._started(binding)]
 
-    def on_resume(self, binding: RunBinding) -> None:
-        """Bind the resuming run to the record (same execution)."""
-        self._bind_run(binding)
+    def on_resume(self, binding: RunBinding, answers: Sequence[Answer], taken: Sequence[Answer]) -> list[ev.Event]:
+        record = self.record
+        self._take(taken)
+        self._open_run(binding, RunKind.RESUME)
+        digests = {answer.interrupt_id: answer.digest for answer in answers}
+        for item in record.pending_interrupts:
+            item.sending = digests.get(item.id)
+        return [self._started(binding)]
 
-    def _bind_run(self, binding: RunBinding) -> None:
+    def on_announce(self, binding: RunBinding) -> list[ev.Event]:
+        self._open_run(binding, RunKind.ANNOUNCE)
+        return [self._started(binding)]
+
+    def on_follow(self, binding: RunBinding, taken: Sequence[Answer]) -> list[ev.Event]:
+        self._take(taken)
+        self._open_run(binding, RunKind.FOLLOW)
+        return [self._started(binding)]
+
+    def _take(self, taken: Sequence[Answer]) -> None:
+        """The runtime moved past these inputs: their answers count as taken."""
+        record = self.record
+        for answer in taken:
+            record.remember_answer(answer.interrupt_id, answer.digest, reported=False)
+        done = {answer.interrupt_id for answer in taken}
+        record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in done]
+
+    def on_report(self, binding: RunBinding, message: str) -> list[ev.Event]:
+        """A retried answer learns how the run that carried it ended."""
+        record = self.record
+        started = self._started(binding)
+        record.remember_run(binding.run_id, binding.digest)
+        self._mark_reported()
+        if record.state is ThreadState.TERMINAL:
+            closing = ev.run_error(message, record.last_error or ErrorCode.EXECUTION_LOST.name)
+            outcome = record.last_error
+        elif record.state is ThreadState.INTERRUPTED:
+            interrupts = [item.interrupt for item in record.pending_interrupts]
+            closing = ev.run_finished(record.thread_id, binding.run_id, {"type": "interrupt", "interrupts": interrupts})
+            outcome = "interrupt"
+        else:
+            closing = ev.run_finished(record.thread_id, binding.run_id, {"type": "success"})
+            outcome = "success"
+        record.runs[binding.run_id].outcome = outcome
+        return [started, closing]
+
+    def _open_run(self, binding: RunBinding, kind: RunKind) -> None:
         record = self.record
         record.remember_run(binding.run_id, binding.digest)
         record.active_run_id = binding.run_id
+        record.active_run_kind = kind
 
-    def on_finish(self) -> None:
-        """The run ended normally."""
-        self._end_run("success")
+    def _started(self, binding: RunBinding) -> ev.Event:
+        return ev.run_started(self.record.thread_id, binding.run_id, binding.parent_run_id)
 
-    def on_interrupt(self, pending: list[dict[str, Any]]) -> None:
-        """Remember what the runtime waits for (each entry holds its
-        AG-UI ``interrupt`` and the runtime's ``envelope``)."""
-        self.record.pending_interrupts = pending
-        self._end_run("interrupt")
+    # ---------------------------------------------------- while it streams
+    def on_bind_task(self, task_id: str | None, session_id: str | None) -> None:
+        self.record.task_id = task_id
+        self.record.session_id = session_id
 
-    def on_fail(self, code: ErrorCode, message: str) -> None:
-        """The run ended with an error."""
-        self._end_with_error(code)
+    def on_accept(self, interrupt_ids: Sequence[str]) -> None:
+        """The runtime took these answers: they are pending no more."""
+        record = self.record
+        done = set(interrupt_ids)
+        for item in record.pending_interrupts:
+            if item.id in done:
+                record.remember_answer(item.id, item.sending or "", reported=False)
+        record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in done]
 
-    def on_cancel(self, code: ErrorCode = ErrorCode.CANCELLED, message: str = "") -> None:
-        """The execution was cancelled."""
-        self._end_with_error(code)
+    # ------------------------------------------------------ a run ends
+    def on_finish(self, usage: list[dict[str, Any]]) -> list[ev.Event]:
+        run_id = self._end_run("success")
+        return [ev.run_finished(self.record.thread_id, run_id, {"type": "success"}, usage)]
 
-    def on_expire(self, code: ErrorCode = ErrorCode.EXECUTION_EXPIRED, message: str = "") -> None:
-        """The pending interrupts expired."""
-        self._end_with_error(code)
+    def on_interrupt(self, pending: Sequence[PendingInterrupt], usage: list[dict[str, Any]]) -> list[ev.Event]:
+        self.record.pending_interrupts = list(pending)
+        run_id = self._end_run("interrupt")
+        outcome = {"type": "interrupt", "interrupts": [item.interrupt for item in pending]}
+        return [ev.run_finished(self.record.thread_id, run_id, outcome, usage)]
 
-    def on_lose(self, code: ErrorCode = ErrorCode.EXECUTION_LOST, message: str = "") -> None:
-        """The execution cannot be recovered."""
-        self._end_with_error(code)
-
-    def on_reject(self, code: ErrorCode = ErrorCode.A2A_UNAVAILABLE, message: str = "") -> None:
+    def on_reject(self, code: ErrorCode, message: str) -> list[ev.Event]:
         """The runtime did not take the answers: they stay pending."""
+        for item in self.record.pending_interrupts:
+            item.sending = None
         self.record.last_error = code.name
         self._end_run(code.name)
+        return [ev.run_error(message, code.name)]
 
-    def _end_with_error(self, code: ErrorCode) -> None:
+    def on_detach(self, code: ErrorCode, message: str) -> list[ev.Event]:
+        """The stream of a run broke after the runtime took its answers: the
+        client is told, the task may carry them out; the next request that
+        touches the thread asks the runtime what became of them."""
+        record = self.record
+        run_id = record.active_run_id or ""
+        if run_id in record.runs:
+            record.runs[run_id].outcome = code.name
+        record.active_run_id = None
+        record.active_run_kind = RunKind.FOLLOW
+        return [ev.run_error(message, code.name)]
+
+    def on_fail(self, code: ErrorCode, message: str) -> list[ev.Event]:
+        return self._end_with_error(code, message)
+
+    def on_cancel(self, code: ErrorCode, message: str) -> list[ev.Event]:
+        return self._end_with_error(code, message)
+
+    def on_expire(self) -> None:
+        self._end_with_error(ErrorCode.EXECUTION_EXPIRED, "")
+
+    def on_lose(self) -> None:
+        self._end_with_error(ErrorCode.EXECUTION_LOST, "")
+
+    def on_recover(self, findings: Findings, target: State, expires_at: float) -> None:
+        """Settle a dead run the way the runtime says it went."""
+        record = self.record
+        carried = {item.id: item.sending or "" for item in record.pending_interrupts if record.active_run_kind
+                   is RunKind.RESUME}
+        for interrupt_id in findings.taken():
+            if interrupt_id in carried:
+                record.remember_answer(interrupt_id, carried[interrupt_id], reported=False)
+        record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in findings.taken()]
+        record.active_run_id = None
+        if target.value is ThreadState.INTERRUPTED:
+            kept = {item.id for item in record.pending_interrupts}
+            record.pending_interrupts += [
+                new_pending(envelope, expires_at=expires_at)
+                for envelope in findings.asks
+                if envelope.input_id not in kept
+            ]
+            for item in record.pending_interrupts:
+                item.sending = None
+        elif target.value is ThreadState.TERMINAL:
+            code = ErrorCode.EXECUTION_LOST
+            if record.active_run_kind is not RunKind.TURN:
+                code = _DEAD_RUN_ERRORS.get(findings.fate, code)
+            self._end_with_error(code, "")
+        if target.value is not ThreadState.RUNNING:
+            record.active_run_kind = None
+
+    def _end_with_error(self, code: ErrorCode, message: str) -> list[ev.Event]:
         self.record.pending_interrupts = []
         self.record.last_error = code.name
         self._end_run(code.name)
+        return [ev.run_error(message, code.name)]
 
-    def _end_run(self, outcome: str) -> None:
+    def _end_run(self, outcome: str) -> str:
         record = self.record
-        run_id = record.active_run_id
-        if run_id is not None and run_id in record.runs:
+        run_id = record.active_run_id or ""
+        if run_id in record.runs:
             record.runs[run_id].outcome = outcome
         record.active_run_id = None
+        record.active_run_kind = None
+        self._mark_reported()
+        return run_id
 
-    # --------------------------------------------------------- announcements
-    async def after_start_turn(self, binding: RunBinding) -> None:
-        """Open the AG-UI run."""
-        await self._emit([binding.started_event(self.record.thread_id)])
-
-    async def after_resume(self, binding: RunBinding) -> None:
-        """Open the resuming AG-UI run."""
-        await self._emit([binding.started_event(self.record.thread_id)])
-
-    async def after_finish(self, run_id: str, usage: list[dict[str, Any]] | None = None) -> None:
-        """Close the run with a success outcome."""
-        thread_id = self.record.thread_id
-        await self._emit([ev.run_finished(thread_id, run_id, {"type": "success"}, usage)])
-
-    async def after_interrupt(
-        self,
-        pending: list[dict[str, Any]],
-        run_id: str,
-        usage: list[dict[str, Any]] | None = None,
-    ) -> None:
-        """Close the run with the interrupts the client must answer."""
-        outcome = {"type": "interrupt", "interrupts": [entry["interrupt"] for entry in pending]}
-        await self._emit([ev.run_finished(self.record.thread_id, run_id, outcome, usage)])
-
-    async def after_transition(self, event: str, code: ErrorCode | None = None, message: str = "") -> None:
-        """Every error transition ends an active stream with ``RUN_ERROR``."""
-        if code is not None and event in _ERROR_EVENTS:
-            await self._emit([ev.run_error(message, code.name)])
-
-    async def _emit(self, events: list[ev.Event]) -> None:
-        if self.sink is not None:
-            await self.sink.emit(events)
+    def _mark_reported(self) -> None:
+        for key, answer in self.record.applied_answers.items():
+            if not answer.reported:
+                self.record.applied_answers[key] = attrs.evolve(answer, reported=True)
 
 
-_ERROR_EVENTS = frozenset({"fail", "cancel", "expire", "lose", "reject"})
+#: The error a dead run's thread ends with, by what became of its task.
+_DEAD_RUN_ERRORS: Final = {
+    TaskFate.FAILED: ErrorCode.A2A_EXECUTION_FAILED,
+    TaskFate.CANCELED: ErrorCode.CANCELLED,
+}
 
-#: Why a transition is refused, by (event, current state).
-REFUSALS: dict[tuple[str, str], ErrorCode] = {
-    ("start_turn", "running"): ErrorCode.THREAD_BUSY,
-    ("start_turn", "interrupted"): ErrorCode.RESUME_REQUIRED,
-    ("resume", "running"): ErrorCode.THREAD_BUSY,
-    ("resume", "idle"): ErrorCode.UNKNOWN_INTERRUPT,
-    ("resume", "terminal"): ErrorCode.UNKNOWN_INTERRUPT,
+#: Why a request is refused, by (what it asks for, the thread's state).
+REFUSALS: Final[dict[tuple[str, ThreadState], ErrorCode]] = {
+    ("start_turn", ThreadState.RUNNING): ErrorCode.THREAD_BUSY,
+    ("start_turn", ThreadState.INTERRUPTED): ErrorCode.RESUME_REQUIRED,
+    ("resume", ThreadState.RUNNING): ErrorCode.THREAD_BUSY,
+    ("resume", ThreadState.IDLE): ErrorCode.UNKNOWN_INTERRUPT,
+    ("resume", ThreadState.TERMINAL): ErrorCode.UNKNOWN_INTERRUPT,
 }
 
 
-async def restore_machine(
-    record: ThreadRecord,
-    store: ThreadStore,
-    *,
-    claim: Claim | None = None,
-    sink: EventSink | None = None,
-) -> ThreadMachine:
-    """A machine in the record's stored state (no entry actions run)."""
-
-    async def build() -> ThreadMachine:
-        machine = ThreadMachine(record, store, claim=claim, sink=sink)
-        await machine.activate_initial_state()
-        return machine
-
-    # Built in a task of its own: the engine keeps itself in a context
-    # variable, which would otherwise pin the machine to the caller's task.
-    return await asyncio.get_running_loop().create_task(build())
+def new_pending(envelope: InputEnvelope, *, expires_at: float, raised_after: int = 0) -> PendingInterrupt:
+    """A pending interrupt for a runtime input envelope."""
+    interrupt = build_interrupt(envelope.fields, expires_at=expires_at)
+    return PendingInterrupt(interrupt, envelope, expires_at, raised_after)
 
 
-async def apply(machine: ThreadMachine, event: str, **kwargs: Any) -> None:
-    """Send an event; a refused transition becomes its documented error."""
-    state = machine.record.state
-    try:
-        # In a task of its own, like restore_machine, for the same reason.
-        await asyncio.get_running_loop().create_task(machine.send(event, **kwargs))
-    except TransitionNotAllowed as exc:
-        code = REFUSALS.get((event, state), ErrorCode.INTERNAL_ERROR)
-        raise AdapterError(code) from exc
+# ---------------------------------------------------------------- admission
+class PlanKind(enum.Enum):
+    """What an admitted request will do."""
+
+    TURN = "turn"
+    RESUME = "resume"
+    #: A resume whose runtime asks for more than was answered: announce it all.
+    ANNOUNCE = "announce"
+    FOLLOW = "follow"
+    REPORT = "report"
+    EXPIRE = "expire"
+
+
+@attrs.frozen
+class Request:
+    """What admission needs to know of a run request."""
+
+    run_id: str
+    digest: str
+    cwd: str
+    user_id: str | None
+    ros_invocation_id: str
+    resume: tuple[ResumeEntry, ...] | None = None
+    user_message_id: str | None = None
+
+
+@attrs.frozen
+class Plan:
+    """An admitted request: what the run does, with which checked answers."""
+
+    kind: PlanKind
+    #: The answers to send.
+    answers: tuple[Answer, ...] = ()
+    #: Answers the runtime took already (the task moved past their inputs).
+    taken: tuple[Answer, ...] = ()
+    #: What the runtime waits for (``ANNOUNCE``).
+    asks: tuple[InputEnvelope, ...] = ()
+
+
+def admit(record: ThreadRecord, request: Request, now: float) -> Plan:
+    """Decide what a request may do on this thread, or raise its refusal."""
+    check_idempotency(record, request)
+    check_binding(record, request)
+    machine = ThreadMachine(record)
+    state = record.state
+    if request.resume is None:
+        if not machine.allows("start_turn"):
+            raise AdapterError(REFUSALS[("start_turn", state)])
+        if request.user_message_id is None or request.user_message_id == record.last_user_message_id:
+            raise AdapterError(ErrorCode.INVALID_INPUT, "new_run_requires_user_message")
+        return Plan(PlanKind.TURN)
+    entries = request.resume
+    unreported = record.unreported_answers()
+    if entries and all(entry.interrupt_id in unreported for entry in entries):
+        return _retried_answers(machine, entries, unreported)
+    if state is ThreadState.INTERRUPTED:
+        if request.ros_invocation_id != record.ros_invocation_id:
+            raise AdapterError(ErrorCode.EXECUTION_LOST, "resume_identity_mismatch")
+        if any(item.expires_at <= now for item in record.pending_interrupts):
+            return Plan(PlanKind.EXPIRE)
+        fresh = [entry for entry in entries if unreported.get(entry.interrupt_id) != _digest(entry)]
+        applied = {key: answer.digest for key, answer in record.applied_answers.items()}
+        answers = check_resume(fresh, [item.interrupt for item in record.pending_interrupts], applied)
+        return Plan(PlanKind.RESUME, tuple(answers))
+    refuse_settled(record, entries)
+    raise AssertionError("refuse_settled always raises")  # pragma: no cover
+
+
+def _retried_answers(machine: ThreadMachine, entries: Sequence[ResumeEntry], unreported: dict[str, str]) -> Plan:
+    """A retry of answers the runtime took: follow their task, or report how
+    it ended; a different answer to the same interrupt is refused."""
+    if any(unreported[entry.interrupt_id] != _digest(entry) for entry in entries):
+        raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
+    answers = tuple(
+        Answer(entry.interrupt_id, entry.status, entry.payload, {"id": entry.interrupt_id}, _digest(entry))
+        for entry in entries
+    )
+    if machine.record.state is ThreadState.RUNNING:
+        return Plan(PlanKind.FOLLOW, answers)
+    return Plan(PlanKind.REPORT, answers)
+
+
+def _digest(entry: ResumeEntry) -> str:
+    return answer_digest(entry)
+
+
+def refuse_settled(record: ThreadRecord, entries: Sequence[ResumeEntry]) -> None:
+    """A resume of a thread that waits for nothing: why it is refused."""
+    state = record.state
+    if state is ThreadState.RUNNING:
+        raise AdapterError(REFUSALS[("resume", state)])
+    if entries and all(entry.interrupt_id in record.applied_answers for entry in entries):
+        raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
+    if state is ThreadState.TERMINAL and record.last_error == ErrorCode.EXECUTION_EXPIRED.name:
+        raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
+    raise AdapterError(REFUSALS.get(("resume", state), ErrorCode.UNKNOWN_INTERRUPT))
+
+
+def check_idempotency(record: ThreadRecord, request: Request) -> None:
+    """A ``(threadId, runId)`` names one request, once."""
+    entry = record.runs.get(request.run_id)
+    if entry is None:
+        return
+    if entry.digest == request.digest:
+        raise AdapterError(ErrorCode.DUPLICATE_RUN_ID)
+    raise AdapterError(ErrorCode.RUN_ID_CONFLICT)
+
+
+def check_binding(record: ThreadRecord, request: Request) -> None:
+    """A thread stays with the workspace and caller of its first run."""
+    if record.cwd != request.cwd or record.user_id != request.user_id:
+        raise AdapterError(ErrorCode.THREAD_BINDING_CONFLICT)
+
+
+def preflight(record: ThreadRecord, request: Request) -> None:
+    """The refusals that need no claim (checked again once claimed)."""
+    check_idempotency(record, request)
+    check_binding(record, request)
+    settled = record.state in (ThreadState.IDLE, ThreadState.TERMINAL)
+    if request.resume and settled and not set(record.unreported_answers()) >= {e.interrupt_id for e in request.resume}:
+        refuse_settled(record, request.resume)
+
+
+# ------------------------------------------------------- typed transitions
+def restore(record: ThreadRecord) -> ThreadMachine:
+    """A machine in the record's stored state (no entry action runs)."""
+    return ThreadMachine(record)
+
+
+def start_turn(machine: ThreadMachine, binding: RunBinding) -> list[ev.Event]:
+    """A new user turn opens (a new execution)."""
+    return _events(machine.send("start_turn", binding=binding))
+
+
+def resume(
+    machine: ThreadMachine, binding: RunBinding, answers: Sequence[Answer], taken: Sequence[Answer] = ()
+) -> list[ev.Event]:
+    """A resume opens; its answers are marked as on their way (``taken``:
+    answers to inputs the runtime already moved past)."""
+    return _events(machine.send("resume", binding=binding, answers=answers, taken=taken))
+
+
+def announce(machine: ThreadMachine, binding: RunBinding) -> list[ev.Event]:
+    """A resume opens that only announces what the runtime waits for."""
+    return _events(machine.send("announce", binding=binding))
+
+
+def follow(machine: ThreadMachine, binding: RunBinding, taken: Sequence[Answer] = ()) -> list[ev.Event]:
+    """A run opens that follows a task carrying out answers it took."""
+    return _events(machine.send("follow", binding=binding, taken=taken))
+
+
+def report(machine: ThreadMachine, binding: RunBinding, message: str) -> list[ev.Event]:
+    """A retried answer's run: opens and closes with the recorded outcome."""
+    return _events(machine.send("report", binding=binding, message=message))
+
+
+def bind_task(machine: ThreadMachine, task_id: str | None, session_id: str | None) -> None:
+    """The run learned its task and session ids."""
+    machine.send("bind_task", task_id=task_id, session_id=session_id)
+
+
+def accept(machine: ThreadMachine, interrupt_ids: Sequence[str]) -> None:
+    """The runtime took the answers to these interrupts."""
+    machine.send("accept", interrupt_ids=interrupt_ids)
+
+
+def finish(machine: ThreadMachine, usage: list[dict[str, Any]]) -> list[ev.Event]:
+    """The run ended normally."""
+    return _events(machine.send("finish", usage=usage))
+
+
+def interrupt(
+    machine: ThreadMachine, pending: Sequence[PendingInterrupt], usage: list[dict[str, Any]]
+) -> list[ev.Event]:
+    """The run ended waiting for the user."""
+    return _events(machine.send("interrupt", pending=pending, usage=usage))
+
+
+def reject(machine: ThreadMachine, code: ErrorCode, message: str) -> list[ev.Event]:
+    """The runtime did not take the answers; they stay pending."""
+    return _events(machine.send("reject", code=code, message=message))
+
+
+def detach(machine: ThreadMachine, code: ErrorCode, message: str) -> list[ev.Event]:
+    """The stream broke after the runtime took the answers; the task is
+    left to carry them out and is looked at again on the next request."""
+    return _events(machine.send("detach", code=code, message=message))
+
+
+def fail(machine: ThreadMachine, code: ErrorCode, message: str) -> list[ev.Event]:
+    """The run ended with an error."""
+    return _events(machine.send("fail", code=code, message=message))
+
+
+def cancel(machine: ThreadMachine, message: str, code: ErrorCode = ErrorCode.CANCELLED) -> list[ev.Event]:
+    """The execution was cancelled (the cancel route, a disconnect, shutdown)."""
+    return _events(machine.send("cancel", code=code, message=message))
+
+
+def expire(machine: ThreadMachine) -> None:
+    """The pending interrupts expired."""
+    machine.send("expire")
+
+
+def lose(machine: ThreadMachine) -> None:
+    """The runtime no longer has the waiting task."""
+    machine.send("lose")
+
+
+def recover(machine: ThreadMachine, findings: Findings, *, expires_at: float) -> None:
+    """Settle a run that died with its process; ``expires_at`` is the
+    deadline of interrupts the runtime raised meanwhile."""
+    machine.send("recover", findings=findings, expires_at=expires_at)
+
+
+def _events(result: Any) -> list[ev.Event]:
+    return list(result) if isinstance(result, list) else []

@@ -1,24 +1,49 @@
 """The durable record of one AG-UI thread.
 
 A :class:`ThreadRecord` is the thread machine's model: the machine keeps its
-state in ``record.state`` and the store writes the whole record on every
+state in ``record.state`` and the store writes the whole record after every
 transition. It holds identifiers and idempotency data only; it has no field a
 secret could go into (request secrets are forwarded to A2A and forgotten).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any
 
 import attrs
 import cattrs
 
+from ..runtime.envelope import InputEnvelope, envelope_of
 from ..translate.pipeline import PipelineState
 
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2
 #: How many (runId → digest) entries a thread keeps for idempotency checks.
 RUN_HISTORY_LIMIT = 1000
+
+
+class ThreadState(str, enum.Enum):
+    """Where a thread is in its lifecycle (see :mod:`.machine`)."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    TERMINAL = "terminal"
+
+
+class RunKind(str, enum.Enum):
+    """What the thread's current run does, which decides how a crash of it
+    is recovered."""
+
+    #: A new user turn: nothing of the person's decisions rides on it.
+    TURN = "turn"
+    #: Answers to interrupts go (or went) to the runtime.
+    RESUME = "resume"
+    #: Announces what the runtime waits for; sends nothing.
+    ANNOUNCE = "announce"
+    #: Follows a task that carries out answers the runtime already took.
+    FOLLOW = "follow"
 
 
 @attrs.define
@@ -30,6 +55,36 @@ class RunEntry:
 
 
 @attrs.define
+class PendingInterrupt:
+    """An interrupt the client must answer, with the runtime's request behind it."""
+
+    #: The AG-UI ``Interrupt`` object, exactly as announced.
+    interrupt: dict[str, Any]
+    envelope: InputEnvelope
+    expires_at: float
+    #: The pipeline cursor when it was raised: evidence of its answer comes later.
+    raised_after: int = 0
+    #: Digest of the answer a resume is sending: written before it is sent,
+    #: so that recovery knows which answer a dead resume carried.
+    sending: str | None = None
+
+    @property
+    def id(self) -> str:
+        """The interrupt id (the runtime's input id)."""
+        return self.envelope.input_id
+
+
+@attrs.define
+class AppliedAnswer:
+    """An answer the runtime took."""
+
+    digest: str
+    #: Whether a client was told how the run that carried it ended; until
+    #: then a retry of the same answer follows or reports that run.
+    reported: bool = True
+
+
+@attrs.define
 class ThreadRecord:
     """Everything the adapter must remember about a thread between runs."""
 
@@ -37,19 +92,21 @@ class ThreadRecord:
     context_id: str
     cwd: str
     user_id: str | None = None
-    state: str = "idle"
+    state: ThreadState = ThreadState.IDLE
     session_id: str | None = None
     execution_id: str | None = None
     ros_invocation_id: str | None = None
     task_id: str | None = None
     active_run_id: str | None = None
+    #: What the current run does (``None`` when none is active).
+    active_run_kind: RunKind | None = None
     #: The id of the newest user message already sent to the runtime.
     last_user_message_id: str | None = None
     last_error: str | None = None
     runs: dict[str, RunEntry] = attrs.Factory(dict)
-    pending_interrupts: list[dict[str, Any]] = attrs.Factory(list)
-    #: interruptId → digest of the answer the runtime accepted.
-    applied_answers: dict[str, str] = attrs.Factory(dict)
+    pending_interrupts: list[PendingInterrupt] = attrs.Factory(list)
+    #: interruptId → the answer the runtime took.
+    applied_answers: dict[str, AppliedAnswer] = attrs.Factory(dict)
     #: The current execution's pipeline cursor (sequence, open steps).
     pipeline: PipelineState | None = None
     updated_at: float = 0.0
@@ -62,11 +119,20 @@ class ThreadRecord:
         while len(self.runs) > RUN_HISTORY_LIMIT:
             del self.runs[next(iter(self.runs))]
 
-    def remember_answer(self, interrupt_id: str, digest: str) -> None:
+    def remember_answer(self, interrupt_id: str, digest: str, *, reported: bool) -> None:
         """Record an applied answer, forgetting the oldest beyond the limit."""
-        self.applied_answers[interrupt_id] = digest
+        self.applied_answers[interrupt_id] = AppliedAnswer(digest, reported)
         while len(self.applied_answers) > RUN_HISTORY_LIMIT:
             del self.applied_answers[next(iter(self.applied_answers))]
+
+    def unreported_answers(self) -> dict[str, str]:
+        """interruptId → digest of the taken answers no client heard the end of."""
+        return {key: answer.digest for key, answer in self.applied_answers.items() if not answer.reported}
+
+    @property
+    def next_deadline(self) -> float | None:
+        """When the first pending interrupt expires (``None``: nothing pending)."""
+        return min((item.expires_at for item in self.pending_interrupts), default=None)
 
 
 _converter = cattrs.Converter(forbid_extra_keys=False)
@@ -78,8 +144,36 @@ def record_to_json(record: ThreadRecord) -> bytes:
 
 
 def record_from_json(data: bytes) -> ThreadRecord:
-    """Parse a stored record; raises ``ValueError`` when it is not one."""
+    """Parse a stored record (of any schema version this code knows);
+    raises ``ValueError`` when it is not one."""
     try:
-        return _converter.structure(json.loads(data), ThreadRecord)
-    except (ValueError, TypeError, KeyError, cattrs.BaseValidationError) as exc:
+        raw = json.loads(data)
+        if isinstance(raw, dict) and raw.get("schema_version", 1) == 1:
+            raw = _upgrade_from_v1(raw)
+        return _converter.structure(raw, ThreadRecord)
+    except (ValueError, TypeError, KeyError, AttributeError, cattrs.BaseValidationError) as exc:
         raise ValueError(f"not a thread record: {exc}") from exc
+
+
+def _upgrade_from_v1(raw: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 kept interrupts as ``{interrupt, envelope, expiresAt}`` dicts
+    and applied answers as bare digests (all of them reported)."""
+    upgraded = dict(raw)
+    upgraded["pending_interrupts"] = [
+        {
+            "interrupt": item["interrupt"],
+            "envelope": _converter.unstructure(envelope_of(item["envelope"])),
+            "expires_at": item["expiresAt"],
+        }
+        for item in raw.get("pending_interrupts") or ()
+    ]
+    upgraded["applied_answers"] = {
+        key: {"digest": digest, "reported": True} for key, digest in (raw.get("applied_answers") or {}).items()
+    }
+    if raw.get("state") == "running":
+        # Schema 1 did not say what a run did, but kept the interrupts of a
+        # resume pending until the runtime took them.
+        kind = RunKind.RESUME if raw.get("pending_interrupts") else RunKind.TURN
+        upgraded["active_run_kind"] = kind.value
+    upgraded["schema_version"] = RECORD_SCHEMA_VERSION
+    return upgraded

@@ -1,34 +1,40 @@
-"""The thread service: admission, runs, cancellation and expiry.
+"""The thread service: admission, runs, recovery, cancellation and expiry.
 
-This is the one place that knows every other layer: it reads a parsed
-request, asks the store for the thread, drives the thread machine and hands
-the run to a :class:`~aguiadapter.threads.driver.RunDriver`. Handlers call
-:meth:`ThreadService.admit` (refusals are HTTP errors) and then
+The service wires the other layers together; it decides nothing itself.
+What a thread may do is the machine's (:mod:`.machine`); what the runtime's
+task says about an answer is :mod:`aguiadapter.runtime.evidence`'s; the
+async work around a transition is the shell's (:mod:`.shell`). Handlers
+call :meth:`ThreadService.admit` (refusals are HTTP errors) and then
 :meth:`ThreadService.run` (failures are ``RUN_ERROR`` events).
+
+Every request that touches a thread first settles a run that died with its
+process (a record left ``running`` that nobody holds): the runtime is asked
+what became of it, and the machine's ``recover`` transition follows the
+answer. A dead resume whose answer never arrived waits again; one whose
+answer was taken is not cancelled: its task carries the person's decision.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Final, Literal
 
-import attrs
-
-from ..a2a.client import A2AClient, A2AError, A2AHttpError
+from ..a2a.client import A2AClient, A2AError
 from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
-from ..protocol.inputs import RunAgentInput, latest_user_message
-from ..protocol.resume import Answer, check_resume
 from ..metrics import Metrics
-from .driver import RunDriver, StopReason
+from ..protocol.inputs import RunAgentInput, latest_user_message
+from ..runtime.evidence import Findings, InputStatus, TaskFate, TaskView, assess, input_status, waiting_inputs
+from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
+from . import machine as tm
+from .driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
-from .machine import EventSink, RunBinding, apply, restore_machine
-from .record import ThreadRecord
+from .record import RunKind, ThreadRecord, ThreadState
+from .shell import EventSink, ThreadShell
 from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
 
 log = logging.getLogger(__name__)
@@ -36,51 +42,41 @@ log = logging.getLogger(__name__)
 CancelStatus = Literal["cancelled", "already_terminal", "not_found"]
 
 #: How often each replica looks for deadlines that passed elsewhere.
-SWEEP_SECONDS = 5.0
-#: How long (0.1 s steps) the cancel route waits for another replica's run.
-CANCEL_WAIT_STEPS = 50
-
-
-@attrs.define
-class Ticket:
-    """An admitted request: the claimed thread and what the run will do."""
-
-    run_input: RunAgentInput
-    digest: str
-    language: str
-    record: ThreadRecord
-    claim: Claim
-    execution_id: str
-    #: The user message of a new turn (``None`` for a resume).
-    message: dict[str, Any] | None = None
-    #: The checked answers of a resume (empty for a new turn).
-    answers: list[Answer] = attrs.Factory(list)
-
-    @property
-    def run_execution_id(self) -> str:
-        """The execution this run belongs to: a resume continues the
-        interrupted one, a new turn starts its own."""
-        if self.answers and self.record.execution_id is not None:
-            return self.record.execution_id
-        return self.execution_id
+SWEEP_SECONDS: Final = 5.0
+#: How long the cancel route waits for another replica to end its run.
+CANCEL_WAIT_SECONDS: Final = 5.0
+#: How long shutdown waits for each run to end.
+SHUTDOWN_WAIT_SECONDS: Final = 1.0
 
 
 class ThreadService:
     """Admits runs, drives them, and keeps track of the active ones."""
 
-    def __init__(self, store: ThreadStore, client: A2AClient, *, interrupt_ttl_seconds: float = 3600.0) -> None:
+    def __init__(
+        self,
+        store: ThreadStore,
+        client: A2AClient,
+        *,
+        interrupt_ttl_seconds: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.client = client
-        self.interrupt_ttl_seconds = interrupt_ttl_seconds
-        self.expiry = ExpiryScheduler(store, self.expire_thread)
+        self.runtime = IacCodeRuntime(client)
+        self.clock = clock
         self.metrics = Metrics()
+        self.context = RunContext(self.runtime, self.metrics, interrupt_ttl_seconds, clock)
+        self.expiry = ExpiryScheduler(store, self.expire_thread, clock=clock)
         #: Active runs by execution id, for the cancel route and shutdown.
         self.active: dict[str, RunDriver] = {}
         #: Set on server shutdown: active runs are cancelled and told so.
         self.closing = False
-        #: Contexts whose runtime session this process already restored.
-        self._restored: set[str] = set()
         self._sweeper: asyncio.Task[None] | None = None
+
+    @property
+    def interrupt_ttl_seconds(self) -> float:
+        """How long an interrupt waits for its answer."""
+        return self.context.interrupt_ttl_seconds
 
     async def start(self) -> None:
         """Open the store, listen for cancels from other replicas, re-arm
@@ -95,7 +91,7 @@ class ThreadService:
         while True:
             await asyncio.sleep(SWEEP_SECONDS)
             try:
-                due = await self.store.due_deadlines(time.time())
+                due = await self.store.due_deadlines(self.clock())
             except StoreUnavailable as exc:
                 log.warning("deadline sweep skipped: %s", exc)
                 continue
@@ -104,34 +100,31 @@ class ThreadService:
 
     # ------------------------------------------------------------- admission
     async def admit(self, run_input: RunAgentInput, digest: str, language: str, cwd: str) -> Ticket:
-        """Check a request against the thread; claim the thread for it."""
+        """Check a request against the thread and claim the thread for it."""
         thread_id = run_input.thread_id
-        user_id = run_input.iac_code.user_id
+        request = _request_of(run_input, digest, cwd)
         known = await self._load(thread_id)
         if known is not None:
-            _check_idempotency(known, run_input.run_id, digest)
-            _check_binding(known, cwd, user_id)
-            if run_input.resume and known.state in ("idle", "terminal"):
-                _refuse_resume_of_settled(run_input, known)
+            tm.preflight(known, request)
         claim = await self._claim(thread_id, run_input.run_id)
         if claim is None:
             raise AdapterError(ErrorCode.THREAD_BUSY)
         try:
             record = await self._load(thread_id) or _new_record(run_input, cwd)
-            _check_idempotency(record, run_input.run_id, digest)
-            _check_binding(record, cwd, user_id)
-            await self._recover_lost_run(record, claim)
-            ticket = Ticket(run_input, digest, language, record, claim, _new_id())
-            if run_input.resume:
-                ticket.answers = await self._check_resume(run_input, record, claim)
-            elif record.state == "interrupted":
-                raise AdapterError(ErrorCode.RESUME_REQUIRED)
-            else:
-                ticket.message = _new_turn_message(run_input, record)
+            shell = ThreadShell(self.store, self.expiry, claim, record)
+            await self._recover(shell)
+            plan = tm.admit(record, request, self.clock())
+            view: TaskView | None = None
+            if plan.kind is tm.PlanKind.EXPIRE:
+                await self._expire(shell)
+                raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
+            if plan.kind is tm.PlanKind.RESUME:
+                plan, view = await self._inspect(shell, plan)
+            message = _new_turn_message(run_input, record) if plan.kind is tm.PlanKind.TURN else None
+            return Ticket(run_input, digest, language, shell, plan, _new_id(), message, view)
         except BaseException:
             await self.store.release(claim)
             raise
-        return ticket
 
     async def _load(self, thread_id: str) -> ThreadRecord | None:
         try:
@@ -148,131 +141,116 @@ class ThreadService:
         except StoreUnavailable as exc:
             raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
 
-    async def _recover_lost_run(self, record: ThreadRecord, claim: Claim) -> None:
-        """A record left ``running`` without a live claim: that run died with
-        its process. Its task is cancelled and the thread moves on."""
-        if record.state != "running":
-            return
-        async with self._renewing(claim):
-            await self.cancel_task_quietly(record.task_id)
-        machine = await restore_machine(record, self.store, claim=claim)
-        await apply(machine, "lose", code=ErrorCode.EXECUTION_LOST, message="")
+    async def _inspect(self, shell: ThreadShell, plan: tm.Plan) -> tuple[tm.Plan, TaskView]:
+        """Before answers go out: ask the runtime whether each input still
+        waits. Answers to inputs it moved past are not sent again; when it
+        asks for more than was answered, the run announces all of it."""
+        record = shell.record
+        try:
+            view = await self._look(shell, restore=True)
+        except AdapterError as exc:
+            if exc.code is ErrorCode.EXECUTION_LOST:
+                await self._settle(shell, tm.lose)
+            raise
+        pending = {item.id: item for item in record.pending_interrupts}
+        statuses = {
+            answer.interrupt_id: input_status(pending[answer.interrupt_id].envelope,
+                                              pending[answer.interrupt_id].raised_after, view)
+            for answer in plan.answers
+        }
+        if InputStatus.UNKNOWN in statuses.values():
+            raise AdapterError(ErrorCode.A2A_UNAVAILABLE)
+        if InputStatus.GONE in statuses.values():
+            await self._settle(shell, tm.lose)
+            raise AdapterError(ErrorCode.EXECUTION_LOST)
+        taken = tuple(answer for answer in plan.answers if statuses[answer.interrupt_id] is InputStatus.TAKEN)
+        waiting = tuple(answer for answer in plan.answers if statuses[answer.interrupt_id] is InputStatus.WAITS)
+        if not waiting:
+            return tm.Plan(tm.PlanKind.FOLLOW, taken=taken), view
+        asks = waiting_inputs(view, (item.envelope for item in record.pending_interrupts))
+        answered = {answer.interrupt_id for answer in waiting}
+        if any(envelope.input_id not in answered for envelope in asks):
+            return tm.Plan(tm.PlanKind.ANNOUNCE, asks=tuple(asks)), view
+        return tm.Plan(tm.PlanKind.RESUME, answers=waiting, taken=taken), view
 
-    async def _check_resume(self, run_input: RunAgentInput, record: ThreadRecord, claim: Claim) -> list[Answer]:
-        assert run_input.resume is not None
-        if record.state != "interrupted":
-            _refuse_resume_of_settled(run_input, record)
-        if run_input.iac_code.ros_invocation_id != record.ros_invocation_id:
-            raise AdapterError(ErrorCode.EXECUTION_LOST, "resume_identity_mismatch")
-        if any(item["expiresAt"] <= time.time() for item in record.pending_interrupts):
-            await self._expire(record, claim)
-            raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
-        return check_resume(run_input.resume, record.pending_interrupts, record.applied_answers)
+    async def _look(self, shell: ThreadShell, *, restore: bool) -> TaskView:
+        """The thread's task as the runtime sees it now (``restore``: ask it
+        to restore the session first, as before any resume)."""
+        record = shell.record
+        if record.task_id is None:
+            return TaskView(None)
+        pipeline = record.pipeline
+        after = None
+        if pipeline is not None and pipeline.pipeline_run_id is not None:
+            after = min((item.raised_after for item in record.pending_interrupts), default=pipeline.last_sequence)
+        try:
+            async with shell.renewing():
+                if restore:
+                    await self.runtime.restore_session(record.cwd, record.session_id, record.task_id)
+                return await self.runtime.view(record.task_id, record.context_id, pipeline_after=after)
+        except TaskMismatch as exc:
+            log.error("thread %s: %s", record.thread_id, exc)
+            raise AdapterError(ErrorCode.A2A_PROTOCOL_ERROR) from exc
+        except A2AError as exc:
+            log.warning("thread %s: the runtime cannot be asked about its task: %s", record.thread_id, exc)
+            raise AdapterError(ErrorCode.A2A_UNAVAILABLE) from exc
+
+    async def _recover(self, shell: ThreadShell) -> None:
+        """A record left ``running`` without a live claim: its run died with
+        its process (or its stream broke after the runtime took answers).
+        Ask the runtime what became of it, and settle the thread that way."""
+        record = shell.record
+        if record.state is not ThreadState.RUNNING:
+            return
+        kind = record.active_run_kind or RunKind.TURN
+        if kind is RunKind.TURN:
+            # Nothing the person decided rides on a turn: a client that is
+            # gone is a cancel (the protocol reference's rule).
+            async with shell.renewing():
+                await self.runtime.cancel_task(record.task_id)
+            findings = Findings({}, TaskFate.GONE)
+        else:
+            try:
+                view = await self._look(shell, restore=True)
+            except AdapterError as exc:
+                if exc.code is not ErrorCode.EXECUTION_LOST:
+                    raise
+                view = TaskView(None)
+            carried = [(item.envelope, item.raised_after) for item in record.pending_interrupts]
+            findings = assess(carried, view, (item.envelope for item in record.pending_interrupts))
+            if not findings.decided:
+                raise AdapterError(ErrorCode.A2A_UNAVAILABLE)
+        log.info(
+            "thread %s: recovered a dead %s run: task %s %s, inputs %s",
+            record.thread_id, kind.value, record.task_id, findings.fate.value,
+            {key: value.value for key, value in findings.statuses.items()},
+        )
+        await self._settle(shell, tm.recover, findings, expires_at=self.clock() + self.interrupt_ttl_seconds)
+
+    async def _settle(self, shell: ThreadShell, transition: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        try:
+            await shell.apply(transition, *args, **kwargs)
+        except PersistenceError as exc:
+            raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
 
     # ------------------------------------------------------------------ runs
     async def run(self, ticket: Ticket, sink: EventSink) -> None:
-        """Start the run (pre-stream failures raise) and stream it to the end."""
-        record, run_input = ticket.record, ticket.run_input
-        machine = await restore_machine(record, self.store, claim=ticket.claim, sink=sink)
-        resuming = bool(ticket.answers)
-        binding = RunBinding(
-            run_id=run_input.run_id,
-            digest=ticket.digest,
-            execution_id=ticket.execution_id,
-            ros_invocation_id=run_input.iac_code.ros_invocation_id,
-            parent_run_id=run_input.parent_run_id,
-            user_message_id=None if ticket.message is None else ticket.message.get("messageId"),
-        )
-        try:
-            await apply(machine, "resume" if resuming else "start_turn", binding=binding)
-        except PersistenceError as exc:
-            await self.store.release(ticket.claim)
-            raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
-        except BaseException:
-            await self.store.release(ticket.claim)
-            raise
-        del machine  # transitions build their own; see RunDriver._end
-        driver = RunDriver(self, ticket, sink)
-        execution_id = ticket.run_execution_id
+        """Open the run (failures before the stream raise) and drive it to the end."""
+        driver = RunDriver(self.context, ticket, sink)
+        await driver.open()
+        execution_id = ticket.execution_id
         self.active[execution_id] = driver
-        keeper = driver.keeper = asyncio.create_task(self._keep_claim(ticket.claim, driver))
         try:
             await driver.drive()
         finally:
-            keeper.cancel()
-            self.active.pop(execution_id, None)
-            await self.store.release(ticket.claim)
-
-    async def _keep_claim(self, claim: Claim, driver: RunDriver | None = None) -> None:
-        """Renew a lease while work holds it. A store that does not answer is
-        retried until the lease would have run out; a run whose lease is lost
-        stops (its writes would be refused anyway: the store checks the
-        claim's fencing token)."""
-        lease = self.store.lease_seconds
-        renewed_at = time.monotonic()
-        while True:
-            await asyncio.sleep(lease / 3)
-            try:
-                kept = await self.store.renew(claim)
-            except StoreUnavailable:
-                if time.monotonic() - renewed_at < lease:
-                    continue
-                kept = False
-            if kept:
-                renewed_at = time.monotonic()
-                continue
-            log.error("thread %s: lease lost by %s", claim.thread_id, claim.run_id)
-            if driver is not None:
-                driver.stop("lease_lost")
-            return
-
-    @contextlib.asynccontextmanager
-    async def _renewing(self, claim: Claim) -> AsyncIterator[None]:
-        """Keep a claim's lease alive around slow calls (a runtime cancel)."""
-        keeper = asyncio.create_task(self._keep_claim(claim))
-        try:
-            yield
-        finally:
-            keeper.cancel()
+            if self.active.get(execution_id) is driver:
+                del self.active[execution_id]
 
     def stop_run(self, execution_id: str, reason: StopReason) -> None:
         """Stop an active run (its client left, or the server stops)."""
         driver = self.active.get(execution_id)
         if driver is not None:
             driver.stop(reason)
-
-    async def cancel_task_quietly(self, task_id: str | None) -> bool:
-        """Ask the runtime to cancel a task; never raises."""
-        if task_id is None:
-            return False
-        try:
-            # Shielded: this often runs while the caller is being cancelled.
-            await asyncio.shield(self.client.cancel_task(task_id))
-        except (A2AError, asyncio.CancelledError) as exc:
-            log.info("cancel of A2A task %s not confirmed: %s", task_id, type(exc).__name__)
-            return False
-        return True
-
-    async def restore_session(self, record: ThreadRecord) -> None:
-        """Once per process and session, before a resume: ask the runtime to
-        restore the iac-code session (after a restart of either side). A
-        session the runtime no longer has is lost; a runtime without the
-        route, or a restore that fails for now, leaves the task check to
-        decide."""
-        if record.session_id is None or record.session_id in self._restored:
-            return
-        body: dict[str, Any] = {"cwd": record.cwd, "sessionId": record.session_id}
-        if record.task_id is not None:
-            body["taskId"] = record.task_id
-        try:
-            await self.client.post_json("/iac-code/session/ensure-restored", body)
-        except A2AHttpError as exc:
-            if exc.status == 404 and isinstance(exc.body, dict) and exc.body.get("status") == "not_found":
-                raise AdapterError(ErrorCode.EXECUTION_LOST, "session_lost") from exc
-            log.info("session restore for %s not confirmed: HTTP %s", record.thread_id, exc.status)
-        except A2AError as exc:
-            log.info("session restore for %s not confirmed: %s", record.thread_id, exc)
-        self._restored.add(record.session_id)
 
     # ---------------------------------------------------------- cancellation
     async def cancel_execution(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> CancelStatus:
@@ -283,7 +261,7 @@ class ThreadService:
         driver = self.active.get(execution_id)
         if driver is not None:
             driver.stop("cancel")
-            await _wait_quietly(driver)
+            await _ended(driver, CANCEL_WAIT_SECONDS)
             return "cancelled"
         claim = await self._claim(thread_id, f"cancel-{execution_id}")
         if claim is None:
@@ -292,24 +270,24 @@ class ThreadService:
             return await self._await_cancelled(thread_id, execution_id)
         try:
             record = await self._load(thread_id)
-            if record is None or record.state != "interrupted" or record.execution_id != execution_id:
+            if record is None or record.execution_id != execution_id:
                 return "already_terminal"
-            async with self._renewing(claim):
-                await self.cancel_task_quietly(record.task_id)
-            machine = await restore_machine(record, self.store, claim=claim)
-            try:
-                await apply(machine, "cancel", code=ErrorCode.CANCELLED, message="")
-            except PersistenceError as exc:
-                raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
+            shell = ThreadShell(self.store, self.expiry, claim, record)
+            await self._recover(shell)
+            if record.state not in (ThreadState.INTERRUPTED, ThreadState.RUNNING):
+                return "already_terminal"
+            async with shell.renewing():
+                await self.runtime.cancel_task(record.task_id)
+            await self._settle(shell, tm.cancel, "")
         finally:
             await self.store.release(claim)
-        await self.expiry.cancel(thread_id)
         return "cancelled"
 
     async def _await_cancelled(self, thread_id: str, execution_id: str) -> CancelStatus:
-        for _ in range(CANCEL_WAIT_STEPS):
+        deadline = time.monotonic() + CANCEL_WAIT_SECONDS
+        while time.monotonic() < deadline:
             record = await self._load(thread_id)
-            if record is None or record.execution_id != execution_id or record.state != "running":
+            if record is None or record.execution_id != execution_id or record.state is not ThreadState.RUNNING:
                 return "cancelled"
             await asyncio.sleep(0.1)
         raise AdapterError(ErrorCode.THREAD_BUSY)
@@ -326,24 +304,28 @@ class ThreadService:
             return  # a run holds the thread: it is not waiting any more
         try:
             record = await self.store.load(thread_id)
-            if record is None or record.state != "interrupted":
+            if record is None:
                 await self.expiry.cancel(thread_id)
                 return
-            if all(item["expiresAt"] > time.time() for item in record.pending_interrupts):
-                await self.expiry.schedule(thread_id, min(i["expiresAt"] for i in record.pending_interrupts))
-                return
-            await self._expire(record, claim)
+            shell = ThreadShell(self.store, self.expiry, claim, record)
+            await self._recover(shell)
+            deadline = record.next_deadline
+            if record.state is not ThreadState.INTERRUPTED or deadline is None:
+                await self.expiry.cancel(thread_id)
+            elif deadline > self.clock():
+                await self.expiry.schedule(thread_id, deadline)
+            else:
+                await self._expire(shell)
         except (CorruptRecord, PersistenceError, StoreUnavailable, AdapterError) as exc:
             log.warning("thread %s: expiry not applied: %s", thread_id, exc)
         finally:
             await self.store.release(claim)
 
-    async def _expire(self, record: ThreadRecord, claim: Claim) -> None:
-        async with self._renewing(claim):
-            await self.cancel_task_quietly(record.task_id)
-        machine = await restore_machine(record, self.store, claim=claim)
-        await apply(machine, "expire", code=ErrorCode.EXECUTION_EXPIRED, message="")
-        await self.expiry.cancel(record.thread_id)
+    async def _expire(self, shell: ThreadShell) -> None:
+        record = shell.record
+        async with shell.renewing():
+            await self.runtime.cancel_task(record.task_id)
+        await self._settle(shell, tm.expire)
         log.info("thread %s: interrupts expired, task %s cancelled", record.thread_id, record.task_id)
 
     async def shutdown(self) -> None:
@@ -352,22 +334,31 @@ class ThreadService:
         drivers = list(self.active.values())
         for driver in drivers:
             driver.stop("shutdown")
-        await asyncio.gather(*(_wait_quietly(driver) for driver in drivers))
+        await asyncio.gather(*(_ended(driver, SHUTDOWN_WAIT_SECONDS) for driver in drivers))
         await self.expiry.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         await self.store.close()
 
 
-async def _wait_quietly(driver: RunDriver) -> None:
-    inner = driver._inner
-    if inner is not None:
-        await asyncio.wait([inner], timeout=1.0)
-    # The driver ends the run right after its inner task; give it that turn.
-    for _ in range(20):
-        if driver.ticket.record.active_run_id is None:
-            return
-        await asyncio.sleep(0.05)
+async def _ended(driver: RunDriver, timeout: float) -> None:
+    try:
+        await asyncio.wait_for(driver.ended.wait(), timeout)
+    except asyncio.TimeoutError:
+        log.warning("run %s did not end within %.1f s", driver.identity.run_id, timeout)
+
+
+def _request_of(run_input: RunAgentInput, digest: str, cwd: str) -> tm.Request:
+    user = latest_user_message(run_input)
+    return tm.Request(
+        run_id=run_input.run_id,
+        digest=digest,
+        cwd=cwd,
+        user_id=run_input.iac_code.user_id,
+        ros_invocation_id=run_input.iac_code.ros_invocation_id,
+        resume=tuple(run_input.resume) if run_input.resume else None,
+        user_message_id=None if user is None else user.id,
+    )
 
 
 def _new_record(run_input: RunAgentInput, cwd: str) -> ThreadRecord:
@@ -381,31 +372,8 @@ def _new_record(run_input: RunAgentInput, cwd: str) -> ThreadRecord:
 
 def _new_turn_message(run_input: RunAgentInput, record: ThreadRecord) -> dict[str, Any]:
     user = latest_user_message(run_input)
-    if user is None or user.id == record.last_user_message_id:
-        raise AdapterError(ErrorCode.INVALID_INPUT, "new_run_requires_user_message")
+    assert user is not None  # admission checked it
     return build_user_message(context_id=record.context_id, message=user, props=run_input.iac_code, cwd=record.cwd)
-
-
-def _refuse_resume_of_settled(run_input: RunAgentInput, record: ThreadRecord) -> None:
-    """A resume of a thread that waits for nothing: why it is refused."""
-    assert run_input.resume is not None
-    if all(entry.interrupt_id in record.applied_answers for entry in run_input.resume):
-        raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
-    if record.state == "terminal" and record.last_error == ErrorCode.EXECUTION_EXPIRED.name:
-        raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
-    raise AdapterError(ErrorCode.UNKNOWN_INTERRUPT)
-
-
-def _check_idempotency(record: ThreadRecord, run_id: str, digest: str) -> None:
-    entry = record.runs.get(run_id)
-    if entry is not None:
-        same = entry.digest == digest
-        raise AdapterError(ErrorCode.DUPLICATE_RUN_ID if same else ErrorCode.RUN_ID_CONFLICT)
-
-
-def _check_binding(record: ThreadRecord, cwd: str, user_id: str | None) -> None:
-    if record.cwd != cwd or record.user_id != user_id:
-        raise AdapterError(ErrorCode.THREAD_BINDING_CONFLICT)
 
 
 def _new_id() -> str:

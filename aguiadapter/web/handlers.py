@@ -136,7 +136,7 @@ async def run(request: web.Request) -> web.StreamResponse:
         ticket = await service.admit(run_input, canonical_digest(payload), language, cwd)
     except AdapterError as exc:
         return error_response(exc, language, request)
-    execution_id = ticket.run_execution_id
+    execution_id = ticket.execution_id
     sink = SseWriter(
         request,
         heartbeat_seconds=config.heartbeat_seconds,

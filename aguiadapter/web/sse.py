@@ -15,7 +15,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from ..protocol.events import HEARTBEAT, Event, encode_sse
-from ..threads.machine import SinkClosed
+from ..threads.shell import SinkClosed
 
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",

@@ -1,0 +1,157 @@
+"""The iac-code runtime, as a run of ours uses it (the async edge).
+
+What is specific to iac-code behind the A2A wire lives here: how an answer
+is sent (a permission is a data part, a question or selection the chosen
+label as text; a sub-pipeline input goes out with ``SendMessage``), how a
+task is looked at (``GetTask``, plus the pipeline state route for a
+pipeline) and followed (``SubscribeToTask`` while it works), and how a
+session is restored after a restart of either side. The decisions taken on
+what it returns are pure and live in :mod:`.evidence`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from ..a2a import wire
+from ..a2a.client import A2AClient, A2AError, A2AHttpError, A2ARpcError
+from ..a2a.messages import answer_message, permission_part
+from ..errors import AdapterError, ErrorCode
+from ..protocol.inputs import IacCodeProps
+from ..protocol.resume import Answer, answer_text
+from .envelope import InputEnvelope, acknowledgement
+from .evidence import TaskView
+
+log = logging.getLogger(__name__)
+
+SESSION_RESTORE_PATH: Final = "/iac-code/session/ensure-restored"
+PIPELINE_STATE_PATH: Final = "/iac-code/pipeline/state"
+
+Batches = AsyncIterator[list[dict[str, Any]]]
+
+
+class AnswerRefused(Exception):
+    """The runtime did not accept an interrupt answer; it stays pending."""
+
+
+class TaskMismatch(Exception):
+    """The task the runtime returned is not the thread's."""
+
+
+class IacCodeRuntime:
+    """One runtime endpoint, with what this process already restored."""
+
+    def __init__(self, client: A2AClient) -> None:
+        self.client = client
+        #: Sessions this process already asked the runtime to restore.
+        self._restored: set[str] = set()
+
+    # ----------------------------------------------------------- looking
+    async def restore_session(self, cwd: str, session_id: str | None, task_id: str | None) -> None:
+        """Once per process and session: ask the runtime to restore the
+        iac-code session (after a restart of either side). A session the
+        runtime no longer has is lost; a runtime without the route, or a
+        restore that fails for now, leaves the task check to decide."""
+        if session_id is None or session_id in self._restored:
+            return
+        body: dict[str, Any] = {"cwd": cwd, "sessionId": session_id}
+        if task_id is not None:
+            body["taskId"] = task_id
+        try:
+            await self.client.post_json(SESSION_RESTORE_PATH, body)
+        except A2AHttpError as exc:
+            if exc.status == 404 and isinstance(exc.body, dict) and exc.body.get("status") == "not_found":
+                raise AdapterError(ErrorCode.EXECUTION_LOST, "session_lost") from exc
+            log.info("session restore for %s not confirmed: HTTP %s", session_id, exc.status)
+        except A2AError as exc:
+            log.info("session restore for %s not confirmed: %s", session_id, type(exc).__name__)
+        self._restored.add(session_id)
+
+    async def view(self, task_id: str, context_id: str, *, pipeline_after: int | None) -> TaskView:
+        """The task as the runtime sees it now; with ``pipeline_after`` (a
+        pipeline's cursor) its state route's events after that sequence too.
+        Raises :class:`A2AError` when the runtime cannot be asked."""
+        try:
+            task = await self.client.get_task(task_id)
+        except A2ARpcError as exc:
+            if exc.code == wire.TASK_NOT_FOUND:
+                return TaskView(None, is_pipeline=pipeline_after is not None)
+            raise
+        if task.get("id") != task_id or task.get("contextId") != context_id:
+            raise TaskMismatch(f"GetTask({task_id}) returned task {task.get('id')!r} of {task.get('contextId')!r}")
+        iac = (task.get("metadata") or {}).get(wire.IAC_CODE_KEY) or {}
+        is_pipeline = pipeline_after is not None or "pipeline" in iac
+        document = None
+        if is_pipeline:
+            document = await self.pipeline_state(task_id, pipeline_after or 0)
+        return TaskView(task, document, is_pipeline)
+
+    async def pipeline_state(self, task_id: str, after: int) -> dict[str, Any] | None:
+        """The pipeline state route (snapshot and events after ``after``);
+        ``None`` when the runtime does not answer it."""
+        try:
+            return await self.client.get_json(PIPELINE_STATE_PATH, {"taskId": task_id, "afterSequence": str(after)})
+        except A2AError as exc:
+            log.info("pipeline state of %s not read: %s", task_id, type(exc).__name__)
+            return None
+
+    # --------------------------------------------------------- answering
+    def answer(
+        self,
+        answer: Answer,
+        envelope: InputEnvelope,
+        *,
+        run_id: str,
+        context_id: str,
+        task_id: str,
+        props: IacCodeProps,
+        cwd: str,
+    ) -> dict[str, Any]:
+        """The A2A message that carries one answer, in the runtime's form."""
+        if envelope.is_permission:
+            part = permission_part(envelope.fields, answer.decision)
+        else:
+            part = {"text": answer_text(answer)}
+        return answer_message(
+            message_id=f"{run_id}-{answer.interrupt_id}",
+            context_id=context_id,
+            task_id=envelope.request_task_id or task_id,
+            part=part,
+            props=props,
+            cwd=cwd,
+        )
+
+    async def send_sideband(self, message: dict[str, Any]) -> None:
+        """An answer sent with ``SendMessage``: the runtime acknowledges it
+        and the task works on (followed afterwards)."""
+        try:
+            reply = await self.client.send_message(message)
+        except A2ARpcError as exc:
+            raise AnswerRefused(str(exc)) from exc
+        ack = acknowledgement(reply)
+        if ack is not None and ack.get("accepted") is False:
+            raise AnswerRefused(f"the runtime did not accept {ack.get('inputId')}")
+
+    def stream(self, message: dict[str, Any]) -> Batches:
+        """``SendStreamingMessage``: the runtime's results, a network chunk at a time."""
+        return self.client.stream_message_batches(message)
+
+    def subscribe(self, task_id: str) -> Batches:
+        """``SubscribeToTask`` on a task that works."""
+        return self.client.subscribe_batches(task_id)
+
+    async def cancel_task(self, task_id: str | None) -> bool:
+        """Ask the runtime to cancel a task; never raises."""
+        if task_id is None:
+            return False
+        try:
+            # Shielded: this often runs while the caller is being cancelled.
+            await asyncio.shield(self.client.cancel_task(task_id))
+        except (A2AError, asyncio.CancelledError) as exc:
+            log.info("cancel of A2A task %s not confirmed: %s", task_id, type(exc).__name__)
+            return False
+        return True
+
