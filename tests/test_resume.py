@@ -17,6 +17,7 @@ from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
 from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import texts, types
+from tests.support.eventually import eventually
 
 
 def resume_body(thread_id: str, cwd: Path, answers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -227,11 +228,11 @@ async def test_an_expired_interrupt_is_cleaned_and_its_task_cancelled_without_a_
     try:
         interrupt = await interrupt_on(running, "t-exp", workspace)
         store = FileThreadStore(running.config.state_dir)
-        for _ in range(60):
+        async def expired() -> bool:
             record = await store.load("t-exp")
-            if record is not None and record.state == "terminal":
-                break
-            await asyncio.sleep(0.05)
+            return record is not None and record.state == "terminal"
+
+        await eventually(expired, "the expired thread is terminal", timeout=3)
         assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
         assert await error_of(running, resume_body("t-exp", workspace, allow(interrupt))) == (409, "EXECUTION_EXPIRED")
         record = await FileThreadStore(running.config.state_dir).load("t-exp")
@@ -249,10 +250,11 @@ async def test_expiry_timers_are_re_armed_after_a_restart(tmp_path: Path, demo: 
     assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_INPUT_REQUIRED"]
     second = await start_adapter(tmp_path / "state", demo.url, interrupt_ttl_seconds=0.8)
     try:
-        for _ in range(60):
-            if [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"],
+            "the re-armed timer cancels the task",
+            timeout=3,
+        )
     finally:
         await second.close()
     assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
