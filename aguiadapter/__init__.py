@@ -4,7 +4,7 @@
 on its own or be mounted in another application with ``add_subapp``.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["Config", "__version__", "create_app"]
 

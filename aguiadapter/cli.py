@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 from aiohttp import web
 
-from . import __version__
+from .version import __version__
 from . import config as cfg
 from .logs import configure_logging
 

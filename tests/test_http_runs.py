@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.file_store import FileThreadStore
@@ -242,3 +243,15 @@ async def test_two_processes_cannot_share_one_state_folder(tmp_path: Path, demo:
         await first.close()
     assert second.returncode != 0
     assert "used by another aguiadapter process" in second.stdout + second.stderr
+
+
+@pytest.mark.parametrize(("documented", "sent"), [("rich", "rich-v1"), ("standard", "standard")])
+async def test_the_documented_candidate_presentation_reaches_the_runtime_in_its_own_words(
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, documented: str, sent: str
+) -> None:
+    # iac-code 0.16.0 honours only "rich-v1"; "rich" would silently fall back to standard.
+    body = run_body(thread_id=f"t-present-{documented}", text="hi", cwd=str(workspace),
+                    candidatePresentation=documented)
+    assert (await adapter.run(body)).status == 200
+    (message,) = demo.state.received
+    assert message["metadata"]["iac_code"]["candidatePresentation"] == sent

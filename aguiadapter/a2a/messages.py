@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing import Final
+
 from ..protocol.content import ImagePart, TextPart
 from ..protocol.inputs import IacCodeProps, UserMessage
 from . import wire
+
+#: ``candidatePresentation`` as the protocol reference documents it → as
+#: iac-code understands it (0.16.0 honours only ``rich-v1``, and silently
+#: falls back to the standard presentation for anything else).
+CANDIDATE_PRESENTATIONS: Final = {"standard": "standard", "rich": "rich-v1"}
 
 
 def runtime_options(props: IacCodeProps, cwd: str) -> dict[str, Any]:
@@ -33,7 +40,8 @@ def runtime_options(props: IacCodeProps, cwd: str) -> dict[str, Any]:
     _put(options, "user_id", props.user_id)
     _put(options, "channel", props.channel)
     _put(options, "preferredLanguage", props.preferred_language)
-    _put(options, "candidatePresentation", props.candidate_presentation)
+    if props.candidate_presentation is not None:
+        options["candidatePresentation"] = CANDIDATE_PRESENTATIONS[props.candidate_presentation]
     _put(options, "run_mode", props.run_mode)
     _put(options, "pipeline_name", props.pipeline_name)
     _put(options, "cleanupOnly", props.cleanup_only)

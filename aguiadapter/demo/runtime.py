@@ -21,7 +21,7 @@ import attrs
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from aguiadapter import __version__
+from aguiadapter.version import __version__
 from aguiadapter.a2a import wire
 from aguiadapter.demo.agent import DemoAgent, DemoState, Item, Listener, RpcError, TaskRecord, dumps
 from aguiadapter.demo.scripts import Json, RpcFailure

@@ -26,7 +26,7 @@ from ..metrics import Metrics
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
 from ..protocol.resume import Answer
-from ..runtime.envelope import InputEnvelope
+from ..runtime.envelope import InputEnvelope, required_inputs
 from ..runtime.evidence import TaskFate, TaskView, task_fate
 from ..runtime.iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
 from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
@@ -234,7 +234,7 @@ class RunDriver:
             self.stop_reason = self.stop_reason or "disconnect"
             await self._abandon()
             return
-        self._inner = asyncio.create_task(self._stream())
+        self._inner = asyncio.create_task(self._stream_to_pause())
         try:
             outcome = await self._inner
         except asyncio.CancelledError:
@@ -252,6 +252,28 @@ class RunDriver:
             await self._end_by_error(exc)
             return
         await self._conclude(outcome)
+
+    async def _stream_to_pause(self) -> TurnOutcome | None:
+        outcome = await self._stream()
+        if outcome is None or outcome.kind != "interrupt" or not any(item.sideband for item in outcome.inputs):
+            return outcome
+        return await self._with_sibling_inputs(outcome)
+
+    async def _with_sibling_inputs(self, outcome: TurnOutcome) -> TurnOutcome:
+        """Parallel candidates ask one after the other while the task works:
+        the task lists every sub-pipeline input it waits for, so one pause
+        announces them all instead of one run each."""
+        task_id = self.identity.task_id
+        if task_id is None:
+            return outcome
+        try:
+            view = await self.context.runtime.view(task_id, self.identity.context_id, pipeline_after=None)
+        except (A2AError, TaskMismatch) as exc:
+            log.info("run %s: waiting inputs not listed: %s", self.identity.run_id, exc)
+            return outcome
+        seen = {item.input_id for item in outcome.inputs}
+        listed = [item for item in required_inputs(view.iac, outcome.inputs) if item.input_id not in seen]
+        return attrs.evolve(outcome, inputs=outcome.inputs + tuple(listed))
 
     async def _stream(self) -> TurnOutcome | None:
         plan = self.ticket.plan

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import __version__
+from ..version import __version__
 from ..errors import AdapterError, ErrorCode
 from ..i18n import negotiate_language, render_error
 from ..protocol.inputs import (
