@@ -333,3 +333,17 @@ def test_start_turn_binds_the_run_and_a_new_execution() -> None:
 def test_the_state_diagram_in_the_docs_is_generated_from_the_machine() -> None:
     text = (DOCS / "thread-states.md").read_text()
     assert render_mermaid() in text, "docs/thread-states.md is stale: run `python -m aguiadapter diagram --write ...`"
+
+
+def test_a_dead_follow_run_keeps_its_answers_unreported_for_the_retry() -> None:
+    record = carrying_on()
+    tm.follow(tm.restore(record), binding("run-3"))
+    tm.recover(tm.restore(record), found(TaskFate.TURN_ENDED), expires_at=NOW)
+    assert record.state is ThreadState.IDLE and record.runs["run-3"].outcome == "success"
+    assert tm.admit(record, request(allow(permission()), run_id="run-4"), NOW).kind is tm.PlanKind.REPORT
+
+
+def test_a_dead_turn_records_how_its_run_ended() -> None:
+    record = record_in(ThreadState.RUNNING)
+    tm.recover(tm.restore(record), found(TaskFate.GONE), expires_at=NOW)
+    assert record.runs["run-1"].outcome == "EXECUTION_LOST"

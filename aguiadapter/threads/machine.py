@@ -246,13 +246,18 @@ class ThreadMachine(StateMachine):
     def on_recover(self, findings: Findings, target: State, expires_at: float) -> None:
         """Settle a dead run the way the runtime says it went."""
         record = self.record
-        carried = {item.id: item.sending or "" for item in record.pending_interrupts if record.active_run_kind
-                   is RunKind.RESUME}
-        for interrupt_id in findings.taken():
+        kind = record.active_run_kind
+        carried = {item.id: item.sending or "" for item in record.pending_interrupts} if kind is RunKind.RESUME else {}
+        taken = findings.taken()
+        for interrupt_id in taken:
             if interrupt_id in carried:
                 record.remember_answer(interrupt_id, carried[interrupt_id], reported=False)
-        record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in findings.taken()]
-        record.active_run_id = None
+        record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in taken]
+        unreported = set(record.unreported_answers())
+        if target.value is ThreadState.RUNNING:
+            # The task carries the answers on; no stream follows it.
+            record.active_run_id = None
+            return
         if target.value is ThreadState.INTERRUPTED:
             kept = {item.id for item in record.pending_interrupts}
             record.pending_interrupts += [
@@ -262,13 +267,17 @@ class ThreadMachine(StateMachine):
             ]
             for item in record.pending_interrupts:
                 item.sending = None
+            self._end_run("interrupt")
         elif target.value is ThreadState.TERMINAL:
             code = ErrorCode.EXECUTION_LOST
-            if record.active_run_kind is not RunKind.TURN:
+            if kind is not RunKind.TURN:
                 code = _DEAD_RUN_ERRORS.get(findings.fate, code)
             self._end_with_error(code, "")
-        if target.value is not ThreadState.RUNNING:
-            record.active_run_kind = None
+        else:
+            self._end_run("success")
+        # No client heard how the dead run ended: its answers stay unreported.
+        for interrupt_id in unreported:
+            record.applied_answers[interrupt_id] = attrs.evolve(record.applied_answers[interrupt_id], reported=False)
 
     def _end_with_error(self, code: ErrorCode, message: str) -> list[ev.Event]:
         self.record.pending_interrupts = []
