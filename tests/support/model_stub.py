@@ -16,6 +16,13 @@ model. The stub picks its reply from a marker in the latest user message:
 When the last message is a tool result the stub closes the turn with a short
 text that quotes the result. Without a marker it sends a short default text.
 
+``use_pipeline_script(script, scenario)`` makes it play a recorded pipeline
+script instead (``tests/support/pipeline_script.py``): a request whose system
+prompt names a pipeline step gets that step's scripted reply, any other
+request without a marker gets the script's fallback text. Marker scenarios
+keep working meanwhile. Use the returned handle as a context manager (or call
+``stop_pipeline_script()``) so later tests get the plain stub back.
+
 The server runs on its own event loop in a background thread: it must keep
 answering while a test awaits the runtime, whatever event loop (and
 pytest-asyncio loop scope) that test runs in.
@@ -38,6 +45,8 @@ from .eventually import eventually
 
 if TYPE_CHECKING:  # annotations only: no runtime dependency on typing_extensions
     from typing_extensions import Self
+
+    from tests.support.pipeline_script import ScriptedReply, ScriptPlayer
 
 LOOPBACK = "127.0.0.1"
 MODEL_NAME = "stub-model"
@@ -63,7 +72,7 @@ class RecordedCall:
 
     path: str
     body: dict[str, Any]
-    reply: str  # scenario name, "tool-result" or "default"
+    reply: str  # scenario name, "tool-result", "default", or a pipeline script label
     outcome: str = "streaming"  # then "completed", or "disconnected" if the client hung up
 
     @property
@@ -139,12 +148,26 @@ def _pieces(text: str, count: int = 3) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def text_chunks(text: str) -> list[dict[str, Any]]:
-    return [_chunk({"role": "assistant", "content": p}) for p in _pieces(text)]
+def _exact_pieces(text: str, count: int) -> list[str]:
+    """Split text into exactly ``count`` non-empty pieces (fewer only when it is shorter)."""
+    count = max(1, min(count, len(text)))
+    size, extra = divmod(len(text), count)
+    pieces, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        pieces.append(text[start:end])
+        start = end
+    return pieces
 
 
-def reasoning_chunks(text: str) -> list[dict[str, Any]]:
-    return [_chunk({"role": "assistant", "reasoning_content": p}) for p in _pieces(text)]
+def text_chunks(text: str, count: int | None = None) -> list[dict[str, Any]]:
+    pieces = _pieces(text) if count is None else _exact_pieces(text, count)
+    return [_chunk({"role": "assistant", "content": p}) for p in pieces]
+
+
+def reasoning_chunks(text: str, count: int | None = None) -> list[dict[str, Any]]:
+    pieces = _pieces(text) if count is None else _exact_pieces(text, count)
+    return [_chunk({"role": "assistant", "reasoning_content": p}) for p in pieces]
 
 
 def written_content(file_name: str) -> str:
@@ -162,6 +185,19 @@ def tool_call_chunks(name: str, arguments: dict[str, Any]) -> list[dict[str, Any
         for piece in _pieces(json.dumps(arguments))
     ]
     return [first, *rest]
+
+
+def pipeline_chunks(reply: ScriptedReply) -> list[dict[str, Any]]:
+    """A pipeline script reply as streamed chunks: reasoning, text, then the tool call.
+    Reasoning is cut into as many deltas as the text."""
+    chunks: list[dict[str, Any]] = []
+    if reply.reasoning:
+        chunks += reasoning_chunks(reply.reasoning, reply.chunks)
+    if reply.text:
+        chunks += text_chunks(reply.text, reply.chunks)
+    if reply.tool_call is not None:
+        chunks += tool_call_chunks(reply.tool_call.name, reply.tool_call.arguments)
+    return chunks
 
 
 def scripted_reply(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -212,6 +248,7 @@ class ModelStub:
         self.port = 0
         self._calls: list[RecordedCall] = []
         self._lock = threading.Lock()
+        self._pipeline: ScriptPlayer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -285,6 +322,35 @@ class ModelStub:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    # -- pipeline script
+
+    def use_pipeline_script(self, script: dict[str, Any], scenario: str) -> PipelineScriptInUse:
+        """Play ``scenario`` of a pipeline model script (see ``pipeline_script``)
+        until ``stop_pipeline_script()`` or the end of the returned handle's ``with``."""
+        from tests.support.pipeline_script import ScriptPlayer  # it reads messages with this module
+
+        player = ScriptPlayer(script, scenario)
+        with self._lock:
+            self._pipeline = player
+        return PipelineScriptInUse(self, player)
+
+    def stop_pipeline_script(self) -> None:
+        with self._lock:
+            self._pipeline = None
+
+    @property
+    def pipeline_player(self) -> ScriptPlayer | None:
+        with self._lock:
+            return self._pipeline
+
+    def _pick(self, messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        """The reply label and chunks for a (non-slow) request."""
+        player = self.pipeline_player
+        if player is not None and parse_scenario(latest_user_text(messages)) is None:
+            reply = player.reply(messages)
+            return reply.label, pipeline_chunks(reply)
+        return scripted_reply(messages)
+
     # -- recorded requests (tests assert on these)
 
     @property
@@ -326,7 +392,7 @@ class ModelStub:
         scenario = parse_scenario(latest_user_text(messages))
         is_slow = scenario is not None and scenario.name == "slow"
         is_slow = is_slow and messages[-1].get("role") != "tool"
-        label, chunks = ("slow", []) if is_slow else scripted_reply(messages)
+        label, chunks = ("slow", []) if is_slow else self._pick(messages)
         call = RecordedCall(request.path, body, label)
         with self._lock:
             self._calls.append(call)
@@ -356,6 +422,22 @@ class ModelStub:
             await _send(response, _chunk({"role": "assistant", "content": f"tick {tick} "}))
             await asyncio.sleep(self.tick_seconds)
         await _finish(response, "stop", ticks)
+
+
+class PipelineScriptInUse:
+    """The handle ``use_pipeline_script`` returns: leaving its ``with`` block
+    stops the script (only if it is still the one playing)."""
+
+    def __init__(self, stub: ModelStub, player: ScriptPlayer) -> None:
+        self.stub = stub
+        self.player = player
+
+    def __enter__(self) -> ScriptPlayer:
+        return self.player
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stub.pipeline_player is self.player:
+            self.stub.stop_pipeline_script()
 
 
 async def _send(response: web.StreamResponse, payload: dict[str, Any]) -> None:
