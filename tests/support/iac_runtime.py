@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,11 @@ START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 5.0
 SPAWN_ATTEMPTS = 3  # free_port() can race with another process grabbing the port
 TURN_TIMEOUT_SECONDS = 30.0
+WORKING = "TASK_STATE_WORKING"
+INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+TERMINAL_STATES = frozenset(
+    {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+)
 # iac-code ships OpenTelemetry export to a public endpoint; these switch it off.
 # Without them every turn also stalls for seconds on the failing export.
 _NO_TELEMETRY = {
@@ -69,23 +74,31 @@ def free_port() -> int:
 
 
 def user_message(
-    text: str, context_id: str, cwd: Path | str, task_id: str | None = None
+    text: str,
+    context_id: str,
+    cwd: Path | str,
+    task_id: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An A2A 1.0 ROLE_USER text message carrying the iac-code options it needs."""
+    """An A2A 1.0 ROLE_USER text message carrying the iac-code options it needs
+    (``options`` adds to ``metadata.iac_code``, e.g. ``run_mode``)."""
     message: dict[str, Any] = {
         "messageId": f"msg-{uuid.uuid4().hex}",
         "contextId": context_id,
         "role": "ROLE_USER",
         "parts": [{"text": text}],
-        "metadata": {"iac_code": {"cwd": str(cwd)}},
+        "metadata": {"iac_code": {**(options or {}), "cwd": str(cwd)}},
     }
     if task_id is not None:
         message["taskId"] = task_id
     return message
 
 
-def permission_answer(envelope: dict[str, Any], decision: str, cwd: Path | str) -> dict[str, Any]:
-    """The ROLE_USER message answering a permission ``input`` envelope."""
+def permission_answer(
+    envelope: dict[str, Any], decision: str, cwd: Path | str, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ROLE_USER message answering a permission ``input`` envelope (or a
+    ``pendingPermissions[]`` entry, which has the same keys)."""
     task_id = envelope["requestTaskId"]
     answer = {
         "schemaVersion": 1,
@@ -95,7 +108,7 @@ def permission_answer(envelope: dict[str, Any], decision: str, cwd: Path | str) 
         "toolUseId": envelope["toolUseId"],
         "decision": decision,
     }
-    message = user_message("", envelope["contextId"], cwd, task_id=task_id)
+    message = user_message("", envelope["contextId"], cwd, task_id=task_id, options=options)
     message["parts"] = [{"data": answer, "mediaType": "application/json"}]
     return message
 
@@ -324,12 +337,18 @@ class IacRuntime:
 
     async def stream(
         self, message: dict[str, Any], timeout: float = TURN_TIMEOUT_SECONDS
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """``SendStreamingMessage`` as it arrives. A refused request comes back as
         one ``application/json`` error object, which is yielded as is. Closing
         the generator early (``aclose()``) drops the connection, like a client
         that goes away."""
-        body = _request("SendStreamingMessage", {"message": message})
+        async for event in self._sse("SendStreamingMessage", {"message": message}, timeout):
+            yield event
+
+    async def _sse(
+        self, method: str, params: dict[str, Any], timeout: float
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        body = _request(method, params)
         async with (
             aiohttp.ClientSession(timeout=_timeout(timeout)) as session,
             session.post(self.url, json=body, headers=self.headers) as response,
@@ -339,6 +358,117 @@ class IacRuntime:
                 return
             async for event in _sse_json(response.content):
                 yield event
+
+    async def send_message(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Non-streaming ``SendMessage``: the JSON-RPC ``result`` (a ``task`` or a
+        ``message``); a JSON-RPC error raises ``A2AError``."""
+        return _result(await self.rpc("SendMessage", {"message": message}))
+
+    async def get_task(self, task_id: str, history_length: int | None = None) -> dict[str, Any]:
+        """``GetTask``: the task object; a JSON-RPC error raises ``A2AError``."""
+        params: dict[str, Any] = {"id": task_id}
+        if history_length is not None:
+            params["historyLength"] = history_length
+        result = _result(await self.rpc("GetTask", params))
+        return dict(result.get("task", result))
+
+    def subscribe(
+        self, task_id: str, timeout: float = TURN_TIMEOUT_SECONDS
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """``SubscribeToTask`` as it arrives (the first result is the task snapshot).
+        On a task that already waits for input the server sends the snapshot and
+        then stays silent: prefer ``follow_task``."""
+        return self._sse("SubscribeToTask", {"id": task_id}, timeout)
+
+    async def follow_task(self, task_id: str, timeout: float = TURN_TIMEOUT_SECONDS) -> list[dict[str, Any]]:
+        """Follow a task that works without a stream of ours (e.g. after answering
+        sub-pipeline permissions with ``SendMessage``) until it stops: every
+        ``SubscribeToTask`` response, in order, until the server closes the stream;
+        just the snapshot when the task has already stopped (INPUT_REQUIRED or
+        terminal), since the server would say nothing more."""
+        task = await self.get_task(task_id)
+        if task_state(task) != WORKING:
+            return [{"result": {"task": task}}]
+        responses: list[dict[str, Any]] = []
+        stream = self.subscribe(task_id, timeout)
+        try:
+            async for response in stream:
+                responses.append(response)
+                snapshot = response.get("result", {}).get("task")
+                if len(responses) == 1 and snapshot is not None and task_state(snapshot) != WORKING:
+                    break
+        finally:
+            await stream.aclose()
+        return responses
+
+    async def pipeline_state(self, task_id: str, after_sequence: int | None = None) -> dict[str, Any]:
+        """``GET /iac-code/pipeline/state``: ``{snapshot, events}`` (events after the cursor)."""
+        query: dict[str, str] = {"taskId": task_id}
+        if after_sequence is not None:
+            query["afterSequence"] = str(after_sequence)
+        return await self._rest("GET", "iac-code/pipeline/state", params=query)
+
+    async def ensure_restored(self, cwd: Path | str, session_id: str, task_id: str) -> dict[str, Any]:
+        """``POST /iac-code/session/ensure-restored`` (e.g. ``{"status": "current"}``)."""
+        body = {"cwd": str(cwd), "sessionId": session_id, "taskId": task_id}
+        return await self._rest("POST", "iac-code/session/ensure-restored", json=body)
+
+    async def _rest(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        auth = {"Authorization": f"Bearer {self.token}"}
+        async with (
+            aiohttp.ClientSession(timeout=_timeout(TURN_TIMEOUT_SECONDS)) as session,
+            session.request(method, self.url + path, headers=auth, **kwargs) as response,
+        ):
+            if response.status != 200:
+                raise A2AError({"status": response.status, "body": await response.text()})
+            return dict(await response.json(content_type=None))
+
+
+class A2AError(RuntimeError):
+    """A JSON-RPC error (or a non-200 iac-code route) where the helper expected a result."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(json.dumps(error, ensure_ascii=False))
+        self.error = error
+
+
+def task_state(task_or_update: dict[str, Any]) -> str:
+    """``status.state`` of a task or a status update."""
+    return str(task_or_update["status"]["state"])
+
+
+# ---------------------------------------------------------------- reading responses
+
+
+def status_updates(responses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``statusUpdate`` objects of a stream, after checking none was an error."""
+    errors = [r["error"] for r in responses if "error" in r]
+    if errors:
+        raise A2AError(errors[0])
+    return [r["result"]["statusUpdate"] for r in responses if "statusUpdate" in r["result"]]
+
+
+def iac_code(task_or_update: dict[str, Any]) -> dict[str, Any]:
+    """``metadata.iac_code`` of a task or a status update (empty when absent)."""
+    return dict((task_or_update.get("metadata") or {}).get("iac_code") or {})
+
+
+def required_input(task_or_update: dict[str, Any]) -> dict[str, Any] | None:
+    """The interrupt envelope, if this task or update carries one with ``required: true``."""
+    envelope = iac_code(task_or_update).get("input")
+    return dict(envelope) if envelope and envelope.get("required") else None
+
+
+def pipeline_event(update: dict[str, Any]) -> dict[str, Any] | None:
+    """The pipeline event an update carries, if any."""
+    event = iac_code(update).get("pipeline")
+    return dict(event) if event else None
+
+
+def _result(response: dict[str, Any]) -> dict[str, Any]:
+    if "error" in response:
+        raise A2AError(response["error"])
+    return dict(response["result"])
 
 
 async def _sse_json(stream: aiohttp.StreamReader) -> AsyncIterator[dict[str, Any]]:
