@@ -101,6 +101,10 @@ def test_sub_pipeline_permissions_keep_the_scope_they_were_first_seen_with() -> 
     assert "scope" not in listed[1].fields, "a permission never streamed has no scope to keep"
     for envelope in listed:
         assert input_status(envelope, 0, view("full", 7, 8)) is InputStatus.WAITS
+    # The pipeline's display entries still know the scope of the one never streamed.
+    announced = waiting_inputs(view("full", 7, 8), [first])
+    assert [item.fields["scope"] for item in announced] == ["candidate_step", "candidate_step"]
+    assert all(isinstance(item.fields["subPipelineId"], str) for item in announced)
 
 
 def test_acknowledged_sub_pipeline_permissions_were_taken() -> None:

@@ -153,10 +153,26 @@ def waiting_inputs(view: TaskView, known: Iterable[InputEnvelope] = ()) -> list[
     """Every input the task waits for now; a pipeline's state route fills in
     what ``GetTask`` no longer shows."""
     known = list(known)
-    found = required_inputs(view.iac, known)
+    found = [_with_display_scope(envelope, view.pipeline) for envelope in required_inputs(view.iac, known)]
     if found or view.state != wire.INPUT_REQUIRED or view.pipeline is None:
         return found
     return _pipeline_inputs(view, {envelope.input_id: envelope for envelope in known})
+
+
+def _with_display_scope(envelope: InputEnvelope, document: Mapping[str, Any] | None) -> InputEnvelope:
+    """``GetTask`` lists sub-pipeline permissions without their scope; the
+    pipeline's display entry of the same input still has it."""
+    if envelope.fields.get("scope") is not None:
+        return envelope
+    entry = _permission_entries(document).get(envelope.input_id)
+    if entry is None or not isinstance(entry.get("scope"), str):
+        return envelope
+    fields = {**envelope.fields, "scope": entry["scope"]}
+    candidate = entry.get("candidate")
+    sub_pipeline = entry.get("subPipelineId") or (candidate.get("id") if isinstance(candidate, Mapping) else None)
+    if isinstance(sub_pipeline, str) and fields.get("subPipelineId") is None:
+        fields["subPipelineId"] = sub_pipeline
+    return envelope_of(fields, listed=envelope.sideband)
 
 
 def task_fate(view: TaskView, known: Iterable[InputEnvelope] = ()) -> tuple[TaskFate, list[InputEnvelope]]:

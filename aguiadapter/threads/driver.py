@@ -26,8 +26,8 @@ from ..metrics import Metrics
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
 from ..protocol.resume import Answer
-from ..runtime.envelope import InputEnvelope, required_inputs
-from ..runtime.evidence import TaskFate, TaskView, task_fate
+from ..runtime.envelope import InputEnvelope
+from ..runtime.evidence import TaskFate, TaskView, task_fate, waiting_inputs
 from ..runtime.iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
 from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
@@ -267,12 +267,14 @@ class RunDriver:
         if task_id is None:
             return outcome
         try:
-            view = await self.context.runtime.view(task_id, self.identity.context_id, pipeline_after=None)
+            view = await self.context.runtime.view(
+                task_id, self.identity.context_id, pipeline_after=self.translator.pipeline.last_sequence
+            )
         except (A2AError, TaskMismatch) as exc:
             log.info("run %s: waiting inputs not listed: %s", self.identity.run_id, exc)
             return outcome
         seen = {item.input_id for item in outcome.inputs}
-        listed = [item for item in required_inputs(view.iac, outcome.inputs) if item.input_id not in seen]
+        listed = [item for item in waiting_inputs(view, outcome.inputs) if item.input_id not in seen]
         return attrs.evolve(outcome, inputs=outcome.inputs + tuple(listed))
 
     async def _stream(self) -> TurnOutcome | None:

@@ -72,6 +72,15 @@ class PipelineState:
             self.pipeline_run_id = run_id
 
 
+def without_nulls(value: Any) -> Any:
+    """``value`` with every ``null`` object member left out, at any depth."""
+    if isinstance(value, dict):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
+
+
 def as_int(value: Any) -> int | None:
     """Integers arrive as floats (``12.0``) through proto Struct metadata."""
     if isinstance(value, bool):
@@ -131,8 +140,9 @@ def envelopes_of(iac: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def activity_snapshot(message_id: str, pipeline_run_id: str | None, snapshot: dict[str, Any]) -> dict[str, Any]:
-    """``ACTIVITY_SNAPSHOT`` that restores a client's pipeline view."""
-    content: dict[str, Any] = {"schemaVersion": 1, "snapshot": snapshot}
+    """``ACTIVITY_SNAPSHOT`` that restores a client's pipeline view (keys
+    the runtime sent as ``null`` are left out, as AG-UI wants of absent values)."""
+    content: dict[str, Any] = {"schemaVersion": 1, "snapshot": without_nulls(snapshot)}
     if pipeline_run_id is not None:
         content["pipelineRunId"] = pipeline_run_id
     return {
