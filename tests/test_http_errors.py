@@ -154,6 +154,31 @@ async def test_duplicate_run_id_and_run_id_conflict(adapter: RunningAdapter, wor
     expect_http_error(await adapter.run(changed, lang_header(language)), 409, "RUN_ID_CONFLICT", language)
 
 
+async def test_a_resume_under_the_interrupted_runs_id_is_refused_with_how_to_fix_it(
+    adapter: RunningAdapter, workspace: Path, language: str
+) -> None:
+    """A resume is a new run. One sent under the runId of the run it answers
+    (what CopilotKit's useInterrupt up to 1.74 does) gets ``RUN_ID_CONFLICT``
+    with a message that says so; the interrupt stays pending."""
+    greeting = body(workspace, text="hello", thread_id="t-reuse")
+    assert (await adapter.run(greeting)).status == 200
+    asking = body(workspace, text="permission x.txt", thread_id="t-reuse")
+    (interrupt,) = (await adapter.run(asking)).events()[-1]["outcome"]["interrupts"]
+    answer = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    # CopilotKit's resume: the whole history, no new message, the interrupted run's runId.
+    resume = {**asking, "messages": greeting["messages"] + asking["messages"], "resume": answer}
+
+    specific = expect_http_error(await adapter.run(resume, lang_header(language)), 409, "RUN_ID_CONFLICT", language)
+    assert "runId" in specific and "CopilotKit" in specific and "docs/front-ends.md" in specific
+    # The runId of a turn that did not end in an interrupt: the plain conflict.
+    reused_turn = {**resume, "runId": greeting["runId"]}
+    plain = expect_http_error(await adapter.run(reused_turn, lang_header(language)), 409, "RUN_ID_CONFLICT", language)
+    assert "CopilotKit" not in plain
+
+    fresh = await adapter.run({**resume, "runId": f"run-{uuid.uuid4()}"})
+    assert fresh.events()[-1]["outcome"] == {"type": "success"}
+
+
 async def test_thread_busy(adapter: RunningAdapter, workspace: Path, language: str) -> None:
     slow = body(workspace, text="slow 5", thread_id="t-busy")
     async with adapter.session.post(adapter.url, json=slow) as resp:

@@ -208,6 +208,22 @@ def test_a_reused_run_id_is_a_duplicate_or_a_conflict() -> None:
     assert refusal(record, request()) is ErrorCode.RUN_ID_CONFLICT
 
 
+def test_a_resume_under_the_interrupted_runs_id_is_a_conflict_that_says_so() -> None:
+    record = interrupted()
+    record.remember_run("run-1", "digest-run-1")
+    record.runs["run-1"].outcome = "interrupt"
+    record.remember_run("run-0", "digest-run-0")
+    record.runs["run-0"].outcome = "success"
+    answer = allow(record.pending_interrupts[0])
+    with pytest.raises(AdapterError) as raised:
+        tm.admit(record, request(answer, run_id="run-1"), NOW)
+    assert (raised.value.code, raised.value.message_id) == (ErrorCode.RUN_ID_CONFLICT, "run_id_conflict_resume")
+    # The id of a run that did not end in an interrupt: the plain conflict.
+    with pytest.raises(AdapterError) as raised:
+        tm.admit(record, request(answer, run_id="run-0"), NOW)
+    assert (raised.value.code, raised.value.message_id) == (ErrorCode.RUN_ID_CONFLICT, "run_id_conflict")
+
+
 def test_a_thread_stays_with_its_workspace_and_caller() -> None:
     record = record_in(ThreadState.IDLE)
     req = tm.Request(run_id="run-9", digest="d", cwd="/elsewhere", user_id=None, ros_invocation_id="inv-1",

@@ -13,6 +13,12 @@ MESSAGES: dict[str, str] = {
     "not_found": "Not found.",
     "duplicate_run_id": "This run ID has already been used for the same request.",
     "run_id_conflict": "This run ID has already been used for a different request on this thread.",
+    "run_id_conflict_resume": (
+        "This resume reuses the run ID of the interrupted run it answers. A resume is a new run:"
+        " send it with a new runId (same threadId, same rosInvocationId). CopilotKit up to 1.74"
+        " reuses the run ID; add the resume middleware from the adapter's CopilotKit guide"
+        " (docs/front-ends.md) to its runtime."
+    ),
     "thread_busy": "Another run is already active on this thread.",
     "thread_binding_conflict": "This thread is bound to a different working directory or user.",
     "resume_required": (

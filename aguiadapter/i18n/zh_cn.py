@@ -13,6 +13,11 @@ MESSAGES: dict[str, str] = {
     "not_found": "未找到请求的资源。",
     "duplicate_run_id": "该 run ID 已用于相同的请求。",
     "run_id_conflict": "该 run ID 已在此会话中用于另一个不同的请求。",
+    "run_id_conflict_resume": (
+        "该 Resume 复用了它所答复的、已被中断的 run 的 run ID。Resume 是一个新的 run："
+        "请使用新的 runId 发送（threadId 和 rosInvocationId 保持不变）。CopilotKit 1.74 及更早版本"
+        "会复用 run ID，请在其 runtime 中加入 adapter 的 CopilotKit 指南（docs/front-ends.md）中的 resume 中间件。"
+    ),
     "thread_busy": "此会话已有正在进行的 run，请稍后再试。",
     "thread_binding_conflict": "此会话已绑定到其他工作目录或用户。",
     "resume_required": "此会话正在等待对中断的答复，请发送 Resume 请求。",

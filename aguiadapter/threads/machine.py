@@ -428,6 +428,10 @@ def check_idempotency(record: ThreadRecord, request: Request) -> None:
         return
     if entry.digest == request.digest:
         raise AdapterError(ErrorCode.DUPLICATE_RUN_ID)
+    # A resume sent under the runId of the run it answers (CopilotKit up to
+    # 1.74 does this): same code, a message that says how to fix it.
+    if request.resume and entry.outcome == "interrupt":
+        raise AdapterError(ErrorCode.RUN_ID_CONFLICT, "run_id_conflict_resume")
     raise AdapterError(ErrorCode.RUN_ID_CONFLICT)
 
 
