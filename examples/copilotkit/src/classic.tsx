@@ -1,0 +1,16 @@
+// The page with CopilotKit's classic chat (@copilotkit/react-ui).
+import { CopilotKit } from "@copilotkit/react-core";
+import { CopilotChat } from "@copilotkit/react-ui";
+import "@copilotkit/react-ui/styles.css";
+import { AdapterHooks, ErrorBanner, PLACEHOLDER, loadProperties, mount } from "./shared";
+import "./style.css";
+
+const properties = await loadProperties();
+
+mount(
+  <CopilotKit runtimeUrl="/api/copilotkit" properties={properties} showDevConsole={false}>
+    <AdapterHooks />
+    <ErrorBanner />
+    <CopilotChat className="chat" labels={{ placeholder: PLACEHOLDER }} />
+  </CopilotKit>,
+);

@@ -1,0 +1,166 @@
+// What both pages share: the iacCode properties, the approval card and the tool card.
+import { useEffect, useState, useSyncExternalStore, type ReactElement } from "react";
+import { createRoot } from "react-dom/client";
+import { useAgent, useCopilotKit, useDefaultRenderTool, useInterrupt } from "@copilotkit/react-core/v2";
+
+/**
+ * CopilotKit sends `properties` as forwardedProps on every run, so the
+ * adapter's iacCode extension goes there. One rosInvocationId for the page's
+ * thread: the resume of an interrupted turn must carry the same value as that
+ * turn, and a later turn may keep it. preferredLanguage: the adapter's errors
+ * (and the runtime's replies) in the browser's language; CopilotKit's runtime
+ * does not pass the browser's Accept-Language on.
+ */
+export async function loadProperties(): Promise<Record<string, unknown>> {
+  const config: { cwd: string } = await (await fetch("/config.json")).json();
+  return {
+    iacCode: {
+      schemaVersion: 1,
+      rosInvocationId: `copilotkit-${crypto.randomUUID()}`,
+      cwd: config.cwd,
+      preferredLanguage: navigator.language,
+    },
+  };
+}
+
+export const PLACEHOLDER = "Try: hello, tool, think, permission notes.txt, question";
+
+type Interrupt = {
+  id: string;
+  message?: string;
+  responseSchema?: { properties?: Record<string, unknown> };
+  metadata?: { target?: string; options?: { id: string; label: string }[] };
+};
+
+type InterruptProps = {
+  interrupt: Interrupt | null;
+  resolve: (payload: unknown, interruptId?: string) => Promise<unknown>;
+  cancel: (interruptId?: string) => Promise<unknown>;
+};
+
+/** A permission asks for {"decision": "allow_once" | "deny"}; a question for {"selectedId": ...}. */
+function ApprovalCard({ interrupt, resolve, cancel }: InterruptProps): ReactElement | null {
+  if (!interrupt) return null;
+  const asksDecision = Boolean(interrupt.responseSchema?.properties?.decision);
+  const options = interrupt.metadata?.options ?? [];
+  const answer = (payload: unknown) => () => void resolve(payload, interrupt.id);
+  return (
+    <div className="approval" data-testid="approval">
+      <p className="approval-message">{interrupt.message ?? "The agent needs an answer."}</p>
+      {interrupt.metadata?.target ? <p className="approval-target">{interrupt.metadata.target}</p> : null}
+      <div className="approval-actions">
+        {asksDecision ? (
+          <>
+            <button type="button" onClick={answer({ decision: "allow_once" })}>Approve</button>
+            <button type="button" onClick={answer({ decision: "deny" })}>Deny</button>
+          </>
+        ) : (
+          <>
+            {options.map((option) => (
+              <button key={option.id} type="button" onClick={answer({ selectedId: option.id })}>
+                {option.label}
+              </button>
+            ))}
+            <button type="button" onClick={() => void cancel(interrupt.id)}>Cancel</button>
+          </>
+        )}
+      </div>
+    </div>
+  );
+}
+
+/**
+ * The results the adapter streamed (TOOL_CALL_RESULT), by toolCallId.
+ *
+ * After an approval CopilotKit records the answer ({"decision":"allow_once"})
+ * as the tool's result before it resumes, and keeps only the first result of
+ * a call in its messages, so a renderer is handed the answer. The tool's own
+ * result comes in the resumed run; the card shows that one when there is one.
+ */
+const streamed = new Map<string, string>();
+const listeners = new Set<() => void>();
+
+function onStreamedResult(listener: () => void): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
+
+function useStreamedResults(): void {
+  const { agent } = useAgent();
+  useEffect(() => {
+    const subscription = agent.subscribe({
+      onToolCallResultEvent: ({ event }) => {
+        streamed.set(event.toolCallId, event.content);
+        for (const listener of listeners) listener();
+      },
+    });
+    return () => subscription.unsubscribe();
+  }, [agent]);
+}
+
+type ToolProps = { name: string; toolCallId: string; parameters: unknown; result: string | undefined };
+
+/** A tool call and its result. */
+function ToolCard({ name, toolCallId, parameters, result }: ToolProps): ReactElement {
+  const own = useSyncExternalStore(onStreamedResult, () => streamed.get(toolCallId));
+  const shown = own ?? result;
+  return (
+    <div className="tool" data-testid="tool-call">
+      <code className="tool-call">{`${name}(${JSON.stringify(parameters ?? {})})`}</code>
+      {shown !== undefined ? <pre className="tool-result" data-testid="tool-result">{shown}</pre> : null}
+    </div>
+  );
+}
+
+/**
+ * The adapter's message when a run fails (RUN_ERROR, or an HTTP error such as
+ * 409 RUN_ID_CONFLICT that CopilotKit's runtime turns into one), shown above
+ * the chat: CopilotKit itself only logs it to the console.
+ */
+function readableError(error: Error): string {
+  const body = /\{"error":\{.*\}\}/s.exec(error.message);
+  if (body !== null) {
+    try {
+      const { code, message } = JSON.parse(body[0]).error;
+      return `${message} (${code})`;
+    } catch {
+      // not the adapter's JSON body: show the error as it is
+    }
+  }
+  return error.message;
+}
+
+export function ErrorBanner(): ReactElement | null {
+  const { copilotkit } = useCopilotKit();
+  const { agent } = useAgent();
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    const core = copilotkit.subscribe({ onError: (event) => setError(readableError(event.error)) });
+    const run = agent.subscribe({ onRunStartedEvent: () => setError(null) });
+    return () => {
+      core.unsubscribe();
+      run.unsubscribe();
+    };
+  }, [copilotkit, agent]);
+  if (error === null) return null;
+  return (
+    <div className="error" role="alert" data-testid="error">
+      {error}
+      <button type="button" aria-label="Dismiss" onClick={() => setError(null)}>×</button>
+    </div>
+  );
+}
+
+/** The hooks both chats use: the approval card in the chat, and the tool card for every tool. */
+export function AdapterHooks(): null {
+  useStreamedResults();
+  useInterrupt({ render: (props) => <ApprovalCard {...(props as unknown as InterruptProps)} /> });
+  useDefaultRenderTool({ render: (props) => <ToolCard {...props} /> });
+  return null;
+}
+
+export function mount(app: ReactElement): void {
+  const root = document.getElementById("root");
+  if (root === null) throw new Error("the page has no #root");
+  createRoot(root).render(app);
+}
