@@ -7,12 +7,13 @@ tox.ini), so the README's ``pip install tox && tox`` prepares a fresh Debian
 machine by itself:
 
 - ``node-modules``: ``npm ci`` in tests/interop (``@ag-ui/client``,
-  ``playwright-core``, ``esbuild``, exactly as the lockfile says); needs
-  Node.js 20 or newer with npm.
+  ``playwright-core``, ``esbuild``) and in examples/copilotkit (CopilotKit,
+  React, ``esbuild``; about a minute and 750 MB the first time), each exactly
+  as its lockfile says; needs Node.js 20 or newer with npm.
 - ``chromium``, ``redis-server``: Debian's packages of that name, with
   ``apt-get`` (as root). No browser is ever downloaded by anything else.
 
-A step whose prerequisite is already there does nothing (node_modules
+A step whose prerequisite is already there does nothing (each node_modules
 remembers the lockfile it was installed from). When something cannot be
 installed here (not root, no apt-get, no npm, an install that fails) the
 script exits with status 1 and one line saying what to install; the tests
@@ -29,10 +30,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-INTEROP = Path(__file__).resolve().parent / "interop"
-LOCKFILE = INTEROP / "package-lock.json"
-#: Written after a successful ``npm ci``: the SHA-256 of the lockfile it installed.
-STAMP = INTEROP / "node_modules" / ".aguiadapter-lockfile-sha256"
+ROOT = Path(__file__).resolve().parent.parent
+#: The Node projects the suites use, by the name a message gives them.
+NODE_PROJECTS = {
+    "tests/interop": ROOT / "tests" / "interop",
+    "examples/copilotkit": ROOT / "examples" / "copilotkit",
+}
+#: Written into node_modules after a successful ``npm ci``: the SHA-256 of the lockfile it installed.
+STAMP = ".aguiadapter-lockfile-sha256"
 MIN_NODE_MAJOR = 20
 #: Programs the suites run, each from the Debian package of the same name.
 DEBIAN_PROGRAMS = ("chromium", "redis-server")
@@ -72,23 +77,25 @@ def ensure_debian_programs(programs: Sequence[str]) -> None:
 
 
 def ensure_node_modules() -> None:
-    """``npm ci`` in tests/interop, unless node_modules comes from this very lockfile."""
+    """``npm ci`` in each Node project, unless its node_modules comes from its very lockfile."""
     node, npm = shutil.which("node"), shutil.which("npm")
-    need = f"tests/interop needs Node.js {MIN_NODE_MAJOR} or newer with npm on PATH"
+    need = f"the tests need Node.js {MIN_NODE_MAJOR} or newer with npm on PATH (for {' and '.join(NODE_PROJECTS)})"
     if node is None or npm is None:
         raise CannotPrepare(f"{need}: install them, {AGAIN}")
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout.strip()
     major = version.lstrip("v").split(".")[0]
     if not major.isdigit() or int(major) < MIN_NODE_MAJOR:
         raise CannotPrepare(f"{need} (found {version or 'a node that prints no version'}): install it, {AGAIN}")
-    digest = hashlib.sha256(LOCKFILE.read_bytes()).hexdigest()
-    if STAMP.is_file() and STAMP.read_text().strip() == digest:
-        return
-    say("installing tests/interop's Node packages (npm ci, from the lockfile)")
-    done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=INTEROP, check=False)
-    if done.returncode != 0:
-        raise CannotPrepare(f"'npm ci' in tests/interop failed (exit {done.returncode}, output above): fix it, {AGAIN}")
-    STAMP.write_text(digest + "\n")
+    for name, folder in NODE_PROJECTS.items():
+        digest = hashlib.sha256((folder / "package-lock.json").read_bytes()).hexdigest()
+        stamp = folder / "node_modules" / STAMP
+        if stamp.is_file() and stamp.read_text().strip() == digest:
+            continue
+        say(f"installing {name}'s Node packages (npm ci, from the lockfile)")
+        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=folder, check=False)
+        if done.returncode != 0:
+            raise CannotPrepare(f"'npm ci' in {name} failed (exit {done.returncode}, output above): fix it, {AGAIN}")
+        stamp.write_text(digest + "\n")
 
 
 def main(argv: Sequence[str]) -> int:

@@ -89,15 +89,18 @@ def test_a_failing_apt_get_is_reported_with_its_reason(machine: FakeMachine, cap
     assert "Unable to locate package chromium" in last and "apt-get install -y chromium" in last
 
 
+def node_project(root: Path, name: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "package-lock.json").write_text('{"lockfileVersion": 3}')
+    return folder
+
+
 @pytest.fixture
 def interop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A stand-in tests/interop folder with a lockfile."""
-    folder = tmp_path / "interop"
-    folder.mkdir()
-    (folder / "package-lock.json").write_text('{"lockfileVersion": 3}')
-    monkeypatch.setattr(prerequisites, "INTEROP", folder)
-    monkeypatch.setattr(prerequisites, "LOCKFILE", folder / "package-lock.json")
-    monkeypatch.setattr(prerequisites, "STAMP", folder / "node_modules" / ".stamp")
+    """A stand-in tests/interop folder with a lockfile, the only Node project."""
+    folder = node_project(tmp_path, "interop")
+    monkeypatch.setattr(prerequisites, "NODE_PROJECTS", {"tests/interop": folder})
     return folder
 
 
@@ -115,7 +118,7 @@ def test_npm_ci_runs_once_per_lockfile(machine: FakeMachine, interop: Path) -> N
 def test_without_npm_it_asks_for_node_20(machine: FakeMachine, interop: Path, capsys: pytest.CaptureFixture[str]) -> None:
     machine.program("node", "echo v20.20.2")
     assert prerequisites.main(["node-modules"]) == 1
-    assert "needs Node.js 20 or newer with npm" in one_line(capsys)
+    assert "need Node.js 20 or newer with npm" in one_line(capsys)
 
 
 def test_an_old_node_is_refused(machine: FakeMachine, interop: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,4 +134,19 @@ def test_a_failing_npm_ci_fails(machine: FakeMachine, interop: Path, capsys: pyt
     machine.program("npm", "exit 1")
     assert prerequisites.main(["node-modules"]) == 1
     assert "'npm ci' in tests/interop failed (exit 1" in capsys.readouterr().err
-    assert not (interop / "node_modules" / ".stamp").exists()
+    assert not (interop / "node_modules" / prerequisites.STAMP).exists()
+
+
+def test_each_node_project_is_installed_from_its_own_lockfile(
+    machine: FakeMachine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine.program("node", "echo v20.20.2")
+    machine.program("npm", f'mkdir -p node_modules; echo "npm ci in $(basename "$PWD")" >> "{machine.log}"')
+    interop, example = node_project(tmp_path, "interop"), node_project(tmp_path, "copilotkit")
+    monkeypatch.setattr(prerequisites, "NODE_PROJECTS", {"tests/interop": interop, "examples/copilotkit": example})
+    assert prerequisites.main(["node-modules"]) == 0
+    (example / "package-lock.json").write_text('{"lockfileVersion": 3, "changed": true}')
+    assert prerequisites.main(["node-modules"]) == 0
+    assert [call for call in machine.calls() if call.startswith("npm ci in")] == [
+        "npm ci in interop", "npm ci in copilotkit", "npm ci in copilotkit",
+    ]

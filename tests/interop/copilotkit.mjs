@@ -1,0 +1,149 @@
+// Chat through the CopilotKit example (examples/copilotkit) in headless Chromium.
+//
+//   node copilotkit.mjs - < job.json
+//
+// job: {"url": "http://127.0.0.1:PORT/" or ".../classic", "ui": "v2" | "classic",
+//       "chromium": "/usr/bin/chromium", "userDataDir": "<a fresh folder>",
+//       "screenshot": "<png path>", "locale": "en-US", "expectRefusal": false}
+// It types into CopilotKit's own chat as a person would: `hello`, then
+// `tool`, then `permission x.txt`, clicks Approve on the approval card and
+// waits for the tool's result and the closing reply, then `hello again`.
+// With "expectRefusal" (the example started with --no-resume-middleware) it
+// only asks for the permission, clicks Approve and stops once the run that
+// carried the answer has ended and the page shows the error.
+// It prints one JSON document: what the page shows, what it logged, every URL
+// it asked for, and the error if a step failed (exit status 0 either way).
+import { readFileSync } from "node:fs";
+import { chromium } from "playwright-core";
+
+const job = JSON.parse(readFileSync(process.argv[2] === undefined || process.argv[2] === "-" ? 0 : process.argv[2], "utf8"));
+
+// The project's Chromium flags; playwright-core adds --headless and
+// --no-sandbox and passes the profile folder as --user-data-dir.
+const FLAGS = [
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+// CopilotKit's own markup: the v2 chat and the classic one differ.
+const UI = {
+  v2: {
+    user: "[data-testid=copilot-user-message]",
+    assistant: "[data-testid=copilot-assistant-message]",
+    idle: "[data-testid=copilot-chat][data-copilot-running=false]",
+  },
+  classic: {
+    user: ".copilotKitUserMessage",
+    assistant: ".copilotKitAssistantMessage",
+    idle: "[data-testid=copilot-send-button][data-copilotkit-in-progress=false]",
+  },
+}[job.ui];
+// The example's own cards.
+const ROLES = { ...UI, tool: "[data-testid=tool-call]", approval: "[data-testid=approval]", error: "[data-testid=error]" };
+delete ROLES.idle;
+
+const report = { steps: [], transcript: [], approval: null, console: [], pageErrors: [], requests: [], error: null };
+
+async function transcript(page) {
+  return page.evaluate((roles) => {
+    const selector = Object.values(roles).join(", ");
+    return [...document.querySelectorAll(selector)].map((element) => ({
+      role: Object.keys(roles).find((role) => element.matches(roles[role])),
+      text: element.innerText.trim(),
+    }));
+  }, ROLES);
+}
+
+async function waitForText(page, role, needle) {
+  await page.waitForFunction(
+    ([selector, needle]) => [...document.querySelectorAll(selector)].some((element) => element.innerText.includes(needle)),
+    [ROLES[role], needle],
+  );
+}
+
+async function say(page, text) {
+  await page.waitForSelector(UI.idle);
+  await page.fill("[data-testid=copilot-chat-textarea]", text);
+  await page.click("[data-testid=copilot-send-button]");
+  await page.waitForFunction(
+    ([selector, text]) => [...document.querySelectorAll(selector)].some((element) => element.innerText.trim() === text),
+    [UI.user, text],
+  );
+}
+
+const context = await chromium.launchPersistentContext(job.userDataDir, {
+  executablePath: job.chromium,
+  headless: true,
+  chromiumSandbox: false,
+  args: FLAGS,
+  viewport: { width: 900, height: 1000 },
+  locale: job.locale ?? "en-US",
+  timeout: 60_000,
+});
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(job.timeoutMs ?? 30_000);
+  page.on("console", (message) => report.console.push({ type: message.type(), text: message.text() }));
+  page.on("pageerror", (error) => report.pageErrors.push(String(error)));
+  page.on("request", (request) => report.requests.push(request.url()));
+
+  await page.goto(job.url);
+  await page.waitForSelector(UI.idle);
+  report.steps.push("loaded");
+
+  if (!job.expectRefusal) {
+    await say(page, "hello");
+    await waitForText(page, "assistant", 'You said: "hello"');
+    report.steps.push("hello answered");
+
+    await say(page, "tool");
+    await waitForText(page, "tool", "README.md");
+    await waitForText(page, "assistant", "The workspace holds");
+    report.steps.push("tool answered");
+  }
+
+  await say(page, "permission x.txt");
+  const approve = page.getByRole("button", { name: "Approve" });
+  await approve.waitFor();
+  await page.getByRole("button", { name: "Deny" }).waitFor();
+  await page.waitForSelector(UI.idle);
+  report.approval = await page.innerText(ROLES.approval);
+  report.steps.push("approval shown");
+  const answered = page.waitForResponse(
+    (response) => response.request().method() === "POST" && response.url().endsWith("/agent/default/run"),
+  );
+  await approve.click();
+
+  if (job.expectRefusal) {
+    // The run that carries the answer: wait until its stream has ended.
+    await (await answered).finished();
+    await page.waitForSelector(UI.idle);
+    await page.waitForSelector(ROLES.error);
+    report.steps.push("approved, answer sent");
+  } else {
+    await waitForText(page, "tool", "Successfully wrote");
+    await waitForText(page, "assistant", "x.txt was written");
+    await page.waitForSelector(ROLES.approval, { state: "detached" });
+    report.steps.push("approved and finished");
+
+    await say(page, "hello again");
+    await waitForText(page, "assistant", 'You said: "hello again"');
+    await page.waitForSelector(UI.idle);
+    report.steps.push("second turn answered");
+  }
+} catch (error) {
+  report.error = String(error?.stack ?? error);
+} finally {
+  const page = context.pages()[0];
+  if (page) {
+    report.transcript = await transcript(page).catch(() => []);
+    report.approvalOpen = (await page.$(ROLES.approval).catch(() => null)) !== null;
+    if (job.screenshot) await page.screenshot({ path: job.screenshot, fullPage: true }).catch(() => {});
+  }
+  await context.close();
+}
+process.stdout.write(`${JSON.stringify(report)}\n`);

@@ -1,0 +1,283 @@
+"""The CopilotKit example (examples/copilotkit), driven as a person would.
+
+CopilotKit's own pieces, at the versions its lockfile pins: the runtime
+(``@copilotkit/runtime`` 1.75, an ``HttpAgent`` of ``@ag-ui/client`` 0.0.59
+pointed at the adapter) and its React chats (``@copilotkit/react-core`` and
+``react-ui`` 1.74), in headless Chromium through ``copilotkit.mjs``. The page
+is built from the lockfile by the example's ``build.mjs``; nothing is
+downloaded but the npm packages, and no browser at all.
+
+Between the CopilotKit runtime and the adapter sits a recording proxy, so the
+tests also pin what CopilotKit sends: the whole history, no
+``protocolVersion``, and, without the example's middleware, the resume under
+the interrupted run's own ``runId`` (CopilotKit/CopilotKit#6999), which the
+adapter refuses with ``RUN_ID_CONFLICT`` and a message that says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import attrs
+import pytest
+from aiohttp import web
+
+from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.adapter import RunningAdapter
+
+from .conftest import HERE, missing, run_node
+
+EXAMPLE = HERE.parent.parent / "examples" / "copilotkit"
+EXAMPLE_MODULES = EXAMPLE / "node_modules"
+DRIVER = HERE / "copilotkit.mjs"
+
+
+@pytest.fixture(scope="session")
+def node_for_copilotkit(node: str) -> str:
+    """``node``, once ``examples/copilotkit/node_modules`` is installed too."""
+    for package in ("@copilotkit/runtime", "@copilotkit/react-core", "@copilotkit/react-ui", "esbuild"):
+        if not (EXAMPLE_MODULES / package / "package.json").exists():
+            missing(f"examples/copilotkit/node_modules/{package}", "node-modules")
+    return node
+
+
+@pytest.fixture(scope="session")
+def pages(node_for_copilotkit: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example's pages, built once per session from its lockfile (``node build.mjs DIR``)."""
+    dist = tmp_path_factory.mktemp("copilotkit-dist")
+    built = subprocess.run(
+        [node_for_copilotkit, str(EXAMPLE / "build.mjs"), str(dist)],
+        cwd=EXAMPLE, capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    assert (dist / "v2.js").exists() and (dist / "classic.js").exists(), built.stdout
+    return dist
+
+
+@attrs.define
+class Exchange:
+    """One request the CopilotKit runtime sent to the adapter, and the answer."""
+
+    body: dict[str, Any]
+    headers: dict[str, str]
+    status: int
+    reply: bytes
+
+    def error(self) -> dict[str, Any]:
+        error: dict[str, Any] = json.loads(self.reply)["error"]
+        return error
+
+
+@pytest.fixture
+async def recorded(adapter: RunningAdapter) -> AsyncIterator[tuple[str, list[Exchange]]]:
+    """A pass-through proxy in front of the adapter that keeps every run request and its answer."""
+    exchanges: list[Exchange] = []
+    session = aiohttp.ClientSession()
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        headers = {name: value for name, value in request.headers.items()
+                   if name.lower() in ("content-type", "accept", "accept-language", "authorization")}
+        async with session.post(adapter.url, data=body, headers=headers) as upstream:
+            response = web.StreamResponse(status=upstream.status,
+                                          headers={"Content-Type": upstream.headers["Content-Type"]})
+            await response.prepare(request)
+            reply = bytearray()
+            async for chunk in upstream.content.iter_any():
+                reply += chunk
+                await response.write(chunk)
+            exchanges.append(Exchange(json.loads(body), dict(request.headers), upstream.status, bytes(reply)))
+            await response.write_eof()
+            return response
+
+    app = web.Application()
+    app.router.add_post("/", forward)
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/", exchanges
+    finally:
+        await runner.cleanup()
+        await session.close()
+
+
+@contextlib.asynccontextmanager
+async def example_server(node: str, pages: Path, agui_url: str, workspace: Path, *options: str) -> AsyncIterator[str]:
+    """``node server.mjs`` on a free loopback port: the CopilotKit runtime and the pages."""
+    proc = await asyncio.create_subprocess_exec(
+        node, str(EXAMPLE / "server.mjs"), "--agui-url", agui_url, "--port", "0",
+        "--cwd", str(workspace), "--dist", str(pages), *options,
+        cwd=str(EXAMPLE), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    output: list[str] = []
+    url = ""
+    drainer: asyncio.Task[None] | None = None
+    try:
+        while not url:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+            assert line, "server.mjs exited before it listened:\n" + "".join(output)
+            output.append(line)
+            if line.startswith("copilotkit example on "):
+                url = line.split(" on ", 1)[1].strip()
+
+        async def drain() -> None:
+            assert proc.stdout is not None
+            while line := await proc.stdout.readline():
+                output.append(line.decode())
+
+        drainer = asyncio.create_task(drain())
+        yield url
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 15)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+        if drainer is not None:
+            await drainer
+
+
+async def chat(node: str, chromium: str, url: str, ui: str, tmp_path: Path, **job: Any) -> dict[str, Any]:
+    """Run ``copilotkit.mjs`` against the page; returns what it saw."""
+    screenshot = Path(os.environ.get("AGUI_INTEROP_SCREENSHOT") or tmp_path / f"copilotkit-{ui}.png")
+    payload = {"url": url, "ui": ui, "chromium": chromium, "userDataDir": str(tmp_path / f"profile-{ui}"),
+               "screenshot": str(screenshot), **job}
+    return await run_node(node, DRIVER, payload, timeout=180.0)
+
+
+def shown(report: dict[str, Any], role: str) -> list[str]:
+    return [item["text"] for item in report["transcript"] if item["role"] == role]
+
+
+@pytest.mark.parametrize("ui", ["v2", "classic"])
+async def test_a_person_chats_uses_a_tool_approves_and_goes_on_through_copilotkit(
+    ui: str,
+    node_for_copilotkit: str,
+    chromium: str,
+    pages: Path,
+    recorded: tuple[str, list[Exchange]],
+    demo: DemoRuntime,
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    agui_url, exchanges = recorded
+    async with example_server(node_for_copilotkit, pages, agui_url, workspace) as url:
+        async with aiohttp.ClientSession() as session, session.get(url + "api/copilotkit/info") as resp:
+            info = await resp.json()
+        page = url if ui == "v2" else url + "classic"
+        report = await chat(node_for_copilotkit, chromium, page, ui, tmp_path)
+
+    assert report["error"] is None, (
+        f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}\nconsole: {report['console']}"
+    )
+    assert report["steps"] == [
+        "loaded", "hello answered", "tool answered", "approval shown", "approved and finished", "second turn answered",
+    ]
+    # What the person saw: the replies, both tool cards with their results, no card left open.
+    assert shown(report, "user") == ["hello", "tool", "permission x.txt", "hello again"]
+    replies = "\n".join(shown(report, "assistant"))
+    assert 'You said: "hello"' in replies and "The workspace holds README.md and main.tf." in replies
+    assert "Done: x.txt was written." in replies and 'You said: "hello again"' in replies
+    listing, writing = shown(report, "tool")
+    assert listing.startswith('list_files({"path":"."})') and "README.md" in listing
+    assert writing.startswith('write_file({"path":"x.txt"') and f"Successfully wrote 1 lines to {workspace}/x.txt" in writing
+    assert "Approve" in report["approval"] and "Deny" in report["approval"]
+    assert shown(report, "approval") == [] and shown(report, "error") == []
+    # What the approval did: the demo runtime ran the tool, once.
+    assert demo.state.tool_runs["write_file"] == 1
+
+    # What CopilotKit sent: four turns and one resume, each a new runId on one thread.
+    assert [exchange.status for exchange in exchanges] == [200] * 5
+    bodies = [exchange.body for exchange in exchanges]
+    assert len({body["threadId"] for body in bodies}) == 1
+    assert len({body["runId"] for body in bodies}) == 5
+    interrupted, resume = bodies[2], bodies[3]
+    (interrupt,) = json.loads(_last_event(exchanges[2].reply))["outcome"]["interrupts"]
+    assert resume["resume"] == [
+        {"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}
+    ]
+    assert resume["runId"] != interrupted["runId"]  # the example's middleware gave it its own
+    # CopilotKit's convention for a tool_call interrupt: the answer goes into the
+    # history as the call's result, and stays its only result (ours is dropped).
+    decision = {"role": "tool", "toolCallId": interrupt["toolCallId"], "content": '{"decision":"allow_once"}'}
+    assert {k: v for k, v in resume["messages"][-1].items() if k != "id"} == decision
+    results = [m for m in bodies[4]["messages"] if m.get("toolCallId") == interrupt["toolCallId"]]
+    assert [{k: v for k, v in m.items() if k != "id"} for m in results] == [decision]
+    # The whole history every time, never a protocolVersion, the properties as forwardedProps.
+    users = [[m["content"] for m in body["messages"] if m["role"] == "user"] for body in bodies]
+    assert users == [
+        ["hello"], ["hello", "tool"], ["hello", "tool", "permission x.txt"],
+        ["hello", "tool", "permission x.txt"], ["hello", "tool", "permission x.txt", "hello again"],
+    ]
+    assert all("protocolVersion" not in body and body["tools"] == [] for body in bodies)
+    # Not the browser's language: Node's fetch default. Hence preferredLanguage.
+    assert {exchange.headers.get("Accept-Language") for exchange in exchanges} == {"*"}
+    (iac,) = {json.dumps(body["forwardedProps"]["iacCode"], sort_keys=True) for body in bodies}
+    assert json.loads(iac) == {"schemaVersion": 1, "rosInvocationId": json.loads(iac)["rosInvocationId"],
+                               "cwd": str(workspace), "preferredLanguage": "en-US"}
+
+    # Offline and clean: the page asked only its own server, logged no error, and
+    # CopilotKit's checks of our streams found nothing to complain about.
+    assert all(request.startswith(url) for request in report["requests"]), report["requests"]
+    assert report["pageErrors"] == []
+    assert [line for line in report["console"] if line["type"] in ("error", "warning")] == []
+    assert info["agents"] == {"default": info["agents"]["default"]} and info["telemetryDisabled"] is True
+
+
+async def test_without_the_middleware_copilotkit_resumes_under_the_interrupted_runs_id(
+    node_for_copilotkit: str,
+    chromium: str,
+    pages: Path,
+    recorded: tuple[str, list[Exchange]],
+    demo: DemoRuntime,
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    """The negative control: the upstream bug is still there, and our refusal explains it.
+
+    When a CopilotKit release with the fix of CopilotKit/CopilotKit#6999 is
+    pinned, this test fails: then the example's middleware can go.
+    """
+    agui_url, exchanges = recorded
+    async with example_server(node_for_copilotkit, pages, agui_url, workspace, "--no-resume-middleware") as url:
+        report = await chat(node_for_copilotkit, chromium, url, "v2", tmp_path, expectRefusal=True, locale="zh-CN")
+
+    assert report["error"] is None, f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}"
+    assert report["steps"] == ["loaded", "approval shown", "approved, answer sent"]
+    interrupted, resume = exchanges
+    assert resume.body["resume"] and resume.body["runId"] == interrupted.body["runId"]
+    assert resume.status == 409
+    error = resume.error()
+    assert error["code"] == "RUN_ID_CONFLICT"
+    assert "新的 runId" in error["message"] and "docs/front-ends.md" in error["message"]
+    # The tool never ran; the person is left with the card and no result.
+    assert demo.state.tool_runs["write_file"] == 0
+    assert report["approvalOpen"] is True
+    # What the person and the developer are told: the adapter's message, in the
+    # browser's language (preferredLanguage), on the page and in the console.
+    (banner,) = shown(report, "error")
+    assert "RUN_ID_CONFLICT" in banner and "CopilotKit" in banner and "runId" in banner
+    assert "Resume 是一个新的 run" in banner, banner
+    logged = [line["text"] for line in report["console"] if line["type"] == "error"]
+    assert any("RUN_ID_CONFLICT" in text and "docs/front-ends.md" in text for text in logged), logged
+    assert not any("Successfully wrote" in text for text in shown(report, "tool"))
+
+
+def _last_event(stream: bytes) -> str:
+    """The JSON of the last ``data:`` line of an SSE body."""
+    lines = [line for line in stream.decode().splitlines() if line.startswith("data:")]
+    return lines[-1].removeprefix("data:").strip()
