@@ -1,4 +1,4 @@
-// What both pages share: the iacCode properties, the approval card and the tool card.
+// What both pages share: the iacCode properties, the approval card, the tool card and the error banner.
 import { useEffect, useState, useSyncExternalStore, type ReactElement } from "react";
 import { createRoot } from "react-dom/client";
 import { useAgent, useCopilotKit, useDefaultRenderTool, useInterrupt } from "@copilotkit/react-core/v2";
