@@ -363,3 +363,36 @@ def test_a_dead_turn_records_how_its_run_ended() -> None:
     record = record_in(ThreadState.RUNNING)
     tm.recover(tm.restore(record), found(TaskFate.GONE), expires_at=NOW)
     assert record.runs["run-1"].outcome == "EXECUTION_LOST"
+
+
+# ------------------------------------------------ before answers go out
+def inspected(*statuses: InputStatus, asks: tuple[str, ...] = ()) -> tm.Plan:
+    record = record_in(ThreadState.INTERRUPTED,
+                       pending_interrupts=[permission(f"permission-{n}") for n in range(1, len(statuses) + 1)])
+    answers = answers_to(record, *(allow(item) for item in record.pending_interrupts))
+    plan = tm.Plan(tm.PlanKind.RESUME, tuple(answers))
+    by_id = {answer.interrupt_id: status for answer, status in zip(answers, statuses, strict=True)}
+    envelopes = [envelope_of({"kind": "permission", "inputId": input_id, "required": True}) for input_id in asks]
+    return tm.after_inspection(plan, by_id, envelopes)
+
+
+@pytest.mark.parametrize(("statuses", "asks", "kind", "sent", "taken"), [
+    ((InputStatus.WAITS,), ("permission-1",), tm.PlanKind.RESUME, 1, 0),
+    # The runtime moved past the input already: nothing is sent again, the task is followed.
+    ((InputStatus.TAKEN,), (), tm.PlanKind.FOLLOW, 0, 1),
+    ((InputStatus.TAKEN, InputStatus.WAITS), ("permission-2",), tm.PlanKind.RESUME, 1, 1),
+    # It asks for more than was answered: announce it all before sending anything.
+    ((InputStatus.WAITS,), ("permission-1", "permission-9"), tm.PlanKind.ANNOUNCE, 0, 0),
+    ((InputStatus.GONE,), (), tm.PlanKind.LOST, 0, 0),
+])
+def test_a_resume_sends_only_answers_whose_input_still_waits(
+    statuses: tuple[InputStatus, ...], asks: tuple[str, ...], kind: tm.PlanKind, sent: int, taken: int
+) -> None:
+    plan = inspected(*statuses, asks=asks)
+    assert (plan.kind, len(plan.answers), len(plan.taken)) == (kind, sent, taken)
+
+
+def test_a_resume_the_runtime_cannot_decide_is_refused_and_changes_nothing() -> None:
+    with pytest.raises(AdapterError) as raised:
+        inspected(InputStatus.UNKNOWN)
+    assert raised.value.code is ErrorCode.A2A_UNAVAILABLE

@@ -26,7 +26,7 @@ misspelt argument is a type error.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -38,7 +38,7 @@ from ..protocol.inputs import ResumeEntry
 from ..protocol.interrupts import build_interrupt
 from ..protocol.resume import Answer, answer_digest, check_resume
 from ..runtime.envelope import InputEnvelope
-from ..runtime.evidence import Findings, TaskFate
+from ..runtime.evidence import Findings, InputStatus, TaskFate
 from ..translate.pipeline import PipelineState
 from .record import PendingInterrupt, RunKind, ThreadRecord, ThreadState
 
@@ -334,6 +334,8 @@ class PlanKind(enum.Enum):
     FOLLOW = "follow"
     REPORT = "report"
     EXPIRE = "expire"
+    #: The runtime no longer has the waiting task.
+    LOST = "lost"
 
 
 @attrs.frozen
@@ -389,6 +391,27 @@ def admit(record: ThreadRecord, request: Request, now: float) -> Plan:
         return Plan(PlanKind.RESUME, tuple(answers))
     refuse_settled(record, entries)
     raise AssertionError("refuse_settled always raises")  # pragma: no cover
+
+
+def after_inspection(
+    plan: Plan, statuses: Mapping[str, InputStatus], asks: Sequence[InputEnvelope]
+) -> Plan:
+    """A resume, once the runtime said what became of each input it answers
+    (``statuses``) and what it waits for now (``asks``): answers to inputs
+    it moved past are not sent again; when it asks for more than was
+    answered, the run announces all of it first."""
+    if InputStatus.UNKNOWN in statuses.values():
+        raise AdapterError(ErrorCode.A2A_UNAVAILABLE)
+    if InputStatus.GONE in statuses.values():
+        return Plan(PlanKind.LOST)
+    taken = tuple(answer for answer in plan.answers if statuses[answer.interrupt_id] is InputStatus.TAKEN)
+    waiting = tuple(answer for answer in plan.answers if statuses[answer.interrupt_id] is InputStatus.WAITS)
+    if not waiting:
+        return Plan(PlanKind.FOLLOW, taken=taken)
+    answered = {answer.interrupt_id for answer in waiting}
+    if any(envelope.input_id not in answered for envelope in asks):
+        return Plan(PlanKind.ANNOUNCE, asks=tuple(asks))
+    return Plan(PlanKind.RESUME, answers=waiting, taken=taken)
 
 
 def _retried_answers(machine: ThreadMachine, entries: Sequence[ResumeEntry], unreported: dict[str, str]) -> Plan:

@@ -28,7 +28,7 @@ from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
 from ..metrics import Metrics
 from ..protocol.inputs import RunAgentInput, latest_user_message
-from ..runtime.evidence import Findings, InputStatus, TaskFate, TaskView, assess, input_status, waiting_inputs
+from ..runtime.evidence import Findings, TaskFate, TaskView, assess, input_status, waiting_inputs
 from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
 from . import machine as tm
 from .driver import RunContext, RunDriver, StopReason, Ticket
@@ -158,20 +158,12 @@ class ThreadService:
                                               pending[answer.interrupt_id].raised_after, view)
             for answer in plan.answers
         }
-        if InputStatus.UNKNOWN in statuses.values():
-            raise AdapterError(ErrorCode.A2A_UNAVAILABLE)
-        if InputStatus.GONE in statuses.values():
+        asks = waiting_inputs(view, (item.envelope for item in record.pending_interrupts))
+        plan = tm.after_inspection(plan, statuses, asks)
+        if plan.kind is tm.PlanKind.LOST:
             await self._settle(shell, tm.lose)
             raise AdapterError(ErrorCode.EXECUTION_LOST)
-        taken = tuple(answer for answer in plan.answers if statuses[answer.interrupt_id] is InputStatus.TAKEN)
-        waiting = tuple(answer for answer in plan.answers if statuses[answer.interrupt_id] is InputStatus.WAITS)
-        if not waiting:
-            return tm.Plan(tm.PlanKind.FOLLOW, taken=taken), view
-        asks = waiting_inputs(view, (item.envelope for item in record.pending_interrupts))
-        answered = {answer.interrupt_id for answer in waiting}
-        if any(envelope.input_id not in answered for envelope in asks):
-            return tm.Plan(tm.PlanKind.ANNOUNCE, asks=tuple(asks)), view
-        return tm.Plan(tm.PlanKind.RESUME, answers=waiting, taken=taken), view
+        return plan, view
 
     async def _look(self, shell: ThreadShell, *, restore: bool) -> TaskView:
         """The thread's task as the runtime sees it now (``restore``: ask it
