@@ -32,6 +32,8 @@ class ExpiryScheduler:
         self.on_expire = on_expire
         self.clock = clock
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        #: The deadline each armed timer is for.
+        self._deadlines: dict[str, float] = {}
         self._running: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -40,13 +42,17 @@ class ExpiryScheduler:
             self._arm(thread_id, expires_at)
 
     async def schedule(self, thread_id: str, expires_at: float) -> None:
-        """Store a thread's deadline and arm its timer."""
+        """Store a thread's deadline and arm its timer (nothing to do when
+        this timer is armed for that deadline already)."""
+        if self._deadlines.get(thread_id) == expires_at and thread_id in self._timers:
+            return
         await self.store.set_deadline(thread_id, expires_at)
         self._arm(thread_id, expires_at)
 
     async def cancel(self, thread_id: str) -> None:
         """Forget a thread's deadline (its interrupts were answered or ended)."""
         timer = self._timers.pop(thread_id, None)
+        self._deadlines.pop(thread_id, None)
         if timer is not None:
             timer.cancel()
         try:
@@ -54,6 +60,10 @@ class ExpiryScheduler:
         except PersistenceError as exc:
             # A stale deadline only causes a harmless check later.
             log.warning("thread %s: deadline not cleared: %s", thread_id, exc)
+
+    def is_armed(self, thread_id: str) -> bool:
+        """Whether this process has a timer for the thread."""
+        return thread_id in self._timers
 
     @property
     def armed(self) -> int:
@@ -75,9 +85,11 @@ class ExpiryScheduler:
             previous.cancel()
         delay = max(0.0, expires_at - self.clock())
         self._timers[thread_id] = loop.call_later(delay, self._fire, thread_id)
+        self._deadlines[thread_id] = expires_at
 
     def _fire(self, thread_id: str) -> None:
         self._timers.pop(thread_id, None)
+        self._deadlines.pop(thread_id, None)
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(self.on_expire(thread_id))
         self._running.add(task)
         task.add_done_callback(self._running.discard)

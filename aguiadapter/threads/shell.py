@@ -29,6 +29,10 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
+#: States in which pending interrupts keep their expiry deadline.
+_WAITING = frozenset({ThreadState.INTERRUPTED, ThreadState.RUNNING})
+
+
 class SinkClosed(Exception):
     """The sink cannot take events any more (the client went away)."""
 
@@ -83,11 +87,14 @@ class ThreadShell:
         return result
 
     async def _follow_deadline(self, before: ThreadState) -> None:
+        # A resume keeps its interrupts' deadline until the runtime took the
+        # answers: if its process dies, the expiry timer is one of the
+        # requests that recover the thread.
         record = self.record
-        deadline = record.next_deadline if record.state is ThreadState.INTERRUPTED else None
+        deadline = record.next_deadline if record.state in _WAITING else None
         if deadline is not None:
             await self.expiry.schedule(record.thread_id, deadline)
-        elif before is ThreadState.INTERRUPTED:
+        elif before is ThreadState.INTERRUPTED or self.expiry.is_armed(record.thread_id):
             await self.expiry.cancel(record.thread_id)
 
     async def release(self) -> None:
