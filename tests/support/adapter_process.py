@@ -1,0 +1,173 @@
+"""The adapter as a child process that a test can ``kill -9`` and start again.
+
+``python -m aguiadapter`` runs from the checkout with the test's own Python,
+on a loopback port, in front of whatever ``a2a_url`` says (a crash test puts
+its proxy there). A restart reuses the port and the state folder, the way a
+supervisor would bring a crashed server back; a client that calls meanwhile
+gets "connection refused".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+
+from .iac_runtime import LOOPBACK, free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_SECONDS = 30.0
+STOP_TIMEOUT_SECONDS = 5.0
+
+
+class AdapterProcess:
+    """One adapter server process at a time, on the same state folder."""
+
+    def __init__(
+        self,
+        *,
+        a2a_url: str,
+        a2a_token: str,
+        state_dir: Path,
+        allowed_cwd: Path,
+        log_path: Path,
+        interrupt_ttl_seconds: float = 3600.0,
+    ) -> None:
+        self.a2a_url = a2a_url
+        self.a2a_token = a2a_token
+        self.state_dir = state_dir
+        self.allowed_cwd = allowed_cwd
+        self.log_path = log_path
+        self.interrupt_ttl_seconds = interrupt_ttl_seconds
+        self.port = 0
+        #: How many times a process was started (1 after the first start).
+        self.starts = 0
+        self.kills = 0
+        self._process: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}/"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def __aenter__(self) -> AdapterProcess:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Start a process (same port as before, if there was one) and wait
+        until ``/health`` answers."""
+        assert not self.running, "the adapter is already running"
+        for attempt in range(3):
+            if not self.port or attempt:
+                self.port = free_port()
+            await self._spawn()
+            try:
+                await self._wait_healthy()
+                return
+            except RuntimeError:
+                await self._end()
+                if "address already in use" not in self.log_tail().lower() or attempt == 2:
+                    raise
+
+    async def kill(self) -> None:
+        """``kill -9``, and wait until the process is gone."""
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        process.kill()
+        await process.wait()
+        self.kills += 1
+        self._forget()
+
+    async def restart(self) -> None:
+        await self.kill()
+        await self.start()
+
+    async def stop(self) -> None:
+        """A graceful stop (SIGINT, as Ctrl-C), killed if it lingers."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(process.wait(), STOP_TIMEOUT_SECONDS)
+            except asyncio.TimeoutError:
+                process.kill()
+                await process.wait()
+        self._forget()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no output captured)"
+        return "\n".join(text.splitlines()[-lines:]) or "(no output captured)"
+
+    # -- internals
+
+    async def _spawn(self) -> None:
+        command = [
+            sys.executable, "-m", "aguiadapter", "serve",
+            "--host", LOOPBACK, "--port", str(self.port),
+            "--a2a-url", self.a2a_url, "--a2a-token", self.a2a_token,
+            "--state-dir", str(self.state_dir), "--allowed-cwd", str(self.allowed_cwd),
+            "--interrupt-ttl-seconds", f"{self.interrupt_ttl_seconds:g}",
+        ]  # fmt: skip
+        # Nothing of the caller's adapter settings leaks in: options say it all.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        with self.log_path.open("ab") as log:
+            log.write(f"--- start {self.starts} on port {self.port}\n".encode())
+            log.flush()
+            self._process = await asyncio.create_subprocess_exec(
+                *command, cwd=REPO_ROOT, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=log, stderr=asyncio.subprocess.STDOUT,
+            )  # fmt: skip
+        atexit.register(self._kill_now)
+
+    async def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
+            while time.monotonic() < deadline:
+                if not self.running:
+                    raise RuntimeError(f"the adapter exited during startup\n{self.log_tail()}")
+                try:
+                    async with session.get(f"{self.url}health") as response:
+                        if response.status == 200:
+                            return
+                except (aiohttp.ClientError, asyncio.TimeoutError):
+                    pass  # not listening yet
+                await asyncio.sleep(0.05)
+        raise RuntimeError(f"the adapter did not answer /health within {START_TIMEOUT_SECONDS:g} s\n{self.log_tail()}")
+
+    async def _end(self) -> None:
+        process = self._process
+        if process is not None and process.returncode is None:
+            process.kill()
+            await process.wait()
+        self._forget()
+
+    def _forget(self) -> None:
+        self._process = None
+        atexit.unregister(self._kill_now)
+
+    def _kill_now(self) -> None:
+        process = self._process
+        if process is not None and process.returncode is None:
+            try:
+                os.kill(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
