@@ -43,6 +43,7 @@ from tests.e2e.crash_harness import (
 )
 from tests.support.a2a_proxy import Instant
 from tests.support.adapter import run_body
+from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
 
 CANCELED = "TASK_STATE_CANCELED"
@@ -88,12 +89,6 @@ async def crash_the_resume(rig: CrashRig, instant: Instant, name: str) -> tuple[
 def again(asked: Asked) -> Callable[[], dict[str, Any]]:
     """The same answer, a new runId each call."""
     return lambda: resume_body(asked.thread_id, asked.cwd, asked.interrupt["id"])
-
-
-async def wait_for_runs(asked: Asked, count: int, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while asked.runs() < count and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
 
 
 # ------------------------------------------------------------------ retry
@@ -146,7 +141,7 @@ async def test_the_cancel_route_after_a_crash_tells_what_the_runtime_did(rig: Cr
     if instant in (Instant.AFTER_SENT, Instant.AFTER_END):
         # The runtime carries the answer out while nobody follows it: cancel
         # once its turn is over.
-        await wait_for_runs(asked, 1)
+        await eventually(lambda: asked.runs() >= 1, "the runtime carries the taken answer out", interval=0.1)
         await rig.settle(asked, since)
     path = f"extensions/iac-code/v1/executions/{asked.execution_id}/cancel"
     identity = {"threadId": asked.thread_id, "rosInvocationId": "invocation-1"}

@@ -14,11 +14,11 @@ import atexit
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
 
+from .eventually import eventually
 from .iac_runtime import LOOPBACK, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -77,9 +77,11 @@ class AdapterProcess:
             try:
                 await self._wait_healthy()
                 return
-            except RuntimeError:
+            except BaseException as exc:
+                # Never leave a half-started process behind, whatever stopped the wait.
                 await self._end()
-                if "address already in use" not in self.log_tail().lower() or attempt == 2:
+                port_taken = "address already in use" in self.log_tail().lower()
+                if not isinstance(exc, Exception) or not port_taken or attempt == 2:
                     raise
 
     async def kill(self) -> None:
@@ -139,19 +141,17 @@ class AdapterProcess:
         atexit.register(self._kill_now)
 
     async def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
-            while time.monotonic() < deadline:
+
+            async def healthy() -> bool:
                 if not self.running:
                     raise RuntimeError(f"the adapter exited during startup\n{self.log_tail()}")
-                try:
-                    async with session.get(f"{self.url}health") as response:
-                        if response.status == 200:
-                            return
-                except (aiohttp.ClientError, asyncio.TimeoutError):
-                    pass  # not listening yet
-                await asyncio.sleep(0.05)
-        raise RuntimeError(f"the adapter did not answer /health within {START_TIMEOUT_SECONDS:g} s\n{self.log_tail()}")
+                async with session.get(f"{self.url}health") as response:
+                    return response.status == 200
+
+            not_yet = (aiohttp.ClientError, asyncio.TimeoutError)  # not listening yet
+            what = f"the adapter on {self.url} answers /health"
+            await eventually(healthy, what, timeout=START_TIMEOUT_SECONDS, interval=0.05, ignoring=not_yet)
 
     async def _end(self) -> None:
         process = self._process
