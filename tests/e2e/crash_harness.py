@@ -85,6 +85,16 @@ class Outcome:
     def label(self) -> str:
         return self.code if self.kind == "error" and self.code else self.kind
 
+    @property
+    def detail(self) -> str:
+        """What the last event said: the interrupts asked for, or the error's message."""
+        last = self.events[-1] if self.events else {}
+        if self.kind == "interrupt":
+            return "asks for " + ", ".join(str(i.get("id")) for i in last["outcome"]["interrupts"])
+        if last.get("type") == "RUN_ERROR":
+            return str(last.get("message", ""))[:200]
+        return ""
+
     def __repr__(self) -> str:
         return f"<{self.label}{f' HTTP {self.status}' if self.status not in (None, 200) else ''}>"
 
@@ -351,6 +361,8 @@ class Cycle:
     #: Where the kill landed, for the report.
     phase: str = ""
     task_at_kill: str = ""
+    #: The interrupt the client answered.
+    answered: str = ""
     verdict: str = ""
     reason: str = ""
 
@@ -364,9 +376,12 @@ class Cycle:
 
     def describe(self) -> str:
         trail = " -> ".join(a.label for a in self.attempts)
+        if self.attempts and self.attempts[-1].detail:
+            trail += f" ({self.attempts[-1].detail})"
         confirm = f"; again: {self.confirm.label}" if self.confirm is not None else ""
         at_kill = f"; runtime at the kill: {self.task_at_kill}" if self.task_at_kill else ""
-        return f"{self.name}: {self.verdict} ({self.reason}); ran {self.runs}x; client: {trail}{confirm}{at_kill}"
+        answered = f" to {self.answered}" if self.answered else ""
+        return f"{self.name}: {self.verdict} ({self.reason}); ran {self.runs}x; client{answered}: {trail}{confirm}{at_kill}"
 
 
 def judge(runs: int, attempts: list[Outcome], confirm: Outcome | None) -> tuple[str, str]:
@@ -401,7 +416,8 @@ async def retry_cycle(rig: CrashRig, asked: Asked, first: Outcome, name: str, si
     if any(attempt.kind == "success" for attempt in attempts):
         confirm = await rig.post(resume_body(asked.thread_id, asked.cwd, asked.interrupt["id"]))
     runs = await rig.settle(asked, since)
-    return Cycle(name, runs, attempts, confirm, task_at_kill="; ".join(map(str, rig.task_at_kill)))
+    at_kill = "; ".join(map(str, rig.task_at_kill))
+    return Cycle(name, runs, attempts, confirm, task_at_kill=at_kill, answered=str(asked.interrupt["id"]))
 
 
 def kill_phase(rig: CrashRig, since: float, client_done_at: float | None) -> str:
