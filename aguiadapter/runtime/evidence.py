@@ -13,7 +13,7 @@ a pipeline's backup status while the input still waits.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -21,11 +21,14 @@ import attrs
 from ..a2a import wire
 from ..translate.pipeline import as_int
 from .envelope import InputEnvelope, envelope_of, required_inputs
+from .transcript import has_result
 
 #: Pipeline events that say an input was answered.
 _RESOLUTIONS: Final = frozenset({"permission_resolved", "input_received"})
 _FAILED_STATES: Final = frozenset({wire.FAILED, wire.REJECTED, wire.AUTH_REQUIRED})
 _LIVE_STATES: Final = frozenset({wire.WORKING, wire.SUBMITTED})
+#: Execution states in which no input of the task can be answered any more.
+_EXECUTION_GONE: Final = frozenset({"failed", "canceled", "rejected"})
 #: Keys of a state-route display entry that are not part of the input.
 _DISPLAY_ONLY: Final = frozenset({"pending", "sequence", "eventId", "createdAt"})
 
@@ -65,6 +68,21 @@ class TaskView:
     pipeline: Mapping[str, Any] | None = None
     #: The task runs a pipeline, so its state route is the authority on inputs.
     is_pipeline: bool = False
+    #: The execution state route's document (``None``: not read).
+    execution: Mapping[str, Any] | None = None
+    #: The session transcript (``None``: not read).
+    transcript: Sequence[Mapping[str, Any]] | None = None
+
+    @property
+    def execution_status(self) -> str | None:
+        """What the runtime's execution of this task does now (``working``,
+        ``input-required``...); unlike ``GetTask``, it follows a turn whose
+        stream lost its client. ``None`` when not read or of another task."""
+        execution = self.execution
+        if execution is None or self.task is None or execution.get("taskId") != self.task.get("id"):
+            return None
+        status = execution.get("executionStatus")
+        return status if isinstance(status, str) else None
 
     @property
     def state(self) -> str | None:
@@ -125,6 +143,11 @@ def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView) -> 
         return InputStatus.GONE
     if _received(envelope, view.iac) or _resolved_in_pipeline(envelope, raised_after, view.pipeline):
         return InputStatus.TAKEN
+    tool_use_id = envelope.tool_use_id
+    if view.transcript is not None and tool_use_id is not None and has_result(view.transcript, tool_use_id):
+        return InputStatus.TAKEN
+    if not view.is_pipeline and view.execution_status is not None:
+        return _by_execution(envelope, view)
     asked = required_inputs(view.iac)
     if any(item.input_id == envelope.input_id for item in asked):
         return InputStatus.WAITS
@@ -149,14 +172,41 @@ def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView) -> 
     return InputStatus.TAKEN
 
 
-def waiting_inputs(view: TaskView, known: Iterable[InputEnvelope] = ()) -> list[InputEnvelope]:
+def _by_execution(envelope: InputEnvelope, view: TaskView) -> InputStatus:
+    """Outside a pipeline the execution state follows the turn: ``working``
+    once an answer was taken, ``input-required`` while it waits and again
+    when the turn ended (the transcript, when read, tells those apart)."""
+    status = view.execution_status
+    if status in _EXECUTION_GONE:
+        return InputStatus.GONE
+    if status != "input-required":
+        return InputStatus.TAKEN
+    if envelope.sideband:
+        listed = required_inputs({"pendingPermissions": view.iac.get("pendingPermissions") or ()})
+        return InputStatus.WAITS if any(item.input_id == envelope.input_id for item in listed) else InputStatus.TAKEN
+    if view.transcript is not None and envelope.tool_use_id is not None:
+        # A transcript without the gated call's result: the call still waits.
+        return InputStatus.WAITS
+    asked = required_inputs(view.iac)
+    return InputStatus.WAITS if any(item.input_id == envelope.input_id for item in asked) else InputStatus.TAKEN
+
+
+def waiting_inputs(
+    view: TaskView, known: Iterable[InputEnvelope] = (), answered: Collection[str] = ()
+) -> list[InputEnvelope]:
     """Every input the task waits for now; a pipeline's state route fills in
-    what ``GetTask`` no longer shows."""
+    what ``GetTask`` no longer shows. Inputs in ``answered`` (taken answers)
+    are not waited for, whatever a stale ``GetTask`` still shows."""
     known = list(known)
-    found = [_with_display_scope(envelope, view.pipeline) for envelope in required_inputs(view.iac, known)]
+    found = [
+        _with_display_scope(envelope, view.pipeline)
+        for envelope in required_inputs(view.iac, known)
+        if envelope.input_id not in answered
+    ]
     if found or view.state != wire.INPUT_REQUIRED or view.pipeline is None:
         return found
-    return _pipeline_inputs(view, {envelope.input_id: envelope for envelope in known})
+    rebuilt = _pipeline_inputs(view, {envelope.input_id: envelope for envelope in known})
+    return [envelope for envelope in rebuilt if envelope.input_id not in answered]
 
 
 def _with_display_scope(envelope: InputEnvelope, document: Mapping[str, Any] | None) -> InputEnvelope:
@@ -175,11 +225,25 @@ def _with_display_scope(envelope: InputEnvelope, document: Mapping[str, Any] | N
     return envelope_of(fields, listed=envelope.sideband)
 
 
-def task_fate(view: TaskView, known: Iterable[InputEnvelope] = ()) -> tuple[TaskFate, list[InputEnvelope]]:
-    """Where the task is now, and what it asks for."""
+def task_fate(
+    view: TaskView, known: Iterable[InputEnvelope] = (), answered: Collection[str] = ()
+) -> tuple[TaskFate, list[InputEnvelope]]:
+    """Where the task is now, and what it asks for (``known``: the inputs
+    already announced; ``answered``: those whose answers were taken)."""
+    known = list(known)
     state = view.state
     if state is None:
         return TaskFate.GONE, []
+    status = None if view.is_pipeline else view.execution_status
+    if status is not None:
+        fate = _fate_by_execution(status)
+        if fate is TaskFate.TURN_ENDED and status == "input-required":
+            # GetTask may still show a request already answered; a request
+            # it shows for another input is a new one.
+            asks = [item for item in required_inputs(view.iac, known) if item.input_id not in answered]
+            if asks:
+                return TaskFate.ASKS, asks
+        return fate, []
     if state == wire.COMPLETED:
         return TaskFate.TURN_ENDED, []
     if state == wire.CANCELED:
@@ -189,7 +253,7 @@ def task_fate(view: TaskView, known: Iterable[InputEnvelope] = ()) -> tuple[Task
     unreadable = view.is_pipeline and view.pipeline is None
     if unreadable and state == wire.INPUT_REQUIRED and not required_inputs(view.iac):
         return TaskFate.UNKNOWN, []
-    asks = waiting_inputs(view, known)
+    asks = waiting_inputs(view, known, answered)
     if asks:
         return TaskFate.ASKS, asks
     if state in _LIVE_STATES:
@@ -197,13 +261,27 @@ def task_fate(view: TaskView, known: Iterable[InputEnvelope] = ()) -> tuple[Task
     return TaskFate.TURN_ENDED, []
 
 
+def _fate_by_execution(status: str) -> TaskFate:
+    if status in ("failed", "rejected"):
+        return TaskFate.FAILED
+    if status == "canceled":
+        return TaskFate.CANCELED
+    if status in ("working", "submitted"):
+        return TaskFate.WORKS
+    return TaskFate.TURN_ENDED
+
+
 def assess(
-    carried: Sequence[tuple[InputEnvelope, int]], view: TaskView, known: Iterable[InputEnvelope] = ()
+    carried: Sequence[tuple[InputEnvelope, int]],
+    view: TaskView,
+    known: Iterable[InputEnvelope] = (),
+    answered: Collection[str] = (),
 ) -> Findings:
     """What became of the inputs a dead run carried (each with the pipeline
     sequence it was raised after), and of its task."""
     statuses = {envelope.input_id: input_status(envelope, after, view) for envelope, after in carried}
-    fate, asks = task_fate(view, known)
+    taken = {envelope.input_id for envelope, _ in carried if statuses[envelope.input_id] is InputStatus.TAKEN}
+    fate, asks = task_fate(view, known, {*answered, *taken})
     return Findings(statuses, fate, tuple(asks), view.detail)
 
 

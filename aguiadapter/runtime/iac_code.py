@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 SESSION_RESTORE_PATH: Final = "/iac-code/session/ensure-restored"
 PIPELINE_STATE_PATH: Final = "/iac-code/pipeline/state"
+EXECUTION_STATE_PATH: Final = "/iac-code/execution/state"
+SESSION_RECOVERY_PATH: Final = "/iac-code/session/recovery"
 
 Batches = AsyncIterator[list[dict[str, Any]]]
 
@@ -70,10 +72,13 @@ class IacCodeRuntime:
             log.info("session restore for %s not confirmed: %s", session_id, type(exc).__name__)
         self._restored.add(session_id)
 
-    async def view(self, task_id: str, context_id: str, *, pipeline_after: int | None) -> TaskView:
-        """The task as the runtime sees it now; with ``pipeline_after`` (a
-        pipeline's cursor) its state route's events after that sequence too.
-        Raises :class:`A2AError` when the runtime cannot be asked."""
+    async def view(
+        self, task_id: str, context_id: str, *, pipeline_after: int | None, transcript: bool = False
+    ) -> TaskView:
+        """The task as the runtime sees it now: for a pipeline (``pipeline_after``
+        is its cursor) with its state route's events after that sequence; else
+        with the execution's state, and (``transcript``) the session's
+        transcript. Raises :class:`A2AError` when the task cannot be asked for."""
         try:
             task = await self.client.get_task(task_id)
         except A2ARpcError as exc:
@@ -84,10 +89,34 @@ class IacCodeRuntime:
             raise TaskMismatch(f"GetTask({task_id}) returned task {task.get('id')!r} of {task.get('contextId')!r}")
         iac = (task.get("metadata") or {}).get(wire.IAC_CODE_KEY) or {}
         is_pipeline = pipeline_after is not None or "pipeline" in iac
-        document = None
         if is_pipeline:
-            document = await self.pipeline_state(task_id, pipeline_after or 0)
-        return TaskView(task, document, is_pipeline)
+            return TaskView(task, await self.pipeline_state(task_id, pipeline_after or 0), True)
+        execution = await self.execution_state(context_id)
+        messages = None
+        if transcript and execution is not None and isinstance(execution.get("executionId"), str):
+            messages = await self.transcript(context_id, str(execution["executionId"]))
+        return TaskView(task, None, False, execution, messages)
+
+    async def execution_state(self, context_id: str) -> dict[str, Any] | None:
+        """The runtime's state of the context's current execution (``None``
+        when it does not answer: a runtime without the route)."""
+        try:
+            return await self.client.get_json(EXECUTION_STATE_PATH, {"contextId": context_id})
+        except A2AError as exc:
+            log.info("execution state of %s not read: %s", context_id, type(exc).__name__)
+            return None
+
+    async def transcript(self, context_id: str, execution_id: str) -> list[dict[str, Any]] | None:
+        """The session's messages, for what a broken stream did not carry."""
+        try:
+            document = await self.client.get_json(
+                SESSION_RECOVERY_PATH, {"contextId": context_id, "executionId": execution_id}
+            )
+        except A2AError as exc:
+            log.info("session transcript of %s not read: %s", context_id, type(exc).__name__)
+            return None
+        messages = document.get("messages")
+        return [item for item in messages if isinstance(item, dict)] if isinstance(messages, list) else None
 
     async def pipeline_state(self, task_id: str, after: int) -> dict[str, Any] | None:
         """The pipeline state route (snapshot and events after ``after``);

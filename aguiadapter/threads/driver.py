@@ -29,6 +29,7 @@ from ..protocol.resume import Answer
 from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import TaskFate, TaskView, task_fate, waiting_inputs
 from ..runtime.iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
+from ..runtime.transcript import after_answers
 from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
 from . import machine as tm
@@ -40,8 +41,10 @@ log = logging.getLogger(__name__)
 
 StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost"]
 
-#: How many times a run looks at its task again when a stream ends early.
+#: How many times a run subscribes to its task again when a stream ends early.
 FOLLOW_ROUNDS: Final = 5
+#: How often a run looks at an execution it cannot subscribe to.
+FOLLOW_POLL_SECONDS: Final = 0.25
 _OUTCOME_ERRORS: Final = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCode.CANCELLED}
 _RUN_ERRORS: Final = (AnswerRefused, AdapterError, A2AError, IdentityMismatch, TaskMismatch, PersistenceError)
 _FATE_OUTCOMES: Final = {
@@ -121,6 +124,11 @@ class RunDriver:
         )
         #: The envelopes of the interrupts this run answers, by interrupt id.
         self.envelopes = {item.id: item.envelope for item in record.pending_interrupts}
+        #: The tool calls the answers this run carries (or follows) let run.
+        self.answered_tools = [
+            *(envelope.tool_use_id for envelope in self.envelopes.values() if envelope.tool_use_id),
+            *record.unreported_tools(),
+        ]
         resumed_tools = {
             envelope.tool_use_id: envelope.tool_name or "tool"
             for envelope in self.envelopes.values()
@@ -168,12 +176,14 @@ class RunDriver:
             if plan.kind is tm.PlanKind.REPORT:
                 code = self.ticket.record.last_error
                 message = self.message(ErrorCode[code]) if code and code in ErrorCode.__members__ else ""
+                missed = await self._missed(self.identity.task_id) if self.identity.task_id else []
                 events = await shell.apply(tm.report, binding, message)
                 self._outcome_name = "report"
                 self._over = True
                 await shell.release()
                 try:
-                    await self._emit([events[0], *self.translator.opening(), *events[1:]])
+                    await self._emit([events[0], *self.translator.opening(), *missed, *self.translator.finish(),
+                                      *events[1:]])
                 except SinkClosed:
                     self.sink = None
                 return
@@ -274,7 +284,8 @@ class RunDriver:
             log.info("run %s: waiting inputs not listed: %s", self.identity.run_id, exc)
             return outcome
         seen = {item.input_id for item in outcome.inputs}
-        listed = [item for item in waiting_inputs(view, outcome.inputs) if item.input_id not in seen]
+        answered = self.ticket.record.applied_answers.keys()
+        listed = [item for item in waiting_inputs(view, outcome.inputs, answered) if item.input_id not in seen]
         return attrs.evolve(outcome, inputs=outcome.inputs + tuple(listed))
 
     async def _stream(self) -> TurnOutcome | None:
@@ -372,21 +383,32 @@ class RunDriver:
 
     async def _follow(self) -> TurnOutcome | None:
         """Follow the task until it stops or asks for input: look at it, and
-        subscribe while it works."""
+        while it works subscribe to it, or, where the runtime says how its
+        execution goes (iac-code does not stream a turn whose stream lost its
+        client), look again until it stops."""
         runtime = self.context.runtime
         task_id = self.identity.task_id
         if task_id is None:
             raise LostTask()
-        for _ in range(FOLLOW_ROUNDS):
+        subscriptions = 0
+        while True:
             view = await self._view(task_id)
             if view.pipeline is not None:
                 await self._emit(self._recovered(view.pipeline))
-            fate, asks = task_fate(view, self.envelopes.values())
+            fate, asks = task_fate(view, self.envelopes.values(), self.ticket.record.applied_answers.keys())
+            if fate is TaskFate.WORKS and view.execution_status is not None:
+                await asyncio.sleep(FOLLOW_POLL_SECONDS)
+                continue
             if fate is TaskFate.WORKS:
+                subscriptions += 1
+                if subscriptions > FOLLOW_ROUNDS:
+                    return None
                 outcome = await self._relay(runtime.subscribe(task_id), recover_after_first=view.is_pipeline)
                 if outcome is not None and not outcome.unconfirmed:
                     return outcome
                 continue
+            if view.execution_status is not None:
+                await self._emit(await self._missed(task_id))
             if fate is TaskFate.ASKS:
                 return TurnOutcome("interrupt", inputs=tuple(asks))
             if fate is TaskFate.GONE:
@@ -395,7 +417,21 @@ class RunDriver:
                 log.warning("run %s: the pipeline state is unreadable; the turn counts as ended", self.identity.run_id)
                 return TurnOutcome("success")
             return TurnOutcome(_FATE_OUTCOMES[fate], detail=view.detail)  # type: ignore[arg-type]
-        return None
+
+    async def _missed(self, task_id: str) -> list[Event]:
+        """The resumed tools' results and the reply, from the transcript, for
+        a run that saw nothing of the turn its answers let go on."""
+        if self.translator.relayed_results or not self.answered_tools:
+            return []
+        try:
+            view = await self.context.runtime.view(task_id, self.identity.context_id, pipeline_after=None,
+                                                   transcript=True)
+        except (A2AError, TaskMismatch) as exc:
+            log.info("run %s: transcript not read: %s", self.identity.run_id, exc)
+            return []
+        if view.transcript is None:
+            return []
+        return self.translator.missed(after_answers(view.transcript, self.answered_tools))
 
     async def _view(self, task_id: str) -> TaskView:
         pipeline = self.translator.pipeline

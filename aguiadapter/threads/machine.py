@@ -153,8 +153,10 @@ class ThreadMachine(StateMachine):
     def _take(self, taken: Sequence[Answer]) -> None:
         """The runtime moved past these inputs: their answers count as taken."""
         record = self.record
+        tools = {item.id: item.envelope.tool_use_id for item in record.pending_interrupts}
         for answer in taken:
-            record.remember_answer(answer.interrupt_id, answer.digest, reported=False)
+            record.remember_answer(answer.interrupt_id, answer.digest, reported=False,
+                                   tool_use_id=tools.get(answer.interrupt_id))
         done = {answer.interrupt_id for answer in taken}
         record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in done]
 
@@ -197,7 +199,8 @@ class ThreadMachine(StateMachine):
         done = set(interrupt_ids)
         for item in record.pending_interrupts:
             if item.id in done:
-                record.remember_answer(item.id, item.sending or "", reported=False)
+                record.remember_answer(item.id, item.sending or "", reported=False,
+                                       tool_use_id=item.envelope.tool_use_id)
         record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in done]
 
     # ------------------------------------------------------ a run ends
@@ -247,11 +250,13 @@ class ThreadMachine(StateMachine):
         """Settle a dead run the way the runtime says it went."""
         record = self.record
         kind = record.active_run_kind
-        carried = {item.id: item.sending or "" for item in record.pending_interrupts} if kind is RunKind.RESUME else {}
+        carried = {item.id: item for item in record.pending_interrupts} if kind is RunKind.RESUME else {}
         taken = findings.taken()
         for interrupt_id in taken:
-            if interrupt_id in carried:
-                record.remember_answer(interrupt_id, carried[interrupt_id], reported=False)
+            item = carried.get(interrupt_id)
+            if item is not None:
+                record.remember_answer(interrupt_id, item.sending or "", reported=False,
+                                       tool_use_id=item.envelope.tool_use_id)
         record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in taken]
         unreported = set(record.unreported_answers())
         if target.value is ThreadState.RUNNING:

@@ -82,6 +82,8 @@ class AppliedAnswer:
     #: Whether a client was told how the run that carried it ended; until
     #: then a retry of the same answer follows or reports that run.
     reported: bool = True
+    #: The tool call the answer let run (its result is part of that report).
+    tool_use_id: str | None = None
 
 
 @attrs.define
@@ -119,11 +121,17 @@ class ThreadRecord:
         while len(self.runs) > RUN_HISTORY_LIMIT:
             del self.runs[next(iter(self.runs))]
 
-    def remember_answer(self, interrupt_id: str, digest: str, *, reported: bool) -> None:
+    def remember_answer(
+        self, interrupt_id: str, digest: str, *, reported: bool, tool_use_id: str | None = None
+    ) -> None:
         """Record an applied answer, forgetting the oldest beyond the limit."""
-        self.applied_answers[interrupt_id] = AppliedAnswer(digest, reported)
+        self.applied_answers[interrupt_id] = AppliedAnswer(digest, reported, tool_use_id)
         while len(self.applied_answers) > RUN_HISTORY_LIMIT:
             del self.applied_answers[next(iter(self.applied_answers))]
+
+    def unreported_tools(self) -> list[str]:
+        """The tool calls of the taken answers no client heard the end of."""
+        return [a.tool_use_id for a in self.applied_answers.values() if not a.reported and a.tool_use_id]
 
     def unreported_answers(self) -> dict[str, str]:
         """interruptId → digest of the taken answers no client heard the end of."""

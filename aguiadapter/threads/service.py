@@ -158,16 +158,18 @@ class ThreadService:
                                               pending[answer.interrupt_id].raised_after, view)
             for answer in plan.answers
         }
-        asks = waiting_inputs(view, (item.envelope for item in record.pending_interrupts))
+        known = [item.envelope for item in record.pending_interrupts]
+        asks = waiting_inputs(view, known, record.applied_answers.keys())
         plan = tm.after_inspection(plan, statuses, asks)
         if plan.kind is tm.PlanKind.LOST:
             await self._settle(shell, tm.lose)
             raise AdapterError(ErrorCode.EXECUTION_LOST)
         return plan, view
 
-    async def _look(self, shell: ThreadShell, *, restore: bool) -> TaskView:
+    async def _look(self, shell: ThreadShell, *, restore: bool, transcript: bool = False) -> TaskView:
         """The thread's task as the runtime sees it now (``restore``: ask it
-        to restore the session first, as before any resume)."""
+        to restore the session first, as before any resume; ``transcript``:
+        with the session's transcript, which settles a dead run's answers)."""
         record = shell.record
         if record.task_id is None:
             return TaskView(None)
@@ -179,7 +181,9 @@ class ThreadService:
             async with shell.renewing():
                 if restore:
                     await self.runtime.restore_session(record.cwd, record.session_id, record.task_id)
-                return await self.runtime.view(record.task_id, record.context_id, pipeline_after=after)
+                return await self.runtime.view(
+                    record.task_id, record.context_id, pipeline_after=after, transcript=transcript
+                )
         except TaskMismatch as exc:
             log.error("thread %s: %s", record.thread_id, exc)
             raise AdapterError(ErrorCode.A2A_PROTOCOL_ERROR) from exc
@@ -203,13 +207,14 @@ class ThreadService:
             findings = Findings({}, TaskFate.GONE)
         else:
             try:
-                view = await self._look(shell, restore=True)
+                view = await self._look(shell, restore=True, transcript=True)
             except AdapterError as exc:
                 if exc.code is not ErrorCode.EXECUTION_LOST:
                     raise
                 view = TaskView(None)
             carried = [(item.envelope, item.raised_after) for item in record.pending_interrupts]
-            findings = assess(carried, view, (item.envelope for item in record.pending_interrupts))
+            known = [item.envelope for item in record.pending_interrupts]
+            findings = assess(carried, view, known, record.applied_answers.keys())
             if not findings.decided:
                 raise AdapterError(ErrorCode.A2A_UNAVAILABLE)
         log.info(

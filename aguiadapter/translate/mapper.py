@@ -11,6 +11,7 @@ thread machine emits them on its transitions.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import attrs
@@ -18,6 +19,7 @@ import attrs
 from ..a2a import wire
 from ..protocol.events import ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT, Event
 from ..runtime.envelope import InputEnvelope, acknowledgement, required_inputs
+from ..runtime.transcript import ToolResult, TranscriptItem
 from . import pipeline as pl
 from .spans import SpanTracker
 
@@ -89,6 +91,7 @@ class RunTranslator:
         self._usage: dict[str, int] = {}
         self._usage_labels: dict[str, str] = {}
         self._known_session = known_session
+        self._results = 0
 
     # ----------------------------------------------------------------- input
     def feed(self, result: dict[str, Any]) -> list[Event]:
@@ -155,6 +158,26 @@ class RunTranslator:
             if isinstance(envelope, dict):
                 self._pipeline_event(envelope, out)
         return out
+
+    def missed(self, items: Sequence[TranscriptItem]) -> list[Event]:
+        """What the runtime did while no stream of ours was open, from its
+        transcript: tool results and the assistant's reply."""
+        out: list[Event] = []
+        for item in items:
+            if isinstance(item, ToolResult):
+                status = "failed" if item.is_error else "completed"
+                self._tool({"status": status, "toolUseId": item.tool_use_id, "name": item.name,
+                            "result": item.content}, out)
+            else:
+                message_id = self.spans.open_text(out)
+                out.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": item.text})
+                self.spans.close_text(out)
+        return out
+
+    @property
+    def relayed_results(self) -> bool:
+        """Whether this run relayed a tool result (it saw the resumed turn)."""
+        return self._results > 0
 
     def usage(self) -> list[dict[str, Any]]:
         """Token usage summed over the run, as AG-UI ``TokenUsage`` entries."""
@@ -331,6 +354,7 @@ class RunTranslator:
             spans.close_messages(out)
             result = tool.get("result")
             content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+            self._results += 1
             out.append(
                 {
                     "type": "TOOL_CALL_RESULT",
