@@ -183,3 +183,14 @@ def test_recovery_sends_a_snapshot_then_only_the_events_after_the_cursor() -> No
     assert events[1]["type"] == "ACTIVITY_SNAPSHOT" and events[1]["activityType"] == "iac-code.pipeline.v1"
     assert events[1]["content"]["snapshot"]["lastSequence"] == 7 and events[1]["replace"] is True
     assert [e["value"]["sequence"] for e in events if e.get("name") == "iac-code.pipeline.v1"] == [6.0, 7.0]
+
+
+def test_a_pipeline_names_its_session_inside_its_events() -> None:
+    # iac-code puts iacCodeSessionId in each pipeline event, not beside it.
+    tr = RunTranslator(RunIdentity("t", "r", "e", "ctx-1", "inv"), pipeline=PipelineState())
+    first = update(envelope("pipeline_started", iacCodeSessionId="session-7"))
+    first["statusUpdate"]["taskId"] = "task-1"
+    events = tr.feed(first)
+    assert tr.identity.session_id == "session-7" and tr.identity_changed
+    (session,) = [e for e in events if e.get("name") == "iac-code.session.v1"]
+    assert session["value"]["sessionId"] == "session-7"

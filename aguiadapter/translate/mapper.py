@@ -235,6 +235,11 @@ class RunTranslator:
             self._add_usage(usage)
         if "pipeline" in iac or "pipelineBatch" in iac:
             for envelope in pl.envelopes_of(iac):
+                if session_id is None:
+                    # A pipeline names its session inside each event only.
+                    session_id = envelope.get("iacCodeSessionId")
+                    if session_id is not None and session_id != self.identity.session_id:
+                        self._learn_session(session_id)
                 self._pipeline_event(envelope, out)
 
     def _pipeline_event(self, envelope: dict[str, Any], out: list[Event]) -> None:
