@@ -23,8 +23,8 @@ import attrs
 
 from aguiadapter.a2a import wire
 from aguiadapter.demo import pipeline, scripts
-from aguiadapter.demo.pipeline import AwaitAnswer, PipelineRun, PipelineStep, SideInterrupt
-from aguiadapter.demo.scripts import Burst, Interrupt, Json, PendingInput, RpcFailure, Sleep
+from aguiadapter.demo.pipeline import AwaitAnswer, AwaitFollower, PipelineRun, PipelineStep, SideInterrupt
+from aguiadapter.demo.scripts import Burst, Emit, Interrupt, Json, PendingInput, RpcFailure, Sleep
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,8 @@ class Listener:
         self._ready = asyncio.Event()
         self._room = asyncio.Event()
         self.closed = False
+        # The one result of a call that starts no turn (an acknowledgement).
+        self.reply: Json | None = None
 
     def push(self, item: Item) -> None:
         """Queue *item* unless the listener is closed."""
@@ -119,6 +121,11 @@ class TaskRecord:
     runner: asyncio.Task[None] | None = None
     listeners: set[Listener] = attrs.field(factory=set)
     pipeline: PipelineRun | None = None
+    # The ``input`` of the latest status update and the latest pipeline envelope sent:
+    # what GetTask shows of a pipeline task (iac-code drops the input once another
+    # update follows it, even while the input still waits).
+    shown_input: Json | None = None
+    last_pipeline: Json | None = None
     # Side-band inputs: asked while the turn goes on (WORKING), answered with SendMessage.
     side_pending: dict[str, PendingInput] = attrs.field(factory=dict)
     side_answers: dict[str, asyncio.Future[str]] = attrs.field(factory=dict)
@@ -154,6 +161,8 @@ class DemoState:
     tool_runs: collections.Counter[str] = attrs.field(factory=collections.Counter)
     tool_runs_by_use_id: collections.Counter[str] = attrs.field(factory=collections.Counter)
     cancel_calls: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    # Every shell command a permitted tool really ran, in order.
+    commands_run: list[str] = attrs.field(factory=list)
     # Every well-formed user message that arrived, as sent (refused ones too).
     received: list[Json] = attrs.field(factory=list)
     server_instance_id: str = attrs.field(factory=lambda: f"instance-{uuid.uuid4().hex}")
@@ -255,6 +264,13 @@ def check_permission_answer(
     return None
 
 
+@attrs.frozen
+class Reply:
+    """The single result of a message that starts no turn (a side-band permission's ack)."""
+
+    result: Json
+
+
 class DemoAgent:
     """Admits messages, runs turns, cancels and describes tasks over a :class:`DemoState`."""
 
@@ -264,20 +280,21 @@ class DemoAgent:
 
     # --- admission ----------------------------------------------------------
 
-    def send(self, message: Any, *, stream: bool = True) -> tuple[TaskRecord, Listener]:
+    def send(self, message: Any) -> tuple[TaskRecord, Listener]:
         """Admit a user message, start its turn, and listen to it from the start. A side-band
-        answer starts no turn; a *stream* caller then follows the task (others get a closed listener)."""
+        answer starts no turn: its listener holds the acknowledgement (``reply``) and is closed."""
         message = _check_message(message)
         self.state.received.append(message)
         task_id = message.get("taskId")
         task, steps = self._continue(task_id, message) if task_id else self._new_task(message)
         listener = Listener()
-        if steps is None and not stream:
+        if isinstance(steps, Reply):
+            listener.reply = steps.result
+            listener.push((dumps(steps.result),))
             listener.close()
             return task, listener
         self._attach(task, listener)
-        if steps is not None:
-            self._start(task, steps)
+        self._start(task, steps)
         return task, listener
 
     @staticmethod
@@ -288,14 +305,13 @@ class DemoAgent:
     def _execution_id(self) -> str:
         return f"exec-{self.state.new_id().replace('-', '')}"
 
-    def _plan(self, task: TaskRecord, message: Json) -> Iterator[PipelineStep]:
-        """The turn a message asks for: a pipeline run or a text behaviour."""
-        ctx = task.turn_context()
+    def _plan(self, task: TaskRecord, message: Json) -> Iterator[PipelineStep] | None:
+        """The body of a pipeline turn, or None for an ordinary turn."""
         request = pipeline.pipeline_request(message)
         if request is None:
-            return scripts.plan_turn(ctx, _message_text(message))
-        task.pipeline = PipelineRun.start(task.id, request, task.pipeline)
-        return pipeline.plan_pipeline(ctx, task.pipeline)
+            return None
+        task.pipeline = PipelineRun.start(task.turn_context(), request, task.pipeline)
+        return task.pipeline.script
 
     def _new_task(self, message: Json) -> tuple[TaskRecord, Iterator[PipelineStep]]:
         context = self.state.context(message.get("contextId") or self.state.new_id())
@@ -305,19 +321,22 @@ class DemoAgent:
         self.state.tasks[task.id] = task
         context.task_ids.append(task.id)
         ctx = task.turn_context()
-        # Like iac-code, the opening message is in the task result but not in the history.
-        steps = chain(scripts.open_new_task(ctx, _echo(message, task)), self._plan(task, message))
-        return task, steps
+        # Like iac-code, the opening message is in the task result but not in the history;
+        # a pipeline's first event follows the task directly.
+        echoed = _echo(message, task)
+        script = self._plan(task, message)
+        if script is not None:
+            return task, chain([scripts.task_opened(ctx, echoed)], script)
+        return task, chain(scripts.open_new_task(ctx, echoed), scripts.plan_turn(ctx, _message_text(message)))
 
-    def _continue(self, task_id: str, message: Json) -> tuple[TaskRecord, Iterator[PipelineStep] | None]:
-        """The steps of the message's turn; None for an answer the running turn takes."""
+    def _continue(self, task_id: str, message: Json) -> tuple[TaskRecord, Iterator[PipelineStep] | Reply]:
+        """The steps of the message's turn, or the reply to an answer the running turn takes."""
         task = self.task(task_id)
         if (message.get("contextId") or task.context_id) != task.context_id:
             raise RpcError(wire.INVALID_PARAMS, "bad context id")
         answer = _permission_answer(message)
         if answer is not None and task.side_pending:
-            self._answer_side_band(task, answer)
-            return task, None
+            return task, self._answer_side_band(task, answer)
         if task.runner is not None:
             raise RpcError(wire.INVALID_PARAMS, f"Task {task.id} is still working; wait for it or cancel it")
         _turn_options(task, message)
@@ -326,36 +345,36 @@ class DemoAgent:
         if task.state in wire.TERMINAL_STATES - {wire.CANCELED}:
             raise RpcError(wire.UNSUPPORTED_OPERATION, f"Task {task.id} is in terminal state: {task.state}")
         text = _message_text(message)
-        pending = task.pending
-        if pending is not None and pending.kind == "ask_user_question":
+        pending, run = task.pending, task.pipeline
+        if pending is not None and pending.kind in ("ask_user_question", "candidate_selection"):
             if not text.strip():
                 raise RpcError(wire.INVALID_PARAMS, "The answer to a question must be text.")
             task.history.append(_echo(message, task))
             self._take_pending(task, pending)
+            if run is not None and run.script is not None:
+                return task, run.resume(text)
             return task, scripts.answer_question(task.turn_context(), pending, text)
-        if pending is not None and pending.kind == "candidate_selection" and task.pipeline is not None:
-            option = pipeline.chosen_option(pending, text)
-            if option is None:
-                labels = ", ".join(str(o["label"]) for o in pending.tool_input["options"])
-                raise RpcError(wire.INVALID_PARAMS, f"The answer must name one of the candidates: {labels}.")
-            task.history.append(_echo(message, task))
-            self._take_pending(task, pending)
-            task.pipeline.answered(pending.input_id)
-            return task, pipeline.answer_selection(task.turn_context(), task.pipeline, pending, option)
         # A text message on a finished, canceled or permission-waiting task is a new
         # turn on the same task; a pending tool call is dropped (as iac-code does).
         task.history.append(_echo(message, task))
         task.pending = task.permission = task.input_received = None
         task.execution_id = self._execution_id()
-        return task, chain(scripts.open_follow_up(task.turn_context()), self._plan(task, message))
+        script = self._plan(task, message)
+        if script is not None:
+            return task, script
+        ctx = task.turn_context()
+        return task, chain(scripts.open_follow_up(ctx), scripts.plan_turn(ctx, _message_text(message)))
 
-    def _resume_permission(self, task: TaskRecord, answer: Json) -> Iterator[scripts.Step]:
+    def _resume_permission(self, task: TaskRecord, answer: Json) -> Iterator[PipelineStep]:
         pending, canceled = task.pending, task.state == wire.CANCELED
         problem = check_permission_answer(answer, task.id, pending, canceled)
         if problem is not None or pending is None:
             raise RpcError(wire.INVALID_PARAMS, problem or "permission_resume_invalid")
         self._take_pending(task, pending)
-        return scripts.answer_permission(task.turn_context(), pending, str(answer["decision"]))
+        decision, run = str(answer["decision"]), task.pipeline
+        if run is not None and run.script is not None:
+            return run.resume(decision)
+        return scripts.answer_permission(task.turn_context(), pending, decision)
 
     @staticmethod
     def _take_pending(task: TaskRecord, pending: PendingInput) -> None:
@@ -363,22 +382,24 @@ class DemoAgent:
         task.pending = task.permission = None
         task.input_received = _received(pending)
 
-    def _answer_side_band(self, task: TaskRecord, answer: Json) -> None:
-        """Hand a validated side-band permission answer to the waiting turn."""
+    def _answer_side_band(self, task: TaskRecord, answer: Json) -> Reply:
+        """Hand a validated side-band permission answer to the waiting turn: the
+        resolution is published at once, the caller gets an acknowledgement."""
         pending = task.side_pending.get(str(answer.get("inputId")))
         if pending is None:  # let the check name the mismatch
             pending = next(iter(task.side_pending.values()))
         problem = check_permission_answer(answer, task.id, pending, task.state == wire.CANCELED)
-        if problem is not None:
-            raise RpcError(wire.INVALID_PARAMS, problem)
+        run = task.pipeline
+        if problem is not None or run is None:
+            raise RpcError(wire.INVALID_PARAMS, problem or "permission_resume_invalid")
         del task.side_pending[pending.input_id]
-        task.input_received = _received(pending)
-        if task.pipeline is not None:
-            task.pipeline.answered(pending.input_id)
+        decision, ctx = str(answer["decision"]), task.turn_context()
+        self.emit(task, pipeline.side_permission_resolved(ctx, run, pending, decision))
         task.followed.clear()
         future = task.side_answers.get(pending.input_id)
         if future is not None and not future.done():
-            future.set_result(str(answer["decision"]))
+            future.set_result(decision)
+        return Reply(pipeline.permission_ack(ctx, run.ids, pending, decision))
 
     def task(self, task_id: Any) -> TaskRecord:
         """The task, or TASK_NOT_FOUND."""
@@ -421,31 +442,32 @@ class DemoAgent:
         if isinstance(step, scripts.ToolExecuted):
             self.state.tool_runs[step.tool_name] += 1
             self.state.tool_runs_by_use_id[step.tool_use_id] += 1
+            if step.command is not None:
+                self.state.commands_run.append(step.command)
             return False
         if isinstance(step, RpcFailure):
             self._crash(task, step)
             return True
         if isinstance(step, AwaitAnswer):
-            await self._await_answer(task, step)
+            try:
+                step.box.decision = await task.side_answers[step.input_id]
+            finally:
+                task.side_answers.pop(step.input_id, None)
             return False
+        if isinstance(step, AwaitFollower):
+            # Whoever answered follows the task next (GetTask, then SubscribeToTask):
+            # wait a little so that their stream starts here.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(task.followed.wait(), step.seconds)
+            return False
+        more = isinstance(step, Emit | Interrupt) and step.more
         if isinstance(step, Interrupt):
             # Recorded before it is sent, so an immediate answer finds it pending.
             task.pending, task.permission = step.pending, step.pending.permission
         elif isinstance(step, SideInterrupt):
             task.side_pending[step.pending.input_id] = step.pending
             task.side_answers[step.pending.input_id] = asyncio.get_running_loop().create_future()
-        return self.emit(task, step.result)
-
-    @staticmethod
-    async def _await_answer(task: TaskRecord, step: AwaitAnswer) -> None:
-        try:
-            step.box.decision = await task.side_answers[step.input_id]
-        finally:
-            task.side_answers.pop(step.input_id, None)
-        # Whoever answered with SendMessage follows the task next (GetTask, then
-        # SubscribeToTask): wait a little so their stream starts at the answer.
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(task.followed.wait(), step.follow_grace)
+        return self.emit(task, step.result, more=more)
 
     async def _burst(self, task: TaskRecord, burst: Burst) -> None:
         task.history.extend(burst.texts)
@@ -460,14 +482,15 @@ class DemoAgent:
             await listener.wait_room()
         await asyncio.sleep(0)  # let the writers run between bursts
 
-    def emit(self, task: TaskRecord, result: Json) -> bool:
-        """Apply *result* to the task and send it; True (and streams closed) at a stream end."""
+    def emit(self, task: TaskRecord, result: Json, *, more: bool = False) -> bool:
+        """Apply *result* to the task and send it; True (and streams closed) at a stream
+        end, unless *more* results follow."""
         self._apply(task, result)
         encoded = (dumps(result),)
         for listener in task.listeners:
             listener.push(encoded)
         update = result.get("statusUpdate")
-        if update is not None and update["status"]["state"] in wire.STREAM_END_STATES:
+        if update is not None and update["status"]["state"] in wire.STREAM_END_STATES and not more:
             self._close_listeners(task)
             return True
         return False
@@ -479,6 +502,11 @@ class DemoAgent:
             task.status, task.state = status, status["state"]
             if "message" in status:
                 task.history.append(status["message"])
+            if task.pipeline is not None:
+                iac = result["statusUpdate"].get("metadata", {}).get(wire.IAC_CODE_KEY, {})
+                task.shown_input = iac.get("input")
+                sent = iac.get("pipelineBatch", {}).get("events") or [iac.get("pipeline")]
+                task.last_pipeline = sent[-1] or task.last_pipeline
         elif "artifactUpdate" in result:
             task.artifacts.append(result["artifactUpdate"]["artifact"])
         elif "task" in result:
@@ -508,7 +536,7 @@ class DemoAgent:
         task = self.task(task_id)
         if not task.cancelable:
             raise RpcError(wire.TASK_NOT_CANCELABLE, "Task cannot be canceled")
-        runner, task.runner, task.pending = task.runner, None, None
+        runner, task.runner, task.pending, task.shown_input = task.runner, None, None, None
         task.side_pending.clear()
         task.side_answers.clear()
         if task.pipeline is not None:
@@ -550,6 +578,8 @@ class DemoAgent:
         }
         if task.artifacts:
             result["artifacts"] = list(task.artifacts)
+        if task.pipeline is not None:
+            return self._pipeline_snapshot(task, result)
         iac: Json = {
             "iacCodeSessionId": task.session_id,
             "executionControl": self._execution_control(task),
@@ -565,13 +595,40 @@ class DemoAgent:
         result["metadata"] = {"iac_code": iac}
         return result
 
+    def _pipeline_snapshot(self, task: TaskRecord, result: Json) -> Json:
+        """A pipeline task as iac-code shows it: the last envelope sent, the ``input`` only
+        while the latest update carried it, side-band permissions without scope, no
+        ``inputReceived``, and no ``history`` while it is empty."""
+        if not result["history"]:
+            del result["history"]
+        iac: Json = {"iacCodeSessionId": task.session_id, "executionControl": self._execution_control(task)}
+        if task.last_pipeline is not None:
+            iac["pipeline"] = task.last_pipeline
+        if task.state == wire.INPUT_REQUIRED and task.shown_input is not None:
+            iac["input"] = task.shown_input
+        if task.side_pending:
+            iac["pendingPermissions"] = [pipeline.pending_permission(p) for p in task.side_pending.values()]
+        result["metadata"] = {"iac_code": iac}
+        return result
+
     def _execution_control(self, task: TaskRecord) -> Json:
         idle_status = _EXECUTION_STATUS.get(task.state, "working")
+        blockers: list[Json] = [{"kind": "execution", "count": 1.0}] if task.cancelable else []
+        run = task.pipeline
+        if run is not None and not run.finished and task.state not in wire.TERMINAL_STATES:
+            # A pipeline's execution keeps working through its pauses.
+            idle_status = "working"
+            if task.side_pending:
+                blockers = [{"kind": "tool", "count": 1.0}, {"kind": "tool_batch", "count": 1.0}]
+            elif task.runner is not None:
+                blockers = [{"kind": "agent_loop", "count": 1.0}]
+        elif run is not None and task.state == wire.COMPLETED:
+            idle_status = "completed"
         return {
             "executionId": task.execution_id,
             "executionStatus": "working" if task.runner is not None else idle_status,
             "phase": "running",
-            "blockers": [{"kind": "execution", "count": 1.0}] if task.cancelable else [],
+            "blockers": blockers,
             "expiresAt": None,
             "streamAvailable": task.cancelable,
             "serverInstanceId": self.state.server_instance_id,

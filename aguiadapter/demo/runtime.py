@@ -90,8 +90,10 @@ async def _send_streaming(request: web.Request, request_id: Any, params: Json) -
 
 async def _send(request: web.Request, request_id: Any, params: Json) -> web.StreamResponse:
     agent = request.app[AGENT_KEY]
-    # A side-band answer comes back at once (WORKING); its turn goes on.
-    task, listener = agent.send(params.get("message"), stream=False)
+    task, listener = agent.send(params.get("message"))
+    if listener.reply is not None:
+        # A side-band answer is acknowledged at once; the pipeline goes on.
+        return _result(request_id, listener.reply)
     config = params.get("configuration")
     if isinstance(config, dict) and config.get("returnImmediately") is True:
         agent.detach(task, listener)

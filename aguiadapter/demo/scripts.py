@@ -32,26 +32,34 @@ first word             what happens
 ``metadata.iac_code.run_mode == "pipeline"`` (any ``pipeline_name``) runs the pipeline of
 :mod:`aguiadapter.demo.pipeline` instead, whatever the text says:
 
-=====================  ===================================================================
-step                   what happens (pipeline events in WORKING updates)
-=====================  ===================================================================
-``requirements``       pipeline_started, step_started, thinking, 2 text deltas, usage,
-                       step_completed.
-``candidates``         Candidates A and B start; their text interleaves in one
-                       ``pipelineBatch``; A runs ``list_files`` (its result is sent twice,
-                       a deliberate replay), an ``internal_debug`` event, stack_progress.
-*pause 1*              B asks to ``write_file``: ``pendingPermissions`` in a WORKING update,
-                       the stream stays open; A finishes. Answer with ``SendMessage`` (the
-                       permission data part); it returns the WORKING task at once and the
-                       pipeline goes on (follow it with GetTask + SubscribeToTask).
-``selection``          B's tool runs (or is denied), B finishes, then
-*pause 2*              INPUT_REQUIRED with a ``candidate_selection`` input; answer with a
-                       text message naming "Candidate A" or "Candidate B".
-``deploy``             candidate_selected, diagram_shown, 2 stack_progress,
-                       pipeline_completed, a text delta, usage, end of turn.
-``cleanupOnly: true``  Only cleanup_started, 2 cleanup_progress, cleanup_completed,
-                       pipeline_completed, a text delta, usage, end of turn.
-=====================  ===================================================================
+=========================  ===============================================================
+step                       what happens (one pipeline envelope per status update)
+=========================  ===============================================================
+``intent_parsing``         pipeline_started, step_started, thinking, text, complete_step,
+                           step_completed. A text starting with ``question`` first asks
+                           a clarifying question: INPUT_REQUIRED with an
+                           ``ask_user_question`` input; answer with text.
+``architecture_planning``  text, complete_step, step_completed.
+``evaluate_candidates``    Candidates A and B start; their text interleaves in one
+                           ``pipelineBatch``; A runs ``list_files`` (its result is sent
+                           twice, a deliberate replay), an ``internal_debug`` event,
+                           stack_progress. B asks to ``write_file``: a WORKING update with
+                           the ``input`` envelope (``scope: "candidate_step"``), the
+                           stream stays open; A finishes. Answer with a permission data
+                           part: a single ``permission_ack`` message comes back at once;
+                           the pipeline goes on (follow it with GetTask + SubscribeToTask).
+``confirm_and_select``     text, complete_step, step_completed, then INPUT_REQUIRED with a
+                           ``candidate_selection`` input; answer with a candidate's name
+                           (``candidate-a``, ``candidate-b``); the step goes on and
+                           completes again.
+``deploying``              A ``bash`` command asks permission: INPUT_REQUIRED with the
+                           ``input`` envelope, then INPUT_REQUIRED ``backup_committed``
+                           without it. Answer with a permission data part; the command
+                           runs once, 2 stack_progress, step_completed, then
+                           ``pipeline_completed`` in TASK_STATE_COMPLETED.
+``cleanupOnly: true``      Only cleanup_started, 2 cleanup_progress, cleanup_completed,
+                           pipeline_completed (TASK_STATE_COMPLETED).
+=========================  ===============================================================
 
 ``GET /iac-code/pipeline/state?taskId=&afterSequence=N`` returns the run's snapshot and
 every envelope after sequence N.
@@ -146,9 +154,14 @@ class PendingInput:
 
 @attrs.frozen
 class Emit:
-    """Send one A2A result (the value of JSON-RPC ``result``)."""
+    """Send one A2A result (the value of JSON-RPC ``result``).
+
+    A result in a stream-ending state (INPUT_REQUIRED, COMPLETED...) closes the
+    stream unless *more* says that further results follow (iac-code sends a
+    ``backup_committed`` update after some of those)."""
 
     result: Json
+    more: bool = False
 
 
 @attrs.frozen
@@ -168,18 +181,21 @@ class Sleep:
 
 @attrs.frozen
 class ToolExecuted:
-    """The tool really ran now (the runtime counts these)."""
+    """The tool really ran now (the runtime counts these, and records a shell *command*)."""
 
     tool_name: str
     tool_use_id: str
+    command: str | None = None
 
 
 @attrs.frozen
 class Interrupt:
-    """Record *pending* on the task, then send *result* (which closes the stream)."""
+    """Record *pending* on the task, then send *result* (which closes the stream
+    unless *more*, as for :class:`Emit`)."""
 
     pending: PendingInput
     result: Json
+    more: bool = False
 
 
 @attrs.frozen
@@ -271,10 +287,15 @@ def end_of_turn(ctx: TurnContext) -> Emit:
 # --- step sequences ----------------------------------------------------------
 
 
+def task_opened(ctx: TurnContext, user_message: Json) -> Emit:
+    """A new task's first result: the Task, SUBMITTED, with the user message."""
+    task = {"id": ctx.task_id, "contextId": ctx.context_id, "status": {"state": SUBMITTED}}
+    return Emit({"task": {**task, "history": [user_message]}})
+
+
 def open_new_task(ctx: TurnContext, user_message: Json) -> Iterator[Step]:
     """A new task's stream opening: the Task (SUBMITTED), then SUBMITTED and WORKING."""
-    task = {"id": ctx.task_id, "contextId": ctx.context_id, "status": {"state": SUBMITTED}}
-    yield Emit({"task": {**task, "history": [user_message]}})
+    yield task_opened(ctx, user_message)
     yield from open_follow_up(ctx)
 
 
