@@ -32,13 +32,17 @@ def resume(thread_id: str, cwd: Path, interrupt: dict[str, Any], payload: dict[s
 async def walk_pipeline(
     run: Callable[[dict[str, Any]], Awaitable[list[dict[str, Any]]]], thread_id: str, cwd: Path
 ) -> list[list[dict[str, Any]]]:
-    """Start, allow B's permission, pick candidate B: the three runs' events."""
+    """Start, allow B's permission, pick candidate B, allow the deploy
+    command: the four runs' events."""
     first = await run(run_body(thread_id=thread_id, text="sell me something", cwd=str(cwd), **PIPELINE))
     (permission,) = first[-1]["outcome"]["interrupts"]
     second = await run(resume(thread_id, cwd, permission, {"decision": "allow_once"}))
     (selection,) = second[-1]["outcome"]["interrupts"]
-    third = await run(resume(thread_id, cwd, selection, {"selectedId": "candidate-b"}))
-    return [first, second, third]
+    (option,) = [item for item in selection["metadata"]["options"] if item["label"] == "candidate-b"]
+    third = await run(resume(thread_id, cwd, selection, {"selectedId": option["id"]}))
+    (deploy,) = third[-1]["outcome"]["interrupts"]
+    fourth = await run(resume(thread_id, cwd, deploy, {"decision": "allow_once"}))
+    return [first, second, third, fourth]
 
 
 async def test_a_pipeline_pauses_twice_and_resumes_to_the_end(
@@ -47,17 +51,19 @@ async def test_a_pipeline_pauses_twice_and_resumes_to_the_end(
     async def run(body: dict[str, Any]) -> list[dict[str, Any]]:
         return (await adapter.run(body)).events()  # balanced, valid models: checked inside
 
-    first, second, third = await walk_pipeline(run, "p-walk", workspace)
+    first, second, third, fourth = await walk_pipeline(run, "p-walk", workspace)
     (permission,) = first[-1]["outcome"]["interrupts"]
-    assert permission["reason"] == "tool_call" and permission["metadata"]["scope"] == "candidate"
-    assert permission["metadata"]["subPipelineId"] == "sub-b"
+    assert permission["reason"] == "tool_call" and permission["metadata"]["scope"] == "candidate_step"
+    assert permission["metadata"]["subPipelineId"].startswith("evaluate_candidate_")
     (selection,) = second[-1]["outcome"]["interrupts"]
     assert selection["metadata"]["kind"] == "candidate_selection"
     ids = {branch["properties"]["selectedId"]["const"] for branch in selection["responseSchema"]["oneOf"]}
-    assert ids == {"candidate-a", "candidate-b"}
-    assert third[-1]["outcome"] == {"type": "success"}
-    assert pipeline_events(third)[-1]["eventType"] == "pipeline_completed"
-    assert sum(demo.state.tool_runs.values()) == 2  # A's list_files and B's write_file, once each
+    assert ids == {"0", "1"}
+    (deploy,) = third[-1]["outcome"]["interrupts"]
+    assert deploy["metadata"]["scope"] == "step" and deploy["metadata"]["toolName"] == "bash"
+    assert fourth[-1]["outcome"] == {"type": "success"}
+    assert [v["eventType"] for v in pipeline_events(fourth)].count("pipeline_completed") == 1
+    assert len(demo.state.commands_run) == 1, "the permitted deploy command ran exactly once"
 
 
 async def test_parallel_candidates_stream_with_their_own_messages(adapter: RunningAdapter, workspace: Path) -> None:
@@ -72,8 +78,8 @@ async def test_parallel_candidates_stream_with_their_own_messages(adapter: Runni
         widest = max(widest, len(open_at_once))
     assert widest >= 2
     steps = [e["stepName"] for e in events if e["type"] == "STEP_STARTED"]
-    assert "candidate:candidate-a:template_generating" in steps
-    assert "candidate:candidate-b:template_generating" in steps
+    candidate_steps = [name for name in steps if name.startswith("candidate:evaluate_candidate_")]
+    assert len(set(candidate_steps)) == 2 and all(name.endswith(":template_generating") for name in candidate_steps)
 
 
 async def test_the_resumed_run_restores_the_view_and_re_opens_open_steps(
@@ -82,13 +88,14 @@ async def test_the_resumed_run_restores_the_view_and_re_opens_open_steps(
     first = (await adapter.run(run_body(thread_id="p-view", text="go", cwd=str(workspace), **PIPELINE))).events()
     (permission,) = first[-1]["outcome"]["interrupts"]
     second = (await adapter.run(resume("p-view", workspace, permission, {"decision": "allow_once"}))).events()
-    assert second[1]["name"] == "iac-code.session.v1"
-    assert second[2]["type"] == "STEP_STARTED" and second[2]["stepName"] == "candidates"
+    assert second[1]["name"] == "iac-code.session.v1" and second[1]["value"]["sessionId"]
+    assert second[2]["type"] == "STEP_STARTED" and second[2]["stepName"] == "evaluate_candidates"
     assert [e["type"] for e in second].count("ACTIVITY_SNAPSHOT") == 1
     snapshots = [e for e in second if e["type"] == "ACTIVITY_SNAPSHOT"]
     assert snapshots and snapshots[0]["activityType"] == "iac-code.pipeline.v1"
     # What candidate A did while no stream was open reaches the client.
-    assert any(v["eventType"] == "candidate_completed" and v.get("candidate", {}).get("id") == "candidate-a"
+    waiting = permission["metadata"]["subPipelineId"]
+    assert any(v["eventType"] == "candidate_completed" and v.get("candidate", {}).get("id") not in (None, waiting)
                for v in pipeline_events(second))
 
 

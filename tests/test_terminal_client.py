@@ -107,13 +107,13 @@ async def test_a_pipeline_run_with_a_side_permission_and_a_selection(
     adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
 ) -> None:
     result = await run_client(adapter.url, "--cwd", str(workspace), "--run-mode", "pipeline", "build", "it",
-                              stdin="y\n2\n")
-    assert result.status == 0, result.err
+                              stdin="y\n2\ny\n")
+    assert result.status == 0, result.out + result.err
     out = result.out
-    assert "[step] requirements started" in out and "[step] deploy finished" in out
+    assert "[step] intent_parsing started" in out and "[step] deploying finished" in out
     assert "[pipeline] pipeline_completed" in out
-    assert "  2) Candidate B [candidate-b]" in out
-    assert demo.state.tool_runs["write_file"] == 1
+    assert "  2) candidate-b [1]" in out
+    assert demo.state.tool_runs["write_file"] == 1 and len(demo.state.commands_run) == 1
 
 
 @pytest.fixture
