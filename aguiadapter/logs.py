@@ -3,6 +3,8 @@
 Structured fields travel in ``extra={"fields": {...}}``. A filter masks
 anything shaped like a credential before a line is written, as a second
 line of defence: the adapter itself never logs request bodies or headers.
+A record stays one line whatever the values it quotes hold: a thread id may
+be any string, newlines included, and must not forge a line of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,21 @@ _SECRET_PATTERNS = (
     re.compile(r"(?i)((?:api[_-]?key|access[_-]?key[_-]?secret|security[_-]?token|token|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
     re.compile(r"\b(sk-)[A-Za-z0-9_-]{8,}"),
 )
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control and line-breaking characters escaped.
+
+    ``\\n``, ``\\r``, ``\\t``, else ``\\uXXXX``: escapes JSON reads too, so a
+    JSON line stays valid JSON.
+    """
+    return _CONTROL.sub(lambda match: _SHORT_ESCAPES.get(match.group(), f"\\u{ord(match.group()):04x}"), text)
 
 
 def redact(text: str) -> str:
@@ -39,7 +56,10 @@ class RedactingFilter(logging.Filter):
 
 
 class KeyValueFormatter(logging.Formatter):
-    """``time level logger: message key=value ...``."""
+    """``time level logger: message key=value ...``, on one line (a traceback follows it)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return one_line(super().formatMessage(record))
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
@@ -62,7 +82,8 @@ class JsonFormatter(logging.Formatter):
         entry.update(getattr(record, "fields", None) or {})
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        # json.dumps escapes the C0 controls; not U+2028, U+2029 or the C1 controls.
+        return one_line(json.dumps(entry, ensure_ascii=False, default=str))
 
 
 def configure_logging(level: str, fmt: str = "text") -> None:
@@ -80,4 +101,6 @@ def configure_logging(level: str, fmt: str = "text") -> None:
 
 def _plain(value: Any) -> str:
     text = str(value)
-    return json.dumps(text) if (" " in text or not text) else text
+    if not text or any(char in text for char in ' "=') or _CONTROL.search(text):
+        return one_line(json.dumps(text, ensure_ascii=False))
+    return text

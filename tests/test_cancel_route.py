@@ -90,8 +90,10 @@ async def test_the_cancel_route_checks_its_input_like_runs(tmp_path: Path, demo:
         assert (await cancel(running, "e", b"{", auth)).json()["error"]["code"] == "INVALID_JSON"
         bad = await cancel(running, "e", {"threadId": "t"}, auth)
         assert bad.status == 400 and "rosInvocationId" in bad.json()["error"]["message"]
+        wrong = await cancel(running, "e", {**ok_body, "threadId": ["t"]}, auth)
+        assert wrong.status == 400 and "threadId" in wrong.json()["error"]["message"]
         extra = await cancel(running, "e", {**ok_body, "more": 1}, auth)
-        assert extra.status == 400
+        assert extra.json()["error"]["code"] == "EXECUTION_NOT_FOUND", "other members are ignored"
         big = await cancel(running, "e", {**ok_body, "pad": "x" * 70_000}, auth)
         assert big.status == 413
         zh = await cancel(running, "e", ok_body, {**auth, "Accept-Language": "zh-CN"})

@@ -18,7 +18,7 @@ from aguiadapter.i18n import (
     render_error,
 )
 
-PROTOCOL_DIR = Path(__file__).resolve().parents[1] / "aguiadapter" / "protocol"
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "aguiadapter"
 
 
 def placeholders(template: str) -> set[str]:
@@ -26,9 +26,10 @@ def placeholders(template: str) -> set[str]:
 
 
 def message_ids_in_source() -> set[str]:
-    """Every ``input_*`` string literal in the request validators' source."""
+    """Every ``input_*`` string literal in the source of the request checks."""
     found: set[str] = set()
-    for path in (PROTOCOL_DIR / "inputs.py", PROTOCOL_DIR / "content.py"):
+    checks = ("input_schema", "refusals", "content", "parsing")
+    for path in (*(PACKAGE_DIR / "protocol" / f"{name}.py" for name in checks), PACKAGE_DIR / "workspace.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             value = node.value if isinstance(node, ast.Constant) else None
             if isinstance(value, str) and re.fullmatch(r"input_[a-z0-9_]+", value):
@@ -64,7 +65,8 @@ def test_every_error_code_has_a_message_without_placeholders(code: ErrorCode) ->
 
 def test_every_message_id_the_validators_use_has_a_message() -> None:
     used = message_ids_in_source()
-    assert "input_image_bad_base64" in used  # the scan sees digits too
+    # The scan sees digits, the schema's x-refusal values and the workspace checks.
+    assert {"input_image_bad_base64", "input_credential_not_ascii", "input_cwd_outside_roots"} <= used
     assert used - set(CATALOGS["en"]) == set()
 
 

@@ -1,14 +1,13 @@
-"""RunAgentInput as the protocol reference describes it, one rule per test."""
+"""RunAgentInput as the protocol reference describes it, one rule per test.
+
+Strict where the reference is (forwardedProps.iacCode, tools, the content of
+the message a new turn sends), AG-UI's rules elsewhere: types checked,
+members a newer client may add ignored.
+"""
 
 from __future__ import annotations
 
-import base64
-import copy
-import json
-import os
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import pytest
 from ag_ui.core import RunAgentInput as AgUiRunAgentInput
@@ -16,150 +15,40 @@ from ag_ui.core import RunAgentInput as AgUiRunAgentInput
 from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.i18n import render_error
 from aguiadapter.protocol.content import ImagePart, TextPart
+from aguiadapter.protocol.input_schema import MAX_IDENTIFIER_LENGTH
 from aguiadapter.protocol.inputs import (
     AssistantMessage,
     ReasoningMessage,
     RunAgentInput,
     ToolMessage,
     UserMessage,
-    canonical_digest,
-    check_cwd,
     latest_user_message,
-    parse_run_input,
-    peek_preferred_language,
 )
-
-Payload = dict[str, Any]
-Mutation = Callable[[Payload], None]
-
-MIB = 1024 * 1024
-PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 17
-JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"
-GIF = b"GIF89a\x01\x00\x01\x00"
-WEBP = b"RIFF\x24\x00\x00\x00WEBPVP8 "
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def image_part(data: bytes = PNG, mime_type: str = "image/png") -> Payload:
-    return {"type": "image", "source": {"type": "data", "value": b64(data), "mimeType": mime_type}}
-
-
-def iac_code(**extra: Any) -> Payload:
-    return {
-        "schemaVersion": 1,
-        "rosInvocationId": "invocation-1",
-        "cwd": "/workspace/session-1",
-        "runMode": "normal",
-        **extra,
-    }
-
-
-def envelope_0_1() -> Payload:
-    """The minimal normal request of the protocol reference (AG-UI 0.1 shape)."""
-    return {
-        "threadId": "8473547e-c8ed-4aef-a84c-603a6a8d42da",
-        "runId": "32c263f2-b0b0-42ac-905c-524a0a9bb652",
-        "state": {},
-        "messages": [{"id": "message-1", "role": "user", "content": "创建一个 VPC 模板"}],
-        "tools": [],
-        "context": [],
-        "forwardedProps": {"iacCode": iac_code()},
-    }
-
-
-def envelope_1_0() -> Payload:
-    """AG-UI 1.0 requires only threadId, runId and messages (+ our forwardedProps)."""
-    return {
-        "threadId": "thread-1",
-        "runId": "run-1",
-        "protocolVersion": "1.0",
-        "messages": [{"id": "message-1", "role": "user", "content": "hello"}],
-        "forwardedProps": {"iacCode": iac_code()},
-    }
-
-
-def envelope_client_1_0() -> Payload:
-    """Shaped like ``AbstractAgent.prepareRunAgentInput`` of ``@ag-ui/client`` 1.0.
-
-    Same keys in the same order (``protocolVersion`` included, activity
-    messages already filtered out, ``resume`` only when given), and the
-    messages as the client's event reducer materialises them.
-    """
-    return {
-        "threadId": "2d1f7c1e-4a07-4a8e-9d5f-0b6f9e0d7a11",
-        "runId": "a9e2c6d0-3b1f-4f7e-8c2a-5d4e3f2a1b00",
-        "protocolVersion": "1.0",
-        "tools": [],
-        "context": [],
-        "forwardedProps": {
-            "iacCode": iac_code(preferredLanguage="zh-CN", userId="user-7"),
-            "copilotkit": {"agent": "iac"},
-        },
-        "state": {},
-        "messages": [
-            {"id": "u-1", "role": "user", "content": "List my stacks"},
-            {"id": "r-1", "role": "reasoning", "content": "The user wants a list."},
-            {
-                "id": "a-1",
-                "role": "assistant",
-                "content": "Let me look.",
-                "toolCalls": [
-                    {
-                        "id": "call-1",
-                        "type": "function",
-                        "function": {"name": "ros_stack", "arguments": '{"op":"list"}'},
-                    }
-                ],
-            },
-            {"id": "t-1", "toolCallId": "call-1", "role": "tool", "content": "[]"},
-            {"id": "a-2", "role": "assistant", "content": "You have no stacks."},
-            {"id": "s-1", "role": "system", "content": "Be brief.", "name": "ops"},
-            {"id": "d-1", "role": "developer", "content": "Prefer YAML."},
-            {
-                "id": "u-2",
-                "role": "user",
-                "content": [{"type": "text", "text": "Deploy this"}, image_part()],
-            },
-        ],
-    }
-
-
-def envelope_client_1_0_resume() -> Payload:
-    payload = envelope_client_1_0()
-    payload["runId"] = "run-2"
-    payload["resume"] = [
-        {
-            "interruptId": "permission-1",
-            "status": "resolved",
-            "payload": {"decision": "allow_once"},
-        },
-        {"interruptId": "question-1", "status": "cancelled"},
-    ]
-    return payload
-
-
-def mutated(base: Callable[[], Payload], mutation: Mutation) -> Payload:
-    payload = base()
-    mutation(payload)
-    return payload
-
+from aguiadapter.protocol.parsing import parse_run_input, peek_preferred_language
+from tests.support.envelopes import (
+    GIF,
+    JPEG,
+    MIB,
+    PNG,
+    WEBP,
+    Mutation,
+    Payload,
+    b64,
+    envelope_0_1,
+    envelope_1_0,
+    envelope_client_1_0,
+    envelope_client_1_0_resume,
+    iac,
+    iac_code,
+    image_part,
+    mutated,
+)
 
 def refusal(payload: object) -> AdapterError:
     with pytest.raises(AdapterError) as caught:
         parse_run_input(payload)
     assert caught.value.code is ErrorCode.INVALID_INPUT
     return caught.value
-
-
-def iac(payload: Payload) -> Payload:
-    return payload["forwardedProps"]["iacCode"]  # type: ignore[no-any-return]
-
-
-def user_content(payload: Payload) -> Any:
-    return payload["messages"][0]["content"]
 
 
 # --- accepted envelopes -----------------------------------------------------------
@@ -246,6 +135,55 @@ ACCEPTED: dict[str, Callable[[], Payload]] = {
     "null optional iacCode field": lambda: mutated(
         envelope_0_1, lambda p: iac(p).update(model=None, thinking=None)
     ),
+    "a thread id of one space": lambda: mutated(envelope_0_1, lambda p: p.update(threadId=" ")),
+    "ids with a newline and a tab": lambda: mutated(
+        envelope_0_1, lambda p: p.update(threadId="tenant\nthread", runId="run\t1")
+    ),
+    "a 300-character composite thread id": lambda: mutated(
+        envelope_0_1, lambda p: p.update(threadId="tenant-7/" + "k" * 291)
+    ),
+    "ids of the longest length": lambda: mutated(
+        envelope_0_1,
+        lambda p: p.update(threadId="t" * MAX_IDENTIFIER_LENGTH, runId="r" * MAX_IDENTIFIER_LENGTH),
+    ),
+    "a rosInvocationId with a control character": lambda: mutated(
+        envelope_0_1, lambda p: iac(p).update(rosInvocationId="inv\x01")
+    ),
+    "members a newer AG-UI client may add": lambda: mutated(
+        envelope_client_1_0,
+        lambda p: (
+            p.update(futureMember={"x": 1}),
+            p["messages"][0].update(thread_id="t-1"),
+            p["messages"][-1].update(attachments=[]),
+            p["messages"][2]["toolCalls"][0].update(index=0),
+            p["context"].append({"description": "d", "value": "v", "source": "app"}),
+        ),
+    ),
+    "an empty text earlier in the history": lambda: mutated(
+        envelope_0_1,
+        lambda p: p["messages"].insert(0, {"id": "m-0", "role": "user", "content": ""}),
+    ),
+    "earlier user parts this adapter would not send": lambda: mutated(
+        envelope_0_1,
+        lambda p: p["messages"].insert(
+            0,
+            {
+                "id": "m-0",
+                "role": "user",
+                "content": [
+                    {"type": "image", "source": {"type": "url", "value": "https://x/a.png"}},
+                    {"type": "audio", "source": {"type": "data", "value": "", "mimeType": "audio/wav"}},
+                    {"type": "text", "text": " "},
+                ],
+            },
+        ),
+    ),
+    "a resume whose history holds an empty user message": lambda: mutated(
+        envelope_client_1_0_resume, lambda p: p["messages"][-1].update(content=[])
+    ),
+    "numbers JSON Schema calls integers": lambda: mutated(
+        envelope_0_1, lambda p: iac(p).update(schemaVersion=1.0, thinking={"budget": 2048.0})
+    ),
     "every image type": lambda: mutated(
         envelope_0_1,
         lambda p: p["messages"][0].update(
@@ -310,6 +248,37 @@ def test_the_latest_user_message_is_the_last_one_with_role_user() -> None:
     assert message.text == "Deploy this"
 
 
+def test_a_resume_sends_no_message() -> None:
+    assert latest_user_message(parse_run_input(envelope_client_1_0_resume())) is None
+
+
+def test_earlier_messages_are_kept_as_the_client_sent_them() -> None:
+    payload = ACCEPTED["earlier user parts this adapter would not send"]()
+    run_input = parse_run_input(payload)
+    first = run_input.messages[0]
+    assert isinstance(first, UserMessage)
+    assert first.content == tuple(payload["messages"][0]["content"])
+    message = latest_user_message(run_input)
+    assert message is not None and message.text == "创建一个 VPC 模板"
+
+
+def test_a_member_the_client_adds_is_not_kept() -> None:
+    run_input = parse_run_input(ACCEPTED["members a newer AG-UI client may add"]())
+    assert not hasattr(run_input, "future_member") and not hasattr(run_input.messages[0], "thread_id")
+
+
+def test_the_checked_message_cannot_be_sent_ready_made() -> None:
+    """``new_user_message`` is computed, never read from the request."""
+    payload = mutated(envelope_client_1_0_resume, lambda p: p.update(newUserMessage={"id": "x", "content": "hi"}))
+    assert latest_user_message(parse_run_input(payload)) is None
+
+
+def test_integers_written_as_floats_are_stored_as_integers() -> None:
+    run_input = parse_run_input(ACCEPTED["numbers JSON Schema calls integers"]())
+    assert run_input.iac_code.thinking is not None
+    assert type(run_input.iac_code.schema_version) is int and type(run_input.iac_code.thinking.budget) is int
+
+
 def test_decoded_images_are_handed_to_the_caller() -> None:
     message = latest_user_message(parse_run_input(envelope_client_1_0()))
     assert message is not None and not isinstance(message.content, str)
@@ -331,8 +300,19 @@ def test_the_mime_type_is_compared_without_case() -> None:
     ]
 
 
-def test_a_resume_may_carry_no_user_message() -> None:
-    assert latest_user_message(parse_run_input(ACCEPTED["resume with no new message"]())) is None
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        lambda p: p.update(messages=[]),
+        lambda p: p.update(messages=[{"id": "a-1", "role": "assistant", "content": "hi"}], resume=[]),
+        lambda p: p.update(messages=[], resume=None),
+    ],
+)
+def test_a_new_run_needs_a_user_message(mutation: Mutation) -> None:
+    error = refusal(mutated(envelope_0_1, mutation))
+    assert (error.message_id, error.params["path"]) == ("input_user_message_required", "messages")
+    assert render_error(error, "en") == "A new run needs a user message in messages."
+    assert render_error(error, "zh-CN") == "发起新的 run 时，messages 中必须包含一条用户消息。"
 
 
 # --- refusals: (base, mutation, path, message id) --------------------------------
@@ -369,16 +349,10 @@ REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
         "forwardedProps",
         "input_expected_object",
     ),
-    "unknown top-level key": (
+    "unknown iacCode key needing quotes": (
         envelope_1_0,
-        lambda p: p.update(extra=1),
-        "extra",
-        "input_unknown_field",
-    ),
-    "unknown key needing quotes": (
-        envelope_1_0,
-        lambda p: p.update({"a b": 1}),
-        '["a b"]',
+        lambda p: iac(p).update({"a b": 1}),
+        'forwardedProps.iacCode["a b"]',
         "input_unknown_field",
     ),
     "empty threadId": (
@@ -387,18 +361,12 @@ REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
         "threadId",
         "input_string_empty",
     ),
-    "blank runId": (envelope_0_1, lambda p: p.update(runId="  "), "runId", "input_string_empty"),
+    "empty runId": (envelope_0_1, lambda p: p.update(runId=""), "runId", "input_string_empty"),
     "threadId too long": (
         envelope_0_1,
-        lambda p: p.update(threadId="t" * 257),
+        lambda p: p.update(threadId="t" * (MAX_IDENTIFIER_LENGTH + 1)),
         "threadId",
         "input_string_too_long",
-    ),
-    "control character in runId": (
-        envelope_0_1,
-        lambda p: p.update(runId="run\n1"),
-        "runId",
-        "input_string_control_chars",
     ),
     "numeric threadId": (
         envelope_0_1,
@@ -448,13 +416,25 @@ REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
         "messages[1]",
         "input_expected_object",
     ),
-    "unknown message field": (
+    "history message of the wrong shape": (
+        envelope_client_1_0,
+        lambda p: p["messages"][4].update(content=["You have no stacks."]),
+        "messages[4].content",
+        "input_expected_string",
+    ),
+    "history user content of the wrong type": (
+        envelope_client_1_0,
+        lambda p: p["messages"][0].update(content=7),
+        "messages[0].content",
+        "input_expected_string_or_array",
+    ),
+    "unknown field of a text part of the new message": (
         envelope_0_1,
-        lambda p: p["messages"][0].update(attachments=[]),
-        "messages[0].attachments",
+        lambda p: p["messages"][0].update(content=[{"type": "text", "text": "hi", "lang": "en"}]),
+        "messages[0].content[0].lang",
         "input_unknown_field",
     ),
-    "empty message id": (
+    "empty id of the new message": (
         envelope_0_1,
         lambda p: p["messages"][0].update(id=""),
         "messages[0].id",
@@ -568,6 +548,36 @@ REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
         lambda p: iac(p).update(llmApiKey=12345),
         "forwardedProps.iacCode.llmApiKey",
         "input_expected_string",
+    ),
+    "llmApiKey not ASCII": (
+        envelope_0_1,
+        lambda p: iac(p).update(llmApiKey="sk-été"),
+        "forwardedProps.iacCode.llmApiKey",
+        "input_credential_not_ascii",
+    ),
+    "accessKeySecret with a newline": (
+        envelope_0_1,
+        lambda p: iac(p).update(alibabaCloud={"accessKeySecret": "ak\nX-Injected: 1"}),
+        "forwardedProps.iacCode.alibabaCloud.accessKeySecret",
+        "input_credential_not_ascii",
+    ),
+    "securityToken with a DEL": (
+        envelope_0_1,
+        lambda p: iac(p).update(alibabaCloud={"securityToken": "sts\x7f"}),
+        "forwardedProps.iacCode.alibabaCloud.securityToken",
+        "input_credential_not_ascii",
+    ),
+    "accessKeyId with a non-breaking space": (
+        envelope_0_1,
+        lambda p: iac(p).update(alibabaCloud={"accessKeyId": "LTAI\u00a0x"}),
+        "forwardedProps.iacCode.alibabaCloud.accessKeyId",
+        "input_credential_not_ascii",
+    ),
+    "rosInvocationId empty": (
+        envelope_0_1,
+        lambda p: iac(p).update(rosInvocationId=""),
+        "forwardedProps.iacCode.rosInvocationId",
+        "input_string_empty",
     ),
     "iacCode not an object": (
         envelope_0_1,
@@ -773,14 +783,16 @@ def test_a_body_that_is_not_an_object_is_invalid_input(body: object) -> None:
 def test_the_first_error_in_document_order_is_reported() -> None:
     payload = envelope_0_1()
     payload["messages"] = [
-        {"id": "m-1", "role": "user", "content": [{"type": "audio"}]},
-        {"id": "m-2", "role": "user", "content": 5},
+        {"id": "m-1", "role": "assistant", "content": 5},
+        {"id": "m-2", "role": "user", "content": [{"type": "audio"}]},
     ]
     iac(payload)["runMode"] = "batch"
     payload["threadId"] = 7
     assert refusal(payload).params["path"] == "threadId"
     payload["threadId"] = "t"
-    assert refusal(payload).params["path"] == "messages[0].content[0].type"
+    assert refusal(payload).params["path"] == "messages[0].content"
+    payload["messages"][0]["content"] = "fine"
+    assert refusal(payload).params["path"] == "messages[1].content[0].type"
 
 
 def test_document_order_follows_the_keys_as_written() -> None:
@@ -805,11 +817,6 @@ def test_a_missing_field_is_reported_after_the_errors_of_present_ones() -> None:
 NO_COERCION: dict[str, tuple[Mutation, str, str]] = {
     '"schemaVersion": "1"': (
         lambda p: iac(p).update(schemaVersion="1"),
-        "forwardedProps.iacCode.schemaVersion",
-        "input_bad_value",
-    ),
-    '"schemaVersion": 1.0': (
-        lambda p: iac(p).update(schemaVersion=1.0),
         "forwardedProps.iacCode.schemaVersion",
         "input_bad_value",
     ),
@@ -974,163 +981,6 @@ def test_the_base64_must_be_strict(value: str) -> None:
     assert refusal(payload).message_id == "input_image_bad_base64"
 
 
-# --- the working directory --------------------------------------------------------------
-
-CWD = "forwardedProps.iacCode.cwd"
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "workspaces"
-    (path / "session-1").mkdir(parents=True)
-    return path
-
-
-def cwd_refusal(cwd: str, roots: list[str]) -> str:
-    with pytest.raises(AdapterError) as caught:
-        check_cwd(cwd, roots)
-    assert caught.value.code is ErrorCode.INVALID_INPUT
-    assert caught.value.params["path"] == CWD
-    return caught.value.message_id
-
-
-def test_a_directory_inside_the_root_is_returned_resolved(root: Path) -> None:
-    assert check_cwd(str(root / "session-1"), [str(root)]) == os.path.realpath(root / "session-1")
-
-
-def test_the_root_itself_is_allowed(root: Path) -> None:
-    assert check_cwd(str(root), [str(root)]) == os.path.realpath(root)
-
-
-def test_a_directory_that_does_not_exist_yet_is_allowed(root: Path) -> None:
-    assert check_cwd(str(root / "new"), [str(root)]) == os.path.realpath(root / "new")
-
-
-def test_without_roots_any_absolute_directory_is_allowed(tmp_path: Path) -> None:
-    assert check_cwd(str(tmp_path), []) == os.path.realpath(tmp_path)
-
-
-@pytest.mark.parametrize("cwd", ["", "relative/dir", "./x", "~/x", "/a/\x00b"])
-def test_the_cwd_must_be_absolute(cwd: str) -> None:
-    assert cwd_refusal(cwd, []) == "input_cwd_not_absolute"
-
-
-def test_dot_dot_segments_are_refused_even_when_they_stay_inside(root: Path) -> None:
-    assert cwd_refusal(f"{root}/session-1/../session-1", [str(root)]) == "input_cwd_not_absolute"
-
-
-def test_a_sibling_with_the_same_prefix_is_outside(tmp_path: Path) -> None:
-    (tmp_path / "ab").mkdir()
-    (tmp_path / "abc").mkdir()
-    assert cwd_refusal(str(tmp_path / "abc"), [str(tmp_path / "ab")]) == "input_cwd_outside_roots"
-
-
-def test_a_symlink_escaping_the_root_is_refused(root: Path, tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (root / "escape").symlink_to(outside)
-    assert cwd_refusal(str(root / "escape"), [str(root)]) == "input_cwd_outside_roots"
-
-
-def test_a_symlink_inside_the_root_resolves(root: Path) -> None:
-    (root / "link").symlink_to(root / "session-1")
-    assert check_cwd(str(root / "link"), [str(root)]) == os.path.realpath(root / "session-1")
-
-
-def test_a_root_reached_through_a_symlink_is_resolved_too(root: Path, tmp_path: Path) -> None:
-    (tmp_path / "root-link").symlink_to(root)
-    assert check_cwd(str(root / "session-1"), [str(tmp_path / "root-link")]) == os.path.realpath(
-        root / "session-1"
-    )
-
-
-def test_a_file_is_not_a_directory(root: Path) -> None:
-    (root / "notes.txt").write_text("x")
-    assert cwd_refusal(str(root / "notes.txt"), [str(root)]) == "input_cwd_not_directory"
-
-
-def test_existence_outside_the_roots_is_not_revealed(root: Path, tmp_path: Path) -> None:
-    (tmp_path / "secret.txt").write_text("x")
-    assert cwd_refusal(str(tmp_path / "secret.txt"), [str(root)]) == "input_cwd_outside_roots"
-
-
-def test_cwd_messages_read_in_both_languages(root: Path) -> None:
-    with pytest.raises(AdapterError) as caught:
-        check_cwd("relative", [str(root)])
-    assert render_error(caught.value, "en") == (
-        "forwardedProps.iacCode.cwd must be an absolute path without '..' segments."
-    )
-    assert render_error(caught.value, "zh-CN") == (
-        "forwardedProps.iacCode.cwd 必须是绝对路径，且不能包含“..”。"
-    )
-
-
-# --- the digest ---------------------------------------------------------------------------
-
-
-def with_secrets(**secrets: str) -> Payload:
-    payload = envelope_0_1()
-    iac(payload)["llmApiKey"] = secrets.get("llm", "sk-1")
-    iac(payload)["alibabaCloud"] = {
-        "accessKeyId": secrets.get("id", "LTAI-1"),
-        "accessKeySecret": secrets.get("secret", "ak-1"),
-        "securityToken": secrets.get("token", "sts-1"),
-        "regionId": "cn-hangzhou",
-    }
-    return payload
-
-
-def test_the_digest_is_a_sha256_hex() -> None:
-    digest = canonical_digest(envelope_0_1())
-    assert len(digest) == 64 and int(digest, 16) >= 0
-
-
-def test_the_same_body_gives_the_same_digest_whatever_its_formatting() -> None:
-    payload = envelope_client_1_0()
-    reordered = json.loads(json.dumps(payload, sort_keys=True, indent=4))
-    reordered_reversed = dict(reversed(list(payload.items())))
-    assert canonical_digest(payload) == canonical_digest(reordered)
-    assert canonical_digest(payload) == canonical_digest(reordered_reversed)
-
-
-@pytest.mark.parametrize(
-    "change",
-    [
-        lambda p: p.update(runId="run-other"),
-        lambda p: p["messages"][0].update(content="创建一个 VPC 模板!"),
-        lambda p: p.update(state={"x": 1}),
-        lambda p: iac(p).update(cwd="/workspace/session-2"),
-        lambda p: iac(p).update(runMode="pipeline"),
-        lambda p: iac(p)["alibabaCloud"].update(regionId="cn-beijing"),
-        lambda p: p["forwardedProps"].update(other=1),
-        lambda p: iac(p).pop("llmApiKey"),  # whether a secret is sent still counts
-    ],
-)
-def test_any_other_change_gives_another_digest(change: Mutation) -> None:
-    assert canonical_digest(with_secrets()) != canonical_digest(mutated(with_secrets, change))
-
-
-def test_secret_values_do_not_change_the_digest() -> None:
-    assert canonical_digest(with_secrets()) == canonical_digest(
-        with_secrets(llm="sk-2", id="LTAI-2", secret="ak-2", token="sts-2")
-    )
-
-
-def test_the_digest_leaves_the_payload_untouched() -> None:
-    payload = with_secrets()
-    before = copy.deepcopy(payload)
-    canonical_digest(payload)
-    assert payload == before
-
-
-def test_the_digest_copes_with_secret_holders_of_the_wrong_shape() -> None:
-    payload = envelope_0_1()
-    iac(payload)["alibabaCloud"] = "not an object"
-    canonical_digest(payload)
-    payload["forwardedProps"] = None
-    canonical_digest(payload)
-
-
 # --- secrets stay out of repr --------------------------------------------------------------
 
 
@@ -1150,9 +1000,11 @@ def test_image_bytes_are_not_in_repr() -> None:
     assert b64(PNG) not in text and "IHDR" not in text
 
 
-def test_a_refused_secret_is_not_echoed() -> None:
-    error = refusal(mutated(envelope_0_1, lambda p: iac(p).update(llmApiKey=["sk-leak"])))
-    assert "sk-leak" not in render_error(error, "en") + str(error) + repr(error.params)
+@pytest.mark.parametrize("secret", [["sk-leak"], "sk-leak-été", "sk-leak\n"])
+def test_a_refused_secret_is_not_echoed(secret: object) -> None:
+    error = refusal(mutated(envelope_0_1, lambda p: iac(p).update(llmApiKey=secret)))
+    for language in ("en", "zh-CN"):
+        assert "leak" not in render_error(error, language) + str(error) + repr(error.params)
 
 
 # --- peeking at the language of an invalid body ----------------------------------------------

@@ -33,6 +33,29 @@ async def test_each_run_logs_one_line_with_its_identifiers_and_outcome(
     assert secret not in everything
 
 
+async def test_a_record_stays_one_line_whatever_the_ids_hold(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    running = await start_adapter(tmp_path / "s", demo.url)
+    forged = "t\n2026-01-01 00:00:00,000 ERROR aguiadapter: forged\r\u2028line"
+    try:
+        with caplog.at_level(logging.DEBUG):
+            await running.run(run_body(thread_id=forged, text="hello", cwd=str(workspace), run_id="r\n1"))
+            await running.run(run_body(thread_id=forged, text="fail", cwd=str(workspace)))
+    finally:
+        await running.close()
+    records = [r for r in caplog.records
+               if forged in r.getMessage() or forged in (getattr(r, "fields", None) or {}).values()]
+    assert records, "the id appears in the run's records"
+    for record in caplog.records:
+        for formatted in (KeyValueFormatter("%(levelname)s %(name)s: %(message)s").format(record),
+                          JsonFormatter().format(record)):
+            if record.exc_info is None:
+                assert len(formatted.splitlines()) == 1, formatted
+    text = KeyValueFormatter().format(records[0])
+    assert "forged" in text and "\\n" in text
+
+
 @pytest.mark.parametrize(
     "line",
     [

@@ -12,7 +12,7 @@ from typing import Any
 from typing import Final
 
 from ..protocol.content import ImagePart, TextPart
-from ..protocol.inputs import IacCodeProps, UserMessage
+from ..protocol.inputs import IacCodeProps, NewUserMessage
 from . import wire
 
 #: ``candidatePresentation`` as the protocol reference documents it → as
@@ -57,7 +57,7 @@ def runtime_options(props: IacCodeProps, cwd: str) -> dict[str, Any]:
 def build_user_message(
     *,
     context_id: str,
-    message: UserMessage,
+    message: NewUserMessage,
     props: IacCodeProps,
     cwd: str,
     task_id: str | None = None,
@@ -75,7 +75,7 @@ def build_user_message(
     return a2a_message
 
 
-def user_parts(message: UserMessage) -> list[dict[str, Any]]:
+def user_parts(message: NewUserMessage) -> list[dict[str, Any]]:
     """A2A parts of a user message: text, and images as inline bytes."""
     content = message.content
     if isinstance(content, str):

@@ -52,11 +52,14 @@ MESSAGES: dict[str, str] = {
     "input_expected_string_or_array": "{path} must be a string or an array.",
     "input_string_empty": "{path} must not be empty.",
     "input_string_too_long": "{path} must be at most {max_length} characters long.",
-    "input_string_control_chars": "{path} must not contain control characters.",
     "input_integer_not_positive": "{path} must be a positive integer.",
     "input_bad_value": "{path} must be one of: {allowed}.",
     "input_invalid_value": "{path} is not valid.",
+    "input_credential_not_ascii": (
+        "{path} must be printable ASCII (no other characters, no control characters): it travels in HTTP headers."
+    ),
     "input_tools_unsupported": "{path}: client-side tools are not supported; send an empty list.",
+    "input_user_message_required": "A new run needs a user message in {path}.",
     # Raised by the thread service (no path): the latest user message is missing or was
     # already sent on an earlier run.
     "new_run_requires_user_message": "A new run needs a new user message in messages.",
@@ -64,10 +67,10 @@ MESSAGES: dict[str, str] = {
     "input_user_content_empty": "{path} is empty: a user message needs text or an image.",
     "input_user_content_type": "{path} must be a string or a list of content parts.",
     "input_content_part_unsupported": (
-        "{path}: {kind} content is not supported; send text or inline images."
+        "{path}: {value} content is not supported; send text or inline images."
     ),
     "input_image_source_unsupported": (
-        "{path}: images must be sent inline as base64 data; {kind} sources are not accepted."
+        "{path}: images must be sent inline as base64 data; {value} sources are not accepted."
     ),
     "input_image_type_unsupported": (
         "{path}: image type {mime_type} is not supported; use PNG, JPEG, GIF or WebP."

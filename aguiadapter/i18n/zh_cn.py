@@ -47,19 +47,22 @@ MESSAGES: dict[str, str] = {
     "input_expected_string_or_array": "{path} 必须是字符串或数组。",
     "input_string_empty": "{path} 不能为空。",
     "input_string_too_long": "{path} 最多只能包含 {max_length} 个字符。",
-    "input_string_control_chars": "{path} 不能包含控制字符。",
     "input_integer_not_positive": "{path} 必须是正整数。",
     "input_bad_value": "{path} 的取值必须是以下之一：{allowed}。",
     "input_invalid_value": "{path} 的值无效。",
+    "input_credential_not_ascii": (
+        "{path} 只能包含可打印的 ASCII 字符（不能含其他字符或控制字符），因为它要通过 HTTP 请求头传递。"
+    ),
     "input_tools_unsupported": "{path}：暂不支持客户端自定义工具，请传空数组。",
+    "input_user_message_required": "发起新的 run 时，{path} 中必须包含一条用户消息。",
     # 由 thread service 抛出（不带 path）：缺少最新的用户消息，或该消息已在之前的 run 中发送过。
     "new_run_requires_user_message": "发起新的 run 时，messages 中必须包含一条新的用户消息。",
     # 用户消息内容。
     "input_user_content_empty": "{path} 为空：用户消息至少需要包含文字或图片。",
     "input_user_content_type": "{path} 必须是字符串或内容片段数组。",
-    "input_content_part_unsupported": "{path}：不支持 {kind} 类型的内容，请发送文本或内联图片。",
+    "input_content_part_unsupported": "{path}：不支持 {value} 类型的内容，请发送文本或内联图片。",
     "input_image_source_unsupported": (
-        "{path}：图片必须以 base64 数据内联发送，不接受 {kind} 类型的来源。"
+        "{path}：图片必须以 base64 数据内联发送，不接受 {value} 类型的来源。"
     ),
     "input_image_type_unsupported": (
         "{path}：不支持 {mime_type} 格式的图片，请使用 PNG、JPEG、GIF 或 WebP。"

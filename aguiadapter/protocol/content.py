@@ -1,18 +1,13 @@
-"""The content of a user message: text and inline images, checked strictly.
+"""The content of the user message a new turn sends: text and inline images.
 
-A user message carries either a string or a list of parts. This adapter
-accepts ``{"type": "text", "text"}`` and ``{"type": "image", "source":
-{"type": "data", "value": <base64>, "mimeType"}}`` only; every other part and
-every remote or provider-held source is refused with a message that says why.
+What a part may look like is the input schema's (:mod:`.input_schema`); what
+its bytes must be is said here. Images are decoded and checked once, when
+the part is built: a :class:`DataSource` always holds bytes that are valid
+base64, within the size limit and of the declared image type, so whoever
+forwards them never decodes again.
 
-Images are decoded and checked once, here, when the part is built: a
-:class:`DataSource` always holds bytes that are valid base64, within the size
-limit and of the declared image type, so whoever forwards them never decodes
-again.
-
-Refusals are :class:`InputRefusal` exceptions that carry a catalog message id
-and the JSON path *below* the value being structured; :mod:`.inputs` prefixes
-the path of that value when it turns the refusal into an ``AdapterError``.
+Refusals are :class:`~.refusals.InputRefusal` exceptions carrying the path
+below the content; :mod:`.parsing` adds the path of the message.
 """
 
 from __future__ import annotations
@@ -23,24 +18,20 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, NewType
 
 import attrs
-from cattrs.errors import CattrsError, IterableValidationError, IterableValidationNote
+
+from .refusals import InputRefusal
 
 __all__ = [
     "ALLOWED_IMAGE_TYPES",
     "MAX_IMAGE_BYTES",
     "MAX_MESSAGE_IMAGE_BYTES",
-    "STRUCTURE_ERRORS",
-    "STRUCTURE_WITH",
     "ContentPart",
     "DataSource",
     "ImagePart",
-    "InputRefusal",
     "JsonObject",
-    "PathStep",
-    "Structure",
     "TextPart",
     "UserContent",
-    "structure_user_content",
+    "build_user_content",
 ]
 
 MAX_IMAGE_BYTES: Final = 8 * 1024 * 1024
@@ -63,41 +54,9 @@ _SIGNATURES: Final[Mapping[str, Callable[[bytes], bool]]] = {
 ALLOWED_IMAGE_TYPES: Final = frozenset(_SIGNATURES)
 """The image media types a user message may carry."""
 
-# Part types AG-UI defines that this adapter refuses by name, so the user
-# learns the kind is unsupported rather than that the value is a typo.
-_REFUSED_PART_TYPES: Final = frozenset({"audio", "video", "document", "binary"})
-_REFUSED_SOURCE_TYPES: Final = frozenset({"url", "file"})
-
-PathStep = str | int
-"""One step of a JSON path: an object key or an array index."""
 
 JsonObject = NewType("JsonObject", dict[str, Any])
 """A JSON object whose members are carried without interpretation."""
-
-Structure = Callable[[object, Any], Any]
-"""The converter's ``structure(value, type)``, handed to custom field hooks."""
-
-STRUCTURE_WITH: Final = "aguiadapter.structure_with"
-"""``attrs`` field metadata key naming a custom ``hook(value, structure)``."""
-
-STRUCTURE_ERRORS: Final = (CattrsError, ValueError, KeyError)
-"""What structuring raises for bad input: cattrs' validation errors, an
-:class:`InputRefusal` (a ``ValueError``), a missing key. Anything else is a
-bug and is left to propagate."""
-
-
-class InputRefusal(ValueError):
-    """A value refused while structuring, with the path below that value.
-
-    ``where`` is relative to the value the failing hook was given; the caller
-    that knows the absolute path prefixes it.
-    """
-
-    def __init__(self, message_id: str, where: tuple[PathStep, ...] = (), **params: object) -> None:
-        self.message_id = message_id
-        self.where = where
-        self.params = params
-        super().__init__(message_id, where)
 
 
 @attrs.frozen(kw_only=True)
@@ -126,11 +85,10 @@ class DataSource:
     media_type: str = attrs.field(init=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
+        # Media types are case-insensitive (RFC 2045), so this is not an enum of the schema.
         media_type = self.mime_type.lower()
         if media_type not in ALLOWED_IMAGE_TYPES:
-            raise InputRefusal(
-                "input_image_type_unsupported", ("mimeType",), mime_type=self.mime_type
-            )
+            raise InputRefusal("input_image_type_unsupported", ("mimeType",), mime_type=self.mime_type[:64])
         data = _decode_image(self.value, media_type)
         # The class is frozen: computed fields are set once, here.
         object.__setattr__(self, "data", data)
@@ -154,25 +112,12 @@ def _decode_image(value: str, media_type: str) -> bytes:
     return data
 
 
-def _structure_image_source(value: object, structure: Structure) -> DataSource:
-    """Refuse URL and provider-file sources by name; structure inline data."""
-    if not isinstance(value, dict):
-        raise InputRefusal("input_expected_object")
-    kind = _discriminator(value, "type")
-    if kind in _REFUSED_SOURCE_TYPES:
-        raise InputRefusal("input_image_source_unsupported", ("type",), kind=kind)
-    if kind != "data":
-        raise InputRefusal("input_bad_value", ("type",), allowed='"data"')
-    source: DataSource = structure(value, DataSource)
-    return source
-
-
 @attrs.frozen(kw_only=True)
 class ImagePart:
     """An inline image part of a user message."""
 
     type: Literal["image"] = "image"
-    source: DataSource = attrs.field(metadata={STRUCTURE_WITH: _structure_image_source})
+    source: DataSource
     id: str | None = None
     metadata: JsonObject | None = None
 
@@ -193,83 +138,38 @@ ContentPart = TextPart | ImagePart
 UserContent = str | tuple[ContentPart, ...]
 """What a user message says: plain text, or an ordered tuple of parts."""
 
-_PART_TYPES: Final[Mapping[str, type[TextPart | ImagePart]]] = {
-    "text": TextPart,
-    "image": ImagePart,
-}
+
+def _build_part(part: dict[str, Any]) -> ContentPart:
+    if part["type"] == "text":
+        return TextPart(text=part["text"], id=part.get("id"), metadata=part.get("metadata"))
+    source = part["source"]
+    try:
+        data = DataSource(value=source["value"], mime_type=source["mimeType"])
+    except InputRefusal as refusal:
+        raise refusal.within("source") from None
+    return ImagePart(source=data, id=part.get("id"), metadata=part.get("metadata"))
 
 
-def _discriminator(value: dict[str, Any], key: str) -> str:
-    """Read the string that selects the shape of ``value``."""
-    if key not in value:
-        raise InputRefusal("input_field_missing", (key,))
-    kind = value[key]
-    if not isinstance(kind, str):
-        raise InputRefusal("input_expected_string", (key,))
-    return kind
+def build_user_content(content: str | list[dict[str, Any]]) -> UserContent:
+    """The content of a new user message, from its schema-checked JSON.
 
-
-def _structure_part(value: object, structure: Structure) -> ContentPart:
-    if not isinstance(value, dict):
-        raise InputRefusal("input_expected_object")
-    kind = _discriminator(value, "type")
-    if kind in _REFUSED_PART_TYPES:
-        raise InputRefusal("input_content_part_unsupported", ("type",), kind=kind)
-    part_type = _PART_TYPES.get(kind)
-    if part_type is None:
-        raise InputRefusal("input_bad_value", ("type",), allowed='"text", "image"')
-    part: ContentPart = structure(value, part_type)
-    return part
-
-
-def _check_image_total(parts: tuple[ContentPart, ...]) -> None:
+    Decodes and checks every image; raises :class:`InputRefusal` with the
+    path below the content (``[1].source.value``).
+    """
+    if isinstance(content, str):
+        return content
+    parts: list[ContentPart] = []
     total = 0
-    for index, part in enumerate(parts):
+    for index, raw in enumerate(content):
+        try:
+            part = _build_part(raw)
+        except InputRefusal as refusal:
+            raise refusal.within(index) from None
         if isinstance(part, ImagePart):
             total += len(part.data)
             if total > MAX_MESSAGE_IMAGE_BYTES:
                 raise InputRefusal(
-                    "input_images_total_too_large",
-                    (index,),
-                    limit_mib=MAX_MESSAGE_IMAGE_BYTES // MIB,
+                    "input_images_total_too_large", (index,), limit_mib=MAX_MESSAGE_IMAGE_BYTES // MIB
                 )
-
-
-def _is_empty(parts: tuple[ContentPart, ...]) -> bool:
-    return all(isinstance(part, TextPart) and not part.text.strip() for part in parts)
-
-
-def structure_user_content(value: object, structure: Structure) -> UserContent:
-    """Structure and check the ``content`` of a user message.
-
-    Raises :class:`InputRefusal` (or the converter's validation errors, whose
-    notes carry the part index) on the first kind of problem found.
-    """
-    if isinstance(value, str):
-        if not value.strip():
-            raise InputRefusal("input_user_content_empty")
-        return value
-    if not isinstance(value, list):
-        raise InputRefusal("input_user_content_type")
-    parts: list[ContentPart] = []
-    for index, item in enumerate(value):
-        try:
-            parts.append(_structure_part(item, structure))
-        except InputRefusal as refusal:
-            raise InputRefusal(
-                refusal.message_id, (index, *refusal.where), **refusal.params
-            ) from None
-        except STRUCTURE_ERRORS as exc:
-            raise _at_index(exc, index) from None
-    result = tuple(parts)
-    if _is_empty(result):
-        raise InputRefusal("input_user_content_empty")
-    _check_image_total(result)
-    return result
-
-
-def _at_index(exc: Exception, index: int) -> IterableValidationError:
-    """Wrap a part's failure the way cattrs reports a failing list element."""
-    note = IterableValidationNote(f"Structuring user content @ index {index}", index, ContentPart)
-    exc.__notes__ = [*getattr(exc, "__notes__", []), note]
-    return IterableValidationError("While structuring user content", [exc], tuple)
+        parts.append(part)
+    return tuple(parts)

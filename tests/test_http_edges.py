@@ -1,0 +1,164 @@
+"""Edge cases of input through HTTP: refused before the stream, or run; never a refusal inside it.
+
+Strict where the contract is strict, tolerant where it is silent. Each table
+row is one request a new user might send: what it gets back (status, code,
+and the field the message names), in English and in Chinese.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ag_ui.core import RunAgentInput as AgUiRunAgentInput
+
+from aguiadapter.protocol.input_schema import MAX_IDENTIFIER_LENGTH
+from tests.support.adapter import Reply, RunningAdapter, run_body
+
+CWD = "forwardedProps.iacCode.cwd"
+CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
+LANGUAGES = {"en": "en-US,en;q=0.8", "zh-CN": "zh-CN,zh;q=0.9"}
+
+Body = dict[str, Any]
+
+
+def body(workspace: Path, **changes: Any) -> Body:
+    payload = run_body(thread_id=f"t-{uuid.uuid4()}", text="hello", cwd=str(workspace))
+    payload.update(changes)
+    return payload
+
+
+def expect_error(reply: Reply, status: int, code: str, field: str | None = None) -> str:
+    """The documented JSON error, and nothing else; returns its message."""
+    assert reply.status == status, reply.body[:500]
+    assert reply.headers["Content-Type"].startswith("application/json"), reply.headers
+    document = reply.json()
+    assert set(document) == {"error"} and set(document["error"]) == {"code", "message"}, document
+    assert document["error"]["code"] == code, document
+    message = str(document["error"]["message"])
+    if field is not None:
+        assert field in message, message
+    return message
+
+
+@pytest.fixture(params=sorted(LANGUAGES))
+def language(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+# --- 3. a credential that cannot travel -----------------------------------------------------
+
+CREDENTIALS: dict[str, tuple[str, Body]] = {
+    "llmApiKey with accents": ("llmApiKey", {"llmApiKey": "sk-été-SECRET"}),
+    "llmApiKey with a tab": ("llmApiKey", {"llmApiKey": "sk-\tSECRET"}),
+    "accessKeyId with a newline": ("alibabaCloud.accessKeyId", {"alibabaCloud": {"accessKeyId": "LTAI\nSECRET"}}),
+    "accessKeySecret with a NUL": ("alibabaCloud.accessKeySecret", {"alibabaCloud": {"accessKeySecret": "\x00SECRET"}}),
+    "securityToken with a line separator": (
+        "alibabaCloud.securityToken", {"alibabaCloud": {"securityToken": "SECRET\u2028"}}
+    ),
+    "securityToken in full-width letters": ("alibabaCloud.securityToken", {"alibabaCloud": {"securityToken": "ＳＥＣＲＥＴ"}}),
+}
+
+
+@pytest.mark.parametrize(("field", "props"), CREDENTIALS.values(), ids=CREDENTIALS.keys())
+async def test_a_credential_that_is_not_printable_ascii_is_refused_unechoed(
+    adapter: RunningAdapter, workspace: Path, field: str, props: Body, language: str
+) -> None:
+    payload = body(workspace)
+    payload["forwardedProps"]["iacCode"].update(props)
+    reply = await adapter.run(payload, {"Accept-Language": LANGUAGES[language]})
+    message = expect_error(reply, 400, "INVALID_INPUT", f"forwardedProps.iacCode.{field}")
+    assert "SECRET" not in message and "ＳＥＣＲＥＴ" not in message and "ASCII" in message
+
+
+async def test_printable_ascii_credentials_are_forwarded(adapter: RunningAdapter, workspace: Path) -> None:
+    payload = body(workspace)
+    printable = "".join(chr(code) for code in range(0x20, 0x7F))
+    payload["forwardedProps"]["iacCode"].update(llmApiKey=printable, alibabaCloud={"securityToken": printable})
+    assert (await adapter.run(payload)).events()[-1]["type"] == "RUN_FINISHED"
+
+
+# --- 5. valid input is accepted ----------------------------------------------------------------
+
+ACCEPTED_IDS: dict[str, str] = {
+    "a single space": " ",
+    "a newline": "tenant-1\nthread-7",
+    "a 300-character composite key": "tenant-1|" + "k" * 291,
+    "the longest": "t" * MAX_IDENTIFIER_LENGTH,
+    "control characters and RTL marks": "\x01\u202e\x7f",
+}
+
+
+@pytest.mark.parametrize("thread_id", ACCEPTED_IDS.values(), ids=ACCEPTED_IDS.keys())
+async def test_any_non_empty_thread_and_run_id_is_accepted(
+    adapter: RunningAdapter, workspace: Path, thread_id: str
+) -> None:
+    events = (await adapter.run(body(workspace, threadId=thread_id, runId=thread_id[::-1]))).events()
+    assert (events[0]["threadId"], events[0]["runId"]) == (thread_id, thread_id[::-1])
+    assert events[-1]["type"] == "RUN_FINISHED"
+    # The same ids name the same thread next time.
+    again = body(workspace, threadId=thread_id, runId="run-2")
+    assert (await adapter.run(again)).events()[-1]["type"] == "RUN_FINISHED"
+
+
+TOLERATED: dict[str, Callable[[Body], None]] = {
+    "an unknown field in a message": lambda b: b["messages"][0].update(thread_id="t-1"),
+    "an unknown top-level member": lambda b: b.update(newerAgUiMember={"x": 1}),
+    "an empty text earlier in the history": lambda b: b["messages"].insert(
+        0, {"id": "m-0", "role": "user", "content": ""}),
+    "earlier parts this adapter would not send": lambda b: b["messages"].insert(
+        0, {"id": "m-0", "role": "user", "content": [
+            {"type": "image", "source": {"type": "url", "value": "https://example.com/a.png"}}]}),
+    "an unknown member of a context item": lambda b: b["context"].append(
+        {"description": "tz", "value": "UTC+8", "origin": "browser"}),
+}
+
+
+@pytest.mark.parametrize("change", TOLERATED.values(), ids=TOLERATED.keys())
+async def test_what_ag_ui_allows_is_not_refused(
+    adapter: RunningAdapter, workspace: Path, change: Callable[[Body], None]
+) -> None:
+    payload = body(workspace)
+    change(payload)
+    AgUiRunAgentInput.model_validate(payload)  # the AG-UI models accept it too
+    assert (await adapter.run(payload)).events()[-1]["type"] == "RUN_FINISHED"
+
+
+STRICT: dict[str, tuple[Callable[[Body], None], str]] = {
+    "an empty thread id": (lambda b: b.update(threadId=""), "threadId"),
+    "a thread id over 4096 characters": (lambda b: b.update(threadId="t" * (MAX_IDENTIFIER_LENGTH + 1)), "threadId"),
+    "an unknown iacCode member": (lambda b: b["forwardedProps"]["iacCode"].update(workspace="/x"),
+                                  "forwardedProps.iacCode.workspace"),
+    "a client-side tool": (lambda b: b.update(tools=[{"name": "t", "description": "d", "parameters": {}}]), "tools"),
+    "an unknown member of a part of the new message": (
+        lambda b: b["messages"][0].update(content=[{"type": "text", "text": "hi", "cache": True}]),
+        "messages[0].content[0].cache"),
+    "an empty new message": (lambda b: b["messages"][0].update(content="  "), "messages[0].content"),
+    "an image URL in the new message": (
+        lambda b: b["messages"][0].update(content=[{"type": "image", "source": {"type": "url", "value": "https://x"}}]),
+        "messages[0].content[0].source.type"),
+}
+
+
+@pytest.mark.parametrize(("change", "field"), STRICT.values(), ids=STRICT.keys())
+async def test_strict_where_the_reference_is_strict(
+    adapter: RunningAdapter, workspace: Path, change: Callable[[Body], None], field: str, language: str
+) -> None:
+    payload = body(workspace)
+    change(payload)
+    reply = await adapter.run(payload, {"Accept-Language": LANGUAGES[language]})
+    expect_error(reply, 400, "INVALID_INPUT", field)
+
+
+async def test_the_thread_of_an_odd_id_stays_a_file_of_the_state_folder(
+    adapter: RunningAdapter, workspace: Path, tmp_path: Path
+) -> None:
+    thread_id = "../../escape\n" + "x" * 300
+    assert (await adapter.run(body(workspace, threadId=thread_id))).events()[-1]["type"] == "RUN_FINISHED"
+    names = [name for _, _, files in os.walk(tmp_path / "state") for name in files if name.endswith(".json")]
+    assert len(names) == 1 and len(names[0].encode()) <= 255 and "\n" not in names[0]
+    assert not (tmp_path / "escape").exists() and not (tmp_path.parent / "escape").exists()
