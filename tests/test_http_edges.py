@@ -17,6 +17,7 @@ import pytest
 from ag_ui.core import RunAgentInput as AgUiRunAgentInput
 
 from aguiadapter.protocol.input_schema import MAX_IDENTIFIER_LENGTH
+from aguiadapter.workspace import MAX_PATH_BYTES
 from tests.support.adapter import Reply, RunningAdapter, run_body
 
 CWD = "forwardedProps.iacCode.cwd"
@@ -48,6 +49,63 @@ def expect_error(reply: Reply, status: int, code: str, field: str | None = None)
 @pytest.fixture(params=sorted(LANGUAGES))
 def language(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+# --- 2. a workspace that cannot be one ------------------------------------------------------
+
+
+def deep(root: Path, total_bytes: int) -> str:
+    path = str(root)
+    while len(path) + 101 < total_bytes:
+        path += "/" + "d" * 100
+    return path + "/" + "e" * (total_bytes - len(path) - 1)
+
+
+def symlink_loop(root: Path) -> str:
+    (root / "loop-a").symlink_to(root / "loop-b")
+    (root / "loop-b").symlink_to(root / "loop-a")
+    return str(root / "loop-a" / "work")
+
+
+def a_file(root: Path) -> str:
+    (root / "notes.txt").write_text("not a directory")
+    return str(root / "notes.txt")
+
+
+def below_a_file(root: Path) -> str:
+    return a_file(root) + "/work"
+
+
+BAD_WORKSPACES: dict[str, tuple[Callable[[Path], str], str]] = {
+    "a component over 255 bytes": (lambda root: str(root / ("n" * 256)), "255"),
+    "a component of 86 three-byte characters": (lambda root: str(root / ("工" * 86)), "255"),
+    "a path over 4095 bytes": (lambda root: deep(root, MAX_PATH_BYTES + 1), "4095"),
+    "a symlink loop": (symlink_loop, "loop"),
+    "a path below a regular file": (below_a_file, "file"),
+    "a regular file": (a_file, "directory"),
+    "a relative path": (lambda root: "workspaces/session-1", "absolute"),
+    "outside the allowed roots": (lambda root: str(root.parent), "allowed"),
+}
+
+
+@pytest.mark.parametrize(("make", "says"), BAD_WORKSPACES.values(), ids=BAD_WORKSPACES.keys())
+async def test_a_workspace_that_cannot_be_one_is_refused_before_the_stream(
+    adapter: RunningAdapter, workspace: Path, make: Callable[[Path], str], says: str
+) -> None:
+    cwd = make(workspace.parent)
+    reply = await adapter.run(body(workspace, forwardedProps={"iacCode": {
+        "schemaVersion": 1, "rosInvocationId": "inv-1", "cwd": cwd}}))
+    message = expect_error(reply, 400, "INVALID_INPUT", CWD)
+    assert says in message and "Errno" not in message
+
+
+async def test_a_workspace_refusal_reads_in_chinese(adapter: RunningAdapter, workspace: Path) -> None:
+    reply = await adapter.run(
+        body(workspace, forwardedProps={"iacCode": {"schemaVersion": 1, "rosInvocationId": "i",
+                                                     "cwd": symlink_loop(workspace.parent)}}),
+        {"Accept-Language": "zh-CN"},
+    )
+    assert "符号链接" in expect_error(reply, 400, "INVALID_INPUT", CWD)
 
 
 # --- 3. a credential that cannot travel -----------------------------------------------------

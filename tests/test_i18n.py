@@ -66,7 +66,7 @@ def test_every_error_code_has_a_message_without_placeholders(code: ErrorCode) ->
 def test_every_message_id_the_validators_use_has_a_message() -> None:
     used = message_ids_in_source()
     # The scan sees digits, the schema's x-refusal values and the workspace checks.
-    assert {"input_image_bad_base64", "input_credential_not_ascii", "input_cwd_outside_roots"} <= used
+    assert {"input_image_bad_base64", "input_credential_not_ascii", "input_cwd_symlink_loop"} <= used
     assert used - set(CATALOGS["en"]) == set()
 
 

@@ -1,4 +1,4 @@
-"""forwardedProps.iacCode.cwd: where a run may work."""
+"""forwardedProps.iacCode.cwd: a workspace that cannot be one is refused before any stream."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.i18n import render_error
-from aguiadapter.workspace import check_cwd
+from aguiadapter.workspace import MAX_NAME_BYTES, MAX_PATH_BYTES, check_workspace_path, resolve_workspace
 
 CWD = "forwardedProps.iacCode.cwd"
 
@@ -21,80 +21,155 @@ def root(tmp_path: Path) -> Path:
     return path
 
 
-def cwd_refusal(cwd: str, roots: list[str]) -> str:
+async def cwd_refusal(cwd: str, roots: list[str]) -> AdapterError:
     with pytest.raises(AdapterError) as caught:
-        check_cwd(cwd, roots)
+        await resolve_workspace(cwd, roots)
     assert caught.value.code is ErrorCode.INVALID_INPUT
     assert caught.value.params["path"] == CWD
-    return caught.value.message_id
+    return caught.value
 
 
-def test_a_directory_inside_the_root_is_returned_resolved(root: Path) -> None:
-    assert check_cwd(str(root / "session-1"), [str(root)]) == os.path.realpath(root / "session-1")
+def deep_path(base: Path, total_bytes: int) -> str:
+    """An absolute path below ``base`` of exactly ``total_bytes`` UTF-8 bytes."""
+    path = str(base)
+    while len(path) + 101 < total_bytes:
+        path += "/" + "d" * 100
+    return path + "/" + "e" * (total_bytes - len(path) - 1)
 
 
-def test_the_root_itself_is_allowed(root: Path) -> None:
-    assert check_cwd(str(root), [str(root)]) == os.path.realpath(root)
+# --- accepted ----------------------------------------------------------------------
 
 
-def test_a_directory_that_does_not_exist_yet_is_allowed(root: Path) -> None:
-    assert check_cwd(str(root / "new"), [str(root)]) == os.path.realpath(root / "new")
+async def test_a_directory_inside_the_root_is_returned_resolved(root: Path) -> None:
+    assert await resolve_workspace(str(root / "session-1"), [str(root)]) == os.path.realpath(root / "session-1")
 
 
-def test_without_roots_any_absolute_directory_is_allowed(tmp_path: Path) -> None:
-    assert check_cwd(str(tmp_path), []) == os.path.realpath(tmp_path)
+async def test_the_root_itself_is_allowed(root: Path) -> None:
+    assert await resolve_workspace(str(root), [str(root)]) == os.path.realpath(root)
+
+
+async def test_a_directory_that_does_not_exist_yet_is_allowed(root: Path) -> None:
+    assert await resolve_workspace(str(root / "new"), [str(root)]) == os.path.realpath(root / "new")
+
+
+async def test_without_roots_any_absolute_directory_is_allowed(tmp_path: Path) -> None:
+    assert await resolve_workspace(str(tmp_path), []) == os.path.realpath(tmp_path)
+
+
+async def test_a_symlink_inside_the_root_resolves(root: Path) -> None:
+    (root / "link").symlink_to(root / "session-1")
+    assert await resolve_workspace(str(root / "link"), [str(root)]) == os.path.realpath(root / "session-1")
+
+
+async def test_a_root_reached_through_a_symlink_is_resolved_too(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "root-link").symlink_to(root)
+    resolved = await resolve_workspace(str(root / "session-1"), [str(tmp_path / "root-link")])
+    assert resolved == os.path.realpath(root / "session-1")
+
+
+async def test_the_longest_names_and_paths_pass(root: Path) -> None:
+    name = "n" * MAX_NAME_BYTES
+    assert await resolve_workspace(str(root / name), [str(root)]) == os.path.realpath(root / name)
+    check_workspace_path(deep_path(root, MAX_PATH_BYTES))
+
+
+# --- the text of the path (no file system) -------------------------------------------
 
 
 @pytest.mark.parametrize("cwd", ["", "relative/dir", "./x", "~/x", "/a/\x00b"])
-def test_the_cwd_must_be_absolute(cwd: str) -> None:
-    assert cwd_refusal(cwd, []) == "input_cwd_not_absolute"
+async def test_the_cwd_must_be_absolute(cwd: str) -> None:
+    assert (await cwd_refusal(cwd, [])).message_id == "input_cwd_not_absolute"
 
 
-def test_dot_dot_segments_are_refused_even_when_they_stay_inside(root: Path) -> None:
-    assert cwd_refusal(f"{root}/session-1/../session-1", [str(root)]) == "input_cwd_not_absolute"
+async def test_dot_dot_segments_are_refused_even_when_they_stay_inside(root: Path) -> None:
+    error = await cwd_refusal(f"{root}/session-1/../session-1", [str(root)])
+    assert error.message_id == "input_cwd_not_absolute"
 
 
-def test_a_sibling_with_the_same_prefix_is_outside(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "bytes_"),
+    [("x" * (MAX_NAME_BYTES + 1), MAX_NAME_BYTES + 1), ("é" * 128, 256), ("工" * 86, 258)],
+    ids=["256 ASCII", "128 two-byte characters", "86 three-byte characters"],
+)
+def test_a_component_over_255_bytes_is_refused(root: Path, name: str, bytes_: int) -> None:
+    assert len(name.encode()) == bytes_
+    with pytest.raises(AdapterError) as caught:
+        check_workspace_path(str(root / name / "inside"))
+    assert caught.value.message_id == "input_cwd_name_too_long"
+    assert render_error(caught.value, "en") == f"{CWD} has a component longer than 255 bytes (UTF-8)."
+
+
+def test_a_path_over_the_limit_is_refused(root: Path) -> None:
+    with pytest.raises(AdapterError) as caught:
+        check_workspace_path(deep_path(root, MAX_PATH_BYTES + 1))
+    assert caught.value.message_id == "input_cwd_too_long"
+    assert "4095" in render_error(caught.value, "zh-CN")
+
+
+# --- what the file system says -------------------------------------------------------
+
+
+async def test_a_sibling_with_the_same_prefix_is_outside(tmp_path: Path) -> None:
     (tmp_path / "ab").mkdir()
     (tmp_path / "abc").mkdir()
-    assert cwd_refusal(str(tmp_path / "abc"), [str(tmp_path / "ab")]) == "input_cwd_outside_roots"
+    error = await cwd_refusal(str(tmp_path / "abc"), [str(tmp_path / "ab")])
+    assert error.message_id == "input_cwd_outside_roots"
 
 
-def test_a_symlink_escaping_the_root_is_refused(root: Path, tmp_path: Path) -> None:
+async def test_a_symlink_escaping_the_root_is_refused(root: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (root / "escape").symlink_to(outside)
-    assert cwd_refusal(str(root / "escape"), [str(root)]) == "input_cwd_outside_roots"
+    assert (await cwd_refusal(str(root / "escape"), [str(root)])).message_id == "input_cwd_outside_roots"
 
 
-def test_a_symlink_inside_the_root_resolves(root: Path) -> None:
-    (root / "link").symlink_to(root / "session-1")
-    assert check_cwd(str(root / "link"), [str(root)]) == os.path.realpath(root / "session-1")
-
-
-def test_a_root_reached_through_a_symlink_is_resolved_too(root: Path, tmp_path: Path) -> None:
-    (tmp_path / "root-link").symlink_to(root)
-    assert check_cwd(str(root / "session-1"), [str(tmp_path / "root-link")]) == os.path.realpath(
-        root / "session-1"
-    )
-
-
-def test_a_file_is_not_a_directory(root: Path) -> None:
+async def test_a_file_is_not_a_directory(root: Path) -> None:
     (root / "notes.txt").write_text("x")
-    assert cwd_refusal(str(root / "notes.txt"), [str(root)]) == "input_cwd_not_directory"
+    assert (await cwd_refusal(str(root / "notes.txt"), [str(root)])).message_id == "input_cwd_not_directory"
 
 
-def test_existence_outside_the_roots_is_not_revealed(root: Path, tmp_path: Path) -> None:
+async def test_a_path_below_a_file_is_refused(root: Path) -> None:
+    (root / "notes.txt").write_text("x")
+    error = await cwd_refusal(str(root / "notes.txt" / "deeper"), [str(root)])
+    assert error.message_id == "input_cwd_below_file"
+
+
+@pytest.mark.parametrize("below", ["", "inside"])
+async def test_a_symlink_loop_is_refused(root: Path, below: str) -> None:
+    (root / "a").symlink_to(root / "b")
+    (root / "b").symlink_to(root / "a")
+    error = await cwd_refusal(str(root / "a" / below), [str(root)])
+    assert error.message_id == "input_cwd_symlink_loop"
+    assert render_error(error, "en") == f"{CWD} cannot be resolved: its symbolic links form a loop."
+
+
+async def test_a_path_that_grows_too_long_once_resolved_is_refused(root: Path) -> None:
+    target = deep_path(root, MAX_PATH_BYTES - 200)
+    (root / "short").symlink_to(target)
+    error = await cwd_refusal(str(root / "short" / ("x" * 250)), [str(root)])
+    assert error.message_id == "input_cwd_too_long"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may search any directory, so no permission error exists to meet")
+async def test_a_directory_the_server_may_not_search_is_refused(root: Path) -> None:
+    locked = root / "locked"
+    (locked / "inside").mkdir(parents=True)
+    locked.chmod(0)
+    try:
+        error = await cwd_refusal(str(locked / "inside"), [str(root)])
+    finally:
+        locked.chmod(0o755)
+    assert error.message_id == "input_cwd_inaccessible"
+
+
+async def test_existence_outside_the_roots_is_not_revealed(root: Path, tmp_path: Path) -> None:
     (tmp_path / "secret.txt").write_text("x")
-    assert cwd_refusal(str(tmp_path / "secret.txt"), [str(root)]) == "input_cwd_outside_roots"
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for outside in (tmp_path / "secret.txt", tmp_path / "secret.txt" / "x", tmp_path / "loop"):
+        assert (await cwd_refusal(str(outside), [str(root)])).message_id == "input_cwd_outside_roots"
 
 
-def test_cwd_messages_read_in_both_languages(root: Path) -> None:
-    with pytest.raises(AdapterError) as caught:
-        check_cwd("relative", [str(root)])
-    assert render_error(caught.value, "en") == (
-        "forwardedProps.iacCode.cwd must be an absolute path without '..' segments."
-    )
-    assert render_error(caught.value, "zh-CN") == (
-        "forwardedProps.iacCode.cwd 必须是绝对路径，且不能包含“..”。"
-    )
+async def test_cwd_messages_read_in_both_languages(root: Path) -> None:
+    error = await cwd_refusal("relative", [str(root)])
+    assert render_error(error, "en") == f"{CWD} must be an absolute path without '..' segments."
+    assert render_error(error, "zh-CN") == f"{CWD} 必须是绝对路径，且不能包含“..”。"

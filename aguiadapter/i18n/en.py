@@ -85,6 +85,11 @@ MESSAGES: dict[str, str] = {
     "input_cwd_not_absolute": "{path} must be an absolute path without '..' segments.",
     "input_cwd_outside_roots": "{path} is outside the allowed workspace directories.",
     "input_cwd_not_directory": "{path} exists but is not a directory.",
+    "input_cwd_below_file": "{path} lies below a file: one of its parents is not a directory.",
+    "input_cwd_symlink_loop": "{path} cannot be resolved: its symbolic links form a loop.",
+    "input_cwd_too_long": "{path} is longer than {limit} bytes (UTF-8).",
+    "input_cwd_name_too_long": "{path} has a component longer than {limit} bytes (UTF-8).",
+    "input_cwd_inaccessible": "{path} cannot be looked into by the server (permission denied).",
     # Resume (raised by the resume checks and the thread service).
     "session_lost": "The runtime no longer has this conversation's session; it cannot be resumed.",
     "resume_duplicate_ids": "The resume answers the same interrupt more than once.",

@@ -75,6 +75,11 @@ MESSAGES: dict[str, str] = {
     "input_cwd_not_absolute": "{path} 必须是绝对路径，且不能包含“..”。",
     "input_cwd_outside_roots": "{path} 不在允许的工作区目录范围内。",
     "input_cwd_not_directory": "{path} 已存在，但不是目录。",
+    "input_cwd_below_file": "{path} 位于一个文件之下：它的某一级上级不是目录。",
+    "input_cwd_symlink_loop": "{path} 无法解析：其中的符号链接构成了循环。",
+    "input_cwd_too_long": "{path} 超过 {limit} 字节（UTF-8）。",
+    "input_cwd_name_too_long": "{path} 中有一级名称超过 {limit} 字节（UTF-8）。",
+    "input_cwd_inaccessible": "服务器无权访问 {path}（权限不足）。",
     # Resume（由 Resume 校验和 thread service 抛出）。
     "session_lost": "运行时已不再保存此会话的 session，无法恢复。",
     "resume_duplicate_ids": "Resume 对同一个中断答复了不止一次。",

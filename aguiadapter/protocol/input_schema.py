@@ -191,11 +191,13 @@ _IAC_CODE: Final[dict[str, Schema]] = {
             "cwd": {
                 "type": "string",
                 "description": (
-                    "Absolute workspace path for this thread. Refused (INVALID_INPUT) when relative, when it "
-                    "has a '..' segment or a NUL, when (after resolving symlinks) it lies outside every allowed "
-                    "root (--allowed-cwd / IAC_CODE_AGUI_ALLOWED_CWDS, when configured), or when it exists and "
-                    "is not a directory. A thread is bound to the resolved cwd of its first run "
-                    "(THREAD_BINDING_CONFLICT afterwards)."
+                    "Absolute workspace path for this thread. Refused (INVALID_INPUT) before any stream when "
+                    "relative, when it has a '..' segment or a NUL, when it is over 4095 bytes or one of its "
+                    "components over 255 bytes (UTF-8), when (after resolving symlinks) it lies outside every "
+                    "allowed root (--allowed-cwd / IAC_CODE_AGUI_ALLOWED_CWDS, when configured), when it "
+                    "exists and is not a directory, when it lies below a regular file, when resolving it "
+                    "meets a symlink loop, or when the server may not look into it. A thread is bound to the "
+                    "resolved cwd of its first run (THREAD_BINDING_CONFLICT afterwards)."
                 ),
                 "examples": ["/workspace/session-1"],
             },

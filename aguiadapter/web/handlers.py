@@ -16,7 +16,7 @@ from ..errors import AdapterError, ErrorCode
 from ..i18n import negotiate_language, render_error
 from ..protocol.digest import canonical_digest
 from ..protocol.parsing import parse_cancel_request, parse_run_input, peek_preferred_language
-from ..workspace import check_cwd
+from ..workspace import resolve_workspace
 from .keys import BACKEND, CONFIG, backend
 from .sse import SseWriter
 
@@ -128,7 +128,7 @@ async def run(request: web.Request) -> web.StreamResponse:
         payload = await read_json_body(request, config.max_body_bytes)
         language = request_language(request, payload)
         run_input = parse_run_input(payload)
-        cwd = check_cwd(run_input.iac_code.cwd, config.allowed_cwds)
+        cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
         ticket = await service.admit(run_input, canonical_digest(payload), language, cwd)
     except AdapterError as exc:
         return error_response(exc, language, request)
