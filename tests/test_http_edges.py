@@ -7,6 +7,8 @@ and the field the message names), in English and in Chinese.
 
 from __future__ import annotations
 
+import codecs
+import json
 import os
 import uuid
 from collections.abc import Callable
@@ -49,6 +51,36 @@ def expect_error(reply: Reply, status: int, code: str, field: str | None = None)
 @pytest.fixture(params=sorted(LANGUAGES))
 def language(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+# --- 1. not JSON by RFC 8259 --------------------------------------------------------------
+
+NOT_JSON: dict[str, Callable[[Body], bytes]] = {
+    "NaN": lambda b: json.dumps({**b, "state": {"x": float("nan")}}).encode(),
+    "Infinity": lambda b: json.dumps({**b, "state": {"x": float("inf")}}).encode(),
+    "-Infinity": lambda b: json.dumps({**b, "state": {"x": float("-inf")}}).encode(),
+    "a number beyond a double": lambda b: json.dumps(b).encode().replace(b'"state": {}', b'"state": {"x": 1e999}'),
+    "UTF-16 with a byte order mark": lambda b: json.dumps(b).encode("utf-16"),
+    "UTF-16 LE without one": lambda b: json.dumps(b).encode("utf-16-le"),
+    "UTF-32": lambda b: json.dumps(b).encode("utf-32"),
+    "Latin-1": lambda b: json.dumps({**b, "state": {"x": "été"}}, ensure_ascii=False).encode("latin-1"),
+}
+
+
+@pytest.mark.parametrize("encode", NOT_JSON.values(), ids=NOT_JSON.keys())
+async def test_a_body_that_is_not_rfc_8259_json_is_refused(
+    adapter: RunningAdapter, workspace: Path, encode: Callable[[Body], bytes], language: str
+) -> None:
+    data = encode(body(workspace))
+    headers = {"Accept-Language": LANGUAGES[language]}
+    expect_error(await adapter.post("/", data, headers), 400, "INVALID_JSON")
+    cancel = encode({"threadId": "t", "rosInvocationId": "i", "state": {}})
+    expect_error(await adapter.post(CANCEL.format("exec-1"), cancel, headers), 400, "INVALID_JSON")
+
+
+async def test_a_utf_8_byte_order_mark_is_tolerated(adapter: RunningAdapter, workspace: Path) -> None:
+    reply = await adapter.post("/", codecs.BOM_UTF8 + json.dumps(body(workspace)).encode())
+    assert reply.events()[-1]["type"] == "RUN_FINISHED"
 
 
 # --- 2. a workspace that cannot be one ------------------------------------------------------

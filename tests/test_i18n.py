@@ -28,7 +28,7 @@ def placeholders(template: str) -> set[str]:
 def message_ids_in_source() -> set[str]:
     """Every ``input_*`` string literal in the source of the request checks."""
     found: set[str] = set()
-    checks = ("input_schema", "refusals", "content", "parsing")
+    checks = ("input_schema", "refusals", "content", "parsing", "request_json")
     for path in (*(PACKAGE_DIR / "protocol" / f"{name}.py" for name in checks), PACKAGE_DIR / "workspace.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             value = node.value if isinstance(node, ast.Constant) else None

@@ -9,6 +9,10 @@ MESSAGES: dict[str, str] = {
     "request_too_large": "The request body is too large.",
     "invalid_json": "The request body is not valid JSON.",
     "invalid_json_unicode": "The request body contains text that is not valid Unicode (an unpaired surrogate escape).",
+    "invalid_json_number": (
+        "The request body is not valid JSON: NaN, Infinity and numbers beyond the range of a double are not JSON."
+    ),
+    "invalid_json_encoding": "The request body must be JSON encoded in UTF-8.",
     "invalid_input": "Invalid AG-UI RunAgentInput envelope.",
     "not_found": "Not found.",
     "duplicate_run_id": "This run ID has already been used for the same request.",

@@ -9,6 +9,8 @@ MESSAGES: dict[str, str] = {
     "request_too_large": "请求体过大。",
     "invalid_json": "请求体不是合法的 JSON。",
     "invalid_json_unicode": "请求体中含有无效的 Unicode 文本（未配对的代理项转义）。",
+    "invalid_json_number": "请求体不是合法的 JSON：NaN、Infinity 以及超出双精度浮点数范围的数字都不属于 JSON。",
+    "invalid_json_encoding": "请求体必须是 UTF-8 编码的 JSON。",
     "invalid_input": "AG-UI RunAgentInput 请求格式无效。",
     "not_found": "未找到请求的资源。",
     "duplicate_run_id": "该 run ID 已用于相同的请求。",

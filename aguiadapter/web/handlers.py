@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
-import json
 from importlib import resources
 from typing import Any
 
@@ -16,6 +15,7 @@ from ..errors import AdapterError, ErrorCode
 from ..i18n import negotiate_language, render_error
 from ..protocol.digest import canonical_digest
 from ..protocol.parsing import parse_cancel_request, parse_run_input, peek_preferred_language
+from ..protocol.request_json import decode_request_json
 from ..workspace import resolve_workspace
 from .keys import BACKEND, CONFIG, backend
 from .sse import SseWriter
@@ -64,23 +64,7 @@ async def read_json_body(request: web.Request, limit: int) -> Any:
         if size > limit:
             raise AdapterError(ErrorCode.REQUEST_TOO_LARGE)
         chunks.append(chunk)
-    body = b"".join(chunks)
-    try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise AdapterError(ErrorCode.INVALID_JSON) from exc
-    if b"\\ud" in body or b"\\uD" in body:
-        _refuse_lone_surrogates(payload)
-    return payload
-
-
-def _refuse_lone_surrogates(payload: Any) -> None:
-    """JSON may escape half a surrogate pair (``"\\ud800"``); such text is
-    not Unicode and could be neither stored nor forwarded."""
-    try:
-        json.dumps(payload, ensure_ascii=False).encode()
-    except UnicodeEncodeError as exc:
-        raise AdapterError(ErrorCode.INVALID_JSON, "invalid_json_unicode") from exc
+    return decode_request_json(b"".join(chunks))
 
 
 @functools.cache
