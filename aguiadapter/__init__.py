@@ -1,12 +1,15 @@
 """AG-UI protocol server in front of an A2A 1.0 agent runtime.
 
 ``create_app(Config(...))`` returns an ``aiohttp.web.Application`` that can run
-on its own or be mounted in another application with ``add_subapp``.
+on its own or be mounted in another application with ``add_subapp``. Serve it
+(or the application it is mounted in) with ``AdapterRunner``, a drop-in
+``aiohttp.web.AppRunner``, to have even the HTTP parser's refusals answered
+as JSON.
 """
 
 from .version import __version__
 
-__all__ = ["Config", "__version__", "create_app"]
+__all__ = ["AdapterRunner", "Config", "__version__", "create_app"]
 
 
 def __getattr__(name: str) -> object:
@@ -16,6 +19,10 @@ def __getattr__(name: str) -> object:
         from .web.app import create_app
 
         return create_app
+    if name == "AdapterRunner":
+        from .web.server import AdapterRunner
+
+        return AdapterRunner
     if name == "Config":
         from .config import Config
 

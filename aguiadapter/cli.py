@@ -120,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def serve(config: cfg.Config, host: str, port: int, *, spawn_iac_code: bool = False) -> None:
     """Run the server until SIGINT or SIGTERM."""
     from .web.app import create_app
+    from .web.server import AdapterRunner
 
     child = None
     if spawn_iac_code:
@@ -129,7 +130,7 @@ async def serve(config: cfg.Config, host: str, port: int, *, spawn_iac_code: boo
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token)
     app = create_app(config)
-    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    runner = AdapterRunner(app, shutdown_timeout=1.0)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

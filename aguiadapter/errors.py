@@ -16,12 +16,16 @@ from typing import Any
 class ErrorCode(enum.Enum):
     """A documented error code: ``(HTTP status, default message id)``."""
 
+    BAD_REQUEST = (400, "bad_request")
     UNAUTHORIZED = (401, "unauthorized")
     UNSUPPORTED_MEDIA_TYPE = (415, "unsupported_media_type")
     REQUEST_TOO_LARGE = (413, "request_too_large")
     INVALID_JSON = (400, "invalid_json")
     INVALID_INPUT = (400, "invalid_input")
     NOT_FOUND = (404, "not_found")
+    METHOD_NOT_ALLOWED = (405, "method_not_allowed")
+    URI_TOO_LONG = (414, "uri_too_long")
+    HEADERS_TOO_LARGE = (431, "headers_too_large")
     DUPLICATE_RUN_ID = (409, "duplicate_run_id")
     RUN_ID_CONFLICT = (409, "run_id_conflict")
     THREAD_BUSY = (409, "thread_busy")
@@ -41,6 +45,7 @@ class ErrorCode(enum.Enum):
     A2A_EXECUTION_FAILED = (502, "a2a_execution_failed")
     CANCELLED = (409, "cancelled")
     INTERNAL_ERROR = (500, "internal_error")
+    SERVICE_UNAVAILABLE = (503, "service_unavailable")
 
     @property
     def status(self) -> int:

@@ -7,16 +7,20 @@ Then: curl -N -X POST http://127.0.0.1:8080/agui/ -H 'Content-Type: application/
 The parent app keeps its own routes and middlewares and its own (large)
 upload limit; the adapter still refuses AG-UI bodies over 12 MiB, because it
 enforces its limits per request, not through the parent's client_max_size.
+Every error under /agui/ is the adapter's JSON; serving the parent with
+AdapterRunner (instead of web.run_app or web.AppRunner) also makes the HTTP
+parser's refusals (an oversize header or URL) JSON, for every route.
 """
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 
 from aiohttp import web
 
-from aguiadapter import Config, create_app
+from aguiadapter import AdapterRunner, Config, create_app
 
 
 async def index(request: web.Request) -> web.Response:
@@ -32,5 +36,20 @@ def build_parent(state_dir: Path, *, a2a_url: str | None = None, token: str | No
     return parent
 
 
+async def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
+    """Serve the host app until interrupted."""
+    runner = AdapterRunner(build_parent(Path(tempfile.mkdtemp(prefix="agui-state-"))))
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        print(f"serving on http://{host}:{port}/ (the adapter under /agui/)", flush=True)
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
 if __name__ == "__main__":
-    web.run_app(build_parent(Path(tempfile.mkdtemp(prefix="agui-state-"))), host="127.0.0.1", port=8080)
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass

@@ -53,6 +53,23 @@ async def test_the_server_starts_on_the_embedded_runtime_and_answers_a_run(tmp_p
         await process.wait()
 
 
+async def test_the_server_answers_every_error_as_json_even_the_http_parsers(tmp_path: Path) -> None:
+    process, url, _ = await start_cli(tmp_path)
+    try:
+        async with aiohttp.ClientSession() as session:
+            for path, headers, status, code in [
+                ("health", {"X-Big": "v" * 9000}, 431, "HEADERS_TOO_LARGE"),
+                ("x" * 9000, {}, 414, "URI_TOO_LONG"),
+                ("nowhere", {}, 404, "NOT_FOUND"),
+            ]:
+                async with session.get(url + path, headers=headers) as resp:
+                    assert (resp.status, resp.content_type) == (status, "application/json")
+                    assert (await resp.json())["error"]["code"] == code
+    finally:
+        process.send_signal(signal.SIGINT)
+        await process.wait()
+
+
 async def test_ctrl_c_closes_open_streams_and_exits_within_a_second(tmp_path: Path) -> None:
     process, url, _ = await start_cli(tmp_path)
     async with aiohttp.ClientSession() as session:

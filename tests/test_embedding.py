@@ -53,6 +53,34 @@ async def test_the_embedding_example_serves_runs_under_its_prefix(tmp_path: Path
         await runner.cleanup()
 
 
+async def test_errors_under_the_prefix_are_the_adapters_and_the_parents_stay_its_own(
+    tmp_path: Path, demo: DemoRuntime
+) -> None:
+    from aguiadapter import AdapterRunner
+
+    parent = load_example().build_parent(tmp_path / "state", a2a_url=demo.url, token=None)
+    runner = AdapterRunner(parent, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(base + "/agui/nowhere", headers={"Accept-Language": "zh-CN"}) as resp:
+                assert resp.status == 404 and (await resp.json())["error"]["code"] == "NOT_FOUND"
+            async with session.get(base + "/agui/") as resp:
+                assert resp.status == 405 and resp.headers["Allow"] == "POST"
+                assert (await resp.json())["error"]["code"] == "METHOD_NOT_ALLOWED"
+            async with session.get(base + "/elsewhere") as resp:
+                assert resp.status == 404 and resp.content_type == "text/plain", "the parent's own answer"
+            # Served through AdapterRunner, even the parser's refusals are JSON, on any path.
+            for path in ("/agui/health", "/"):
+                async with session.get(base + path, headers={"X-Big": "v" * 9000}) as resp:
+                    assert resp.status == 431 and (await resp.json())["error"]["code"] == "HEADERS_TOO_LARGE"
+    finally:
+        await runner.cleanup()
+
+
 async def test_two_adapters_in_one_process_share_nothing(tmp_path: Path, demo: DemoRuntime) -> None:
     from aguiadapter import Config, create_app
 

@@ -7,14 +7,17 @@ and the field the message names), in English and in Chinese.
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import json
 import os
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from ag_ui.core import RunAgentInput as AgUiRunAgentInput
 
@@ -172,6 +175,71 @@ async def test_printable_ascii_credentials_are_forwarded(adapter: RunningAdapter
     assert (await adapter.run(payload)).events()[-1]["type"] == "RUN_FINISHED"
 
 
+# --- 4. every error is JSON ---------------------------------------------------------------
+
+
+async def raw_exchange(adapter: RunningAdapter, request: bytes) -> Reply:
+    """Send bytes no HTTP client would; read the one response."""
+    host, port = adapter.url.removeprefix("http://").rstrip("/").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(request)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    return Reply(int(status_line.split()[1]), headers, payload)
+
+
+async def get(adapter: RunningAdapter, path: str, method: str = "GET", headers: dict[str, str] | None = None) -> Reply:
+    async with adapter.session.request(method, adapter.url + path.lstrip("/"), headers=headers) as response:
+        return Reply(response.status, dict(response.headers), await response.read())
+
+
+HTTP_ERRORS: dict[str, tuple[Callable[[RunningAdapter], Any], int, str]] = {
+    "an 8 KiB Accept-Language": (
+        lambda a: a.run({}, {"Accept-Language": "en;q=0.1," * 1024}), 431, "HEADERS_TOO_LARGE"),
+    "an 8 KiB header name": (lambda a: a.run({}, {"X-" + "n" * 8200: "1"}), 431, "HEADERS_TOO_LARGE"),
+    "too many headers": (lambda a: a.run({}, {f"X-H{i}": "1" for i in range(200)}), 431, "HEADERS_TOO_LARGE"),
+    "a 10,000-character execution id": (
+        lambda a: a.post(CANCEL.format("e" * 10_000), {"threadId": "t", "rosInvocationId": "i"}), 414, "URI_TOO_LONG"),
+    "an unknown path": (lambda a: get(a, "/nowhere"), 404, "NOT_FOUND"),
+    "an execution id with a slash": (
+        lambda a: a.post(CANCEL.format("a/b"), {"threadId": "t", "rosInvocationId": "i"}), 404, "NOT_FOUND"),
+    "malformed HTTP": (lambda a: raw_exchange(a, b"GARBAGE\r\n\r\n"), 400, "BAD_REQUEST"),
+    "a bad Content-Length": (
+        lambda a: raw_exchange(a, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n"), 400, "BAD_REQUEST"),
+}
+
+
+@pytest.mark.parametrize(("send", "status", "code"), HTTP_ERRORS.values(), ids=HTTP_ERRORS.keys())
+async def test_every_error_the_server_answers_is_the_documented_json(
+    adapter: RunningAdapter, send: Callable[[RunningAdapter], Any], status: int, code: str
+) -> None:
+    expect_error(await send(adapter), status, code)
+
+
+METHODS: dict[str, tuple[str, str, set[str]]] = {
+    "GET /": ("GET", "/", {"POST"}),
+    "DELETE /health": ("DELETE", "/health", {"GET", "HEAD"}),
+    "PUT on the cancel route": ("PUT", CANCEL.format("exec-1"), {"POST"}),
+    "POST /openapi.json": ("POST", "/openapi.json", {"GET", "HEAD"}),
+}
+
+
+@pytest.mark.parametrize(("method", "path", "allowed"), METHODS.values(), ids=METHODS.keys())
+async def test_a_method_the_route_does_not_take_is_405_with_allow(
+    adapter: RunningAdapter, method: str, path: str, allowed: set[str], language: str
+) -> None:
+    reply = await get(adapter, path, method, {"Accept-Language": LANGUAGES[language]})
+    message = expect_error(reply, 405, "METHOD_NOT_ALLOWED")
+    assert {name.strip() for name in reply.headers["Allow"].split(",")} == allowed
+    assert bool(re.search(r"[\u4e00-\u9fff]", message)) is (language == "zh-CN")
+
+
 # --- 5. valid input is accepted ----------------------------------------------------------------
 
 ACCEPTED_IDS: dict[str, str] = {
@@ -252,3 +320,11 @@ async def test_the_thread_of_an_odd_id_stays_a_file_of_the_state_folder(
     names = [name for _, _, files in os.walk(tmp_path / "state") for name in files if name.endswith(".json")]
     assert len(names) == 1 and len(names[0].encode()) <= 255 and "\n" not in names[0]
     assert not (tmp_path / "escape").exists() and not (tmp_path.parent / "escape").exists()
+
+
+async def test_an_http_client_sees_json_through_aiohttp_too(adapter: RunningAdapter) -> None:
+    """aiohttp's own client (not a raw socket) reads the JSON of a parser refusal."""
+    async with aiohttp.ClientSession() as session, session.get(
+        adapter.url + "health", headers={"X-Big": "v" * 9000}
+    ) as response:
+        assert response.status == 431 and (await response.json())["error"]["code"] == "HEADERS_TOO_LARGE"

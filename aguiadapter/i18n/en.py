@@ -4,6 +4,7 @@ from __future__ import annotations
 
 MESSAGES: dict[str, str] = {
     # Default messages of the error codes (aguiadapter.errors.ErrorCode).
+    "bad_request": "The request is not valid HTTP.",
     "unauthorized": "Missing or invalid bearer token.",
     "unsupported_media_type": "The request body must be sent as application/json.",
     "request_too_large": "The request body is too large.",
@@ -15,6 +16,9 @@ MESSAGES: dict[str, str] = {
     "invalid_json_encoding": "The request body must be JSON encoded in UTF-8.",
     "invalid_input": "Invalid AG-UI RunAgentInput envelope.",
     "not_found": "Not found.",
+    "method_not_allowed": "This method is not allowed here; the Allow header lists the methods that are.",
+    "uri_too_long": "The request URL is too long.",
+    "headers_too_large": "The request headers are too large.",
     "duplicate_run_id": "This run ID has already been used for the same request.",
     "run_id_conflict": "This run ID has already been used for a different request on this thread.",
     "run_id_conflict_resume": (
@@ -44,6 +48,7 @@ MESSAGES: dict[str, str] = {
     "a2a_execution_failed": "The agent run failed.",
     "cancelled": "The execution was cancelled.",
     "internal_error": "Internal error.",
+    "service_unavailable": "The server is starting or shutting down; try again shortly.",
     # The request envelope.
     "input_not_object": "The request body must be a JSON object.",
     "input_field_missing": "Required field {path} is missing.",

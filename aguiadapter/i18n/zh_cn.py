@@ -4,6 +4,7 @@ from __future__ import annotations
 
 MESSAGES: dict[str, str] = {
     # 错误码的默认消息（aguiadapter.errors.ErrorCode）。
+    "bad_request": "请求不是合法的 HTTP 请求。",
     "unauthorized": "缺少 Bearer 令牌，或令牌无效。",
     "unsupported_media_type": "请求体必须以 application/json 格式发送。",
     "request_too_large": "请求体过大。",
@@ -13,6 +14,9 @@ MESSAGES: dict[str, str] = {
     "invalid_json_encoding": "请求体必须是 UTF-8 编码的 JSON。",
     "invalid_input": "AG-UI RunAgentInput 请求格式无效。",
     "not_found": "未找到请求的资源。",
+    "method_not_allowed": "此处不允许使用该方法；Allow 响应头列出了允许的方法。",
+    "uri_too_long": "请求的 URL 过长。",
+    "headers_too_large": "请求头过大。",
     "duplicate_run_id": "该 run ID 已用于相同的请求。",
     "run_id_conflict": "该 run ID 已在此会话中用于另一个不同的请求。",
     "run_id_conflict_resume": (
@@ -37,6 +41,7 @@ MESSAGES: dict[str, str] = {
     "a2a_execution_failed": "Agent 运行失败。",
     "cancelled": "该执行已取消。",
     "internal_error": "服务器内部错误。",
+    "service_unavailable": "服务器正在启动或关闭，请稍后重试。",
     # 请求 envelope。
     "input_not_object": "请求体必须是一个 JSON 对象。",
     "input_field_missing": "缺少必填字段 {path}。",

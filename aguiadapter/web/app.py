@@ -13,6 +13,7 @@ from ..threads.service import ThreadService
 from ..threads.file_store import FileThreadStore
 from ..threads.store import ThreadStore
 from . import handlers
+from .http_errors import json_errors
 from .keys import BACKEND, CONFIG, Backend
 
 log = logging.getLogger(__name__)
@@ -25,9 +26,12 @@ def create_app(config: Config, *, store: ThreadStore | None = None) -> web.Appli
     loopback for the lifetime of the app. The app keeps nothing in globals:
     several instances can live in one process, and mounting it with
     ``parent.add_subapp("/agui", app)`` works as is (the body limits are
-    enforced per request, whatever the parent's ``client_max_size``).
+    enforced per request, whatever the parent's ``client_max_size``). Every
+    error it answers is JSON, unknown paths under its prefix and methods its
+    routes do not take included; to have the HTTP parser's own refusals in
+    JSON too, serve it with :class:`~aguiadapter.web.server.AdapterRunner`.
     """
-    app = web.Application()
+    app = web.Application(middlewares=[json_errors])
     app[CONFIG] = config
     app[BACKEND] = Backend()
     app.router.add_get("/health", handlers.health)

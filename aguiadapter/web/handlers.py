@@ -12,29 +12,13 @@ from aiohttp import web
 
 from ..version import __version__
 from ..errors import AdapterError, ErrorCode
-from ..i18n import negotiate_language, render_error
 from ..protocol.digest import canonical_digest
-from ..protocol.parsing import parse_cancel_request, parse_run_input, peek_preferred_language
+from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
 from ..workspace import resolve_workspace
-from .keys import BACKEND, CONFIG, backend
+from .http_errors import error_response, request_language
+from .keys import CONFIG, backend
 from .sse import SseWriter
-
-
-def error_response(error: AdapterError, language: str, request: web.Request | None = None) -> web.Response:
-    """``{"error": {"code", "message"}}`` with the code's HTTP status."""
-    if request is not None:
-        service = request.config_dict[BACKEND].service
-        if service is not None:
-            service.metrics.errors[error.code.name] += 1
-    body = {"error": {"code": error.code.name, "message": render_error(error, language)}}
-    return web.json_response(body, status=error.code.status)
-
-
-def request_language(request: web.Request, payload: Any = None) -> str:
-    """``preferredLanguage`` of the body over ``Accept-Language`` over English."""
-    preferred = peek_preferred_language(payload) if payload is not None else None
-    return negotiate_language(preferred, request.headers.get("Accept-Language"))
 
 
 def check_auth(request: web.Request) -> None:

@@ -7,6 +7,7 @@ from aiohttp import web
 
 from ..a2a.client import A2AClient
 from ..config import Config
+from ..errors import AdapterError, ErrorCode
 from ..threads.service import ThreadService
 
 
@@ -30,5 +31,5 @@ def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:
     """The started client and service of the app that serves ``request``."""
     started = request.config_dict[BACKEND]
     if started.client is None or started.service is None:
-        raise web.HTTPServiceUnavailable()
+        raise AdapterError(ErrorCode.SERVICE_UNAVAILABLE)
     return started.client, started.service

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from aguiadapter.config import Config
 from aguiadapter.web.app import create_app
+from aguiadapter.web.server import AdapterRunner
 
 from .agui import check_stream
 
@@ -93,10 +94,11 @@ class RunningAdapter:
 
 
 async def start_adapter(state_dir: Path, a2a_url: str | None, **config: Any) -> RunningAdapter:
-    """Start ``create_app`` on a free port; the caller closes it."""
+    """Start ``create_app`` on a free port, served as ``python -m aguiadapter``
+    serves it; the caller closes it."""
     cfg = Config(state_dir=state_dir, a2a_url=a2a_url, **config)
     app = create_app(cfg)
-    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    runner = AdapterRunner(app, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

@@ -1,0 +1,139 @@
+"""Serving the app so that even the HTTP parser's refusals are JSON.
+
+aiohttp's parser answers some requests before any application code runs:
+a request line over ``max_line_size``, a header over ``max_field_size``,
+more than ``max_headers`` headers, malformed HTTP. It calls the connection's
+``RequestHandler.handle_error``, which writes plain text, and no middleware
+sees the request. :class:`JsonErrorRequestHandler` overrides that public
+method to write the documented ``{"error": {"code", "message"}}`` body with
+a fitting status (414, 431, 400; 500 for a bug), in English (the headers
+that would name another language were not read).
+
+aiohttp has no option that picks the connection class, so
+:class:`AdapterRunner`, a drop-in ``web.AppRunner``, builds the server with
+it. ``python -m aguiadapter`` serves through it. An application that mounts
+the adapter gets the same answers by serving its own app with
+``AdapterRunner(parent_app)`` instead of ``web.AppRunner(parent_app)``
+(``web.run_app`` has no runner argument); with aiohttp's own runner those
+few answers stay aiohttp's plain text, and everything else stays JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+from aiohttp.web_request import BaseRequest
+
+from ..errors import AdapterError, ErrorCode
+from ..i18n import DEFAULT_LANGUAGE
+from .http_errors import error_body
+
+__all__ = ["AdapterRunner", "JsonErrorRequestHandler", "JsonErrorServer", "parser_error_code"]
+
+log = logging.getLogger(__name__)
+
+_METHOD_TOKEN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _is_request_target(line: bytes) -> bool:
+    """Whether an overlong line is the request line (or its URL), not a header.
+
+    The C parser hands over the URL, the pure-Python one the whole line
+    (``GET /... HTTP/1.1``); a header name can start with neither.
+    """
+    method, space, _ = line.partition(b" ")
+    if space and method and set(method) <= _METHOD_TOKEN:
+        return True
+    return line.startswith((b"/", b"*", b"http:", b"https:"))
+
+
+def parser_error_code(exc: BaseException | None, status: int, max_line_size: int, max_field_size: int) -> ErrorCode:
+    """The documented code for what made aiohttp call ``handle_error``."""
+    if isinstance(exc, LineTooLong):
+        line, limit = (*exc.args, b"", None)[:2]
+        if limit == max_line_size != max_field_size:
+            return ErrorCode.URI_TOO_LONG
+        if limit == max_field_size != max_line_size:
+            return ErrorCode.HEADERS_TOO_LARGE
+        target = isinstance(line, (bytes, bytearray)) and _is_request_target(bytes(line))
+        return ErrorCode.URI_TOO_LONG if target else ErrorCode.HEADERS_TOO_LARGE
+    if isinstance(exc, BadHttpMessage):
+        if "Too many headers" in exc.message:
+            return ErrorCode.HEADERS_TOO_LARGE
+        return ErrorCode.BAD_REQUEST
+    return ErrorCode.BAD_REQUEST if 400 <= status < 500 else ErrorCode.INTERNAL_ERROR
+
+
+class JsonErrorRequestHandler(web.RequestHandler):
+    """A connection whose low-level error answers are JSON."""
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """The JSON answer to an error no application code could answer."""
+        if request.writer.output_size > 0:
+            # Too late for any answer: aiohttp raises and closes the connection.
+            return super().handle_error(request, status, exc, message)
+        code = parser_error_code(exc, status, self.max_line_size, self.max_field_size)
+        if code is ErrorCode.INTERNAL_ERROR:
+            log.error("error handling a request from %s", request.remote, exc_info=exc)
+        else:
+            # Not the parser's text: it quotes the start of the offending header.
+            log.info("refused a request from %s: %s", request.remote, code.name)
+        response = web.json_response(error_body(AdapterError(code), DEFAULT_LANGUAGE), status=code.status)
+        response.force_close()
+        return response
+
+
+class JsonErrorServer(web.Server):
+    """``web.Server`` whose connections are :class:`JsonErrorRequestHandler`."""
+
+    def __init__(
+        self,
+        handler: Any,
+        *,
+        request_factory: Any = None,
+        handler_cancellation: bool = False,
+        loop: asyncio.AbstractEventLoop | None = None,
+        **connection_options: Any,
+    ) -> None:
+        super().__init__(
+            handler,
+            request_factory=request_factory,
+            handler_cancellation=handler_cancellation,
+            loop=loop,
+            **connection_options,
+        )
+        self._connection_loop = loop or asyncio.get_running_loop()
+        self._connection_options = connection_options
+
+    def __call__(self) -> web.RequestHandler:
+        return JsonErrorRequestHandler(self, loop=self._connection_loop, **self._connection_options)
+
+
+class AdapterRunner(web.AppRunner):
+    """``web.AppRunner`` serving its app through :class:`JsonErrorServer`.
+
+    Takes the same arguments (``max_line_size``, ``max_field_size``,
+    ``max_headers``, ``shutdown_timeout``...).
+    """
+
+    async def _make_server(self) -> web.Server:
+        # The app's own server carries the connection options aiohttp
+        # computed (debug, access log, handler_args): keep them all.
+        plain = await super()._make_server()
+        return JsonErrorServer(
+            plain.request_handler,
+            request_factory=plain.request_factory,
+            handler_cancellation=plain.handler_cancellation,
+            loop=asyncio.get_running_loop(),
+            **plain._kwargs,
+        )
