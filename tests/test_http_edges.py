@@ -24,6 +24,7 @@ from ag_ui.core import RunAgentInput as AgUiRunAgentInput
 from aguiadapter.protocol.input_schema import MAX_IDENTIFIER_LENGTH
 from aguiadapter.workspace import MAX_PATH_BYTES
 from tests.support.adapter import Reply, RunningAdapter, run_body
+from tests.support.envelopes import PNG, image_part
 
 CWD = "forwardedProps.iacCode.cwd"
 CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
@@ -296,6 +297,11 @@ STRICT: dict[str, tuple[Callable[[Body], None], str]] = {
         lambda b: b["messages"][0].update(content=[{"type": "text", "text": "hi", "cache": True}]),
         "messages[0].content[0].cache"),
     "an empty new message": (lambda b: b["messages"][0].update(content="  "), "messages[0].content"),
+    "a PNG cut short in the new message": (
+        lambda b: b["messages"][0].update(content=[image_part(PNG[:-20])]), "messages[0].content[0].source.value"),
+    "a region ID the runtime would refuse": (
+        lambda b: b["forwardedProps"]["iacCode"].update(alibabaCloud={"regionId": "杭州"}),
+        "forwardedProps.iacCode.alibabaCloud.regionId"),
     "an image URL in the new message": (
         lambda b: b["messages"][0].update(content=[{"type": "image", "source": {"type": "url", "value": "https://x"}}]),
         "messages[0].content[0].source.type"),

@@ -181,6 +181,12 @@ ACCEPTED: dict[str, Callable[[], Payload]] = {
     "a resume whose history holds an empty user message": lambda: mutated(
         envelope_client_1_0_resume, lambda p: p["messages"][-1].update(content=[])
     ),
+    "a blank regionId (no override)": lambda: mutated(
+        envelope_0_1, lambda p: iac(p).update(alibabaCloud={"regionId": ""})
+    ),
+    "a region ID with spaces around it": lambda: mutated(
+        envelope_0_1, lambda p: iac(p).update(alibabaCloud={"regionId": " ap-southeast-1 "})
+    ),
     "numbers JSON Schema calls integers": lambda: mutated(
         envelope_0_1, lambda p: iac(p).update(schemaVersion=1.0, thinking={"budget": 2048.0})
     ),
@@ -572,6 +578,18 @@ REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
         lambda p: iac(p).update(alibabaCloud={"accessKeyId": "LTAI\u00a0x"}),
         "forwardedProps.iacCode.alibabaCloud.accessKeyId",
         "input_credential_not_ascii",
+    ),
+    "regionId that is not a region ID": (
+        envelope_0_1,
+        lambda p: iac(p).update(alibabaCloud={"regionId": "cn_hangzhou"}),
+        "forwardedProps.iacCode.alibabaCloud.regionId",
+        "input_region_id_invalid",
+    ),
+    "regionId in upper case": (
+        envelope_0_1,
+        lambda p: iac(p).update(alibabaCloud={"regionId": "CN-HANGZHOU"}),
+        "forwardedProps.iacCode.alibabaCloud.regionId",
+        "input_region_id_invalid",
     ),
     "rosInvocationId empty": (
         envelope_0_1,
@@ -971,6 +989,36 @@ def test_the_bytes_must_match_the_declared_type(data: bytes, mime_type: str) -> 
     error = refusal(with_parts(image_part(data, mime_type)))
     assert error.message_id == "input_image_content_mismatch"
     assert error.params["mime_type"] == mime_type
+
+
+DAMAGED = {
+    "a PNG cut inside a chunk": (PNG[:-20], "image/png"),
+    "a PNG whose chunk fails its CRC": (PNG[:-17] + b"\x00" + PNG[-16:], "image/png"),
+    "a JPEG cut before its end marker": (JPEG[:-2], "image/jpeg"),
+    "a JPEG cut in half": (JPEG[: len(JPEG) // 2], "image/jpeg"),
+    "a WebP shorter than its RIFF header says": (WEBP[:-1], "image/webp"),
+}
+
+
+@pytest.mark.parametrize(("data", "mime_type"), DAMAGED.values(), ids=DAMAGED.keys())
+def test_an_image_cut_short_or_damaged_is_refused(data: bytes, mime_type: str) -> None:
+    """The runtime decodes every image and fails the run on one it cannot read."""
+    error = refusal(with_parts(image_part(data, mime_type)))
+    assert (error.message_id, error.params["path"]) == ("input_image_damaged", "messages[0].content[0].source.value")
+    assert mime_type in render_error(error, "en") and mime_type in render_error(error, "zh-CN")
+
+
+WHOLE_ENOUGH = {
+    "a PNG without its IEND chunk": (PNG[:-12], "image/png"),
+    "a PNG followed by other bytes": (PNG + b"trailer", "image/png"),
+    "a JPEG followed by other bytes": (JPEG + b"trailer", "image/jpeg"),
+    "a GIF without its trailer": (GIF[:-1], "image/gif"),
+}
+
+
+@pytest.mark.parametrize(("data", "mime_type"), WHOLE_ENOUGH.values(), ids=WHOLE_ENOUGH.keys())
+def test_images_decoders_read_are_accepted(data: bytes, mime_type: str) -> None:
+    parse_run_input(with_parts(image_part(data, mime_type)))
 
 
 @pytest.mark.parametrize("value", ["iVBORw0KGgo", "iVBO Rw0K", "iVBORw0K\n", "-_-_"])

@@ -67,6 +67,9 @@ MESSAGES: dict[str, str] = {
     "input_credential_not_ascii": (
         "{path} must be printable ASCII (no other characters, no control characters): it travels in HTTP headers."
     ),
+    "input_region_id_invalid": (
+        "{path} must be a region ID such as cn-hangzhou: lower-case letters, digits and hyphens, at most 63."
+    ),
     "input_tools_unsupported": "{path}: client-side tools are not supported; send an empty list.",
     "input_user_message_required": "A new run needs a user message in {path}.",
     # Raised by the thread service (no path): the latest user message is missing or was
@@ -86,6 +89,7 @@ MESSAGES: dict[str, str] = {
     ),
     "input_image_bad_base64": "{path} is not valid base64.",
     "input_image_content_mismatch": "{path} does not contain a valid {mime_type} image.",
+    "input_image_damaged": "{path} is not a whole {mime_type} image: it is cut short or damaged.",
     "input_image_too_large": "{path}: the image is larger than {limit_mib} MiB once decoded.",
     "input_images_total_too_large": (
         "{path}: the images of one message must not exceed {limit_mib} MiB in total."

@@ -60,6 +60,7 @@ MESSAGES: dict[str, str] = {
     "input_credential_not_ascii": (
         "{path} 只能包含可打印的 ASCII 字符（不能含其他字符或控制字符），因为它要通过 HTTP 请求头传递。"
     ),
+    "input_region_id_invalid": "{path} 必须是形如 cn-hangzhou 的地域 ID：仅含小写字母、数字和连字符，最多 63 个字符。",
     "input_tools_unsupported": "{path}：暂不支持客户端自定义工具，请传空数组。",
     "input_user_message_required": "发起新的 run 时，{path} 中必须包含一条用户消息。",
     # 由 thread service 抛出（不带 path）：缺少最新的用户消息，或该消息已在之前的 run 中发送过。
@@ -76,6 +77,7 @@ MESSAGES: dict[str, str] = {
     ),
     "input_image_bad_base64": "{path} 不是合法的 base64 编码。",
     "input_image_content_mismatch": "{path} 的内容不是有效的 {mime_type} 图片。",
+    "input_image_damaged": "{path} 不是完整的 {mime_type} 图片：数据被截断或已损坏。",
     "input_image_too_large": "{path}：图片解码后超过 {limit_mib} MiB。",
     "input_images_total_too_large": "{path}：同一条消息中的图片合计不能超过 {limit_mib} MiB。",
     # 工作目录。

@@ -3,8 +3,10 @@
 What a part may look like is the input schema's (:mod:`.input_schema`); what
 its bytes must be is said here. Images are decoded and checked once, when
 the part is built: a :class:`DataSource` always holds bytes that are valid
-base64, within the size limit and of the declared image type, so whoever
-forwards them never decodes again.
+base64, within the size limit, of the declared image type and, as far as a
+cheap test can tell without an image library, whole (not cut short, no
+damaged PNG chunk): the runtime decodes every image and fails the run on
+one it cannot read.
 
 Refusals are :class:`~.refusals.InputRefusal` exceptions carrying the path
 below the content; :mod:`.parsing` adds the path of the message.
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import struct
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, NewType
 
@@ -54,6 +58,39 @@ _SIGNATURES: Final[Mapping[str, Callable[[bytes], bool]]] = {
 ALLOWED_IMAGE_TYPES: Final = frozenset(_SIGNATURES)
 """The image media types a user message may carry."""
 
+
+def _png_is_whole(data: bytes) -> bool:
+    """Every chunk is complete and its CRC right, up to IEND or the end.
+
+    A decoder reads chunks the same way; one cut short or damaged fails it.
+    """
+    offset = 8
+    while offset < len(data):
+        if offset + 12 > len(data):
+            return False
+        (length,) = struct.unpack_from(">I", data, offset)
+        end = offset + 12 + length
+        if end > len(data):
+            return False
+        kind_and_body = data[offset + 4 : end - 4]
+        if zlib.crc32(kind_and_body) != struct.unpack_from(">I", data, end - 4)[0]:
+            return False
+        if kind_and_body[:4] == b"IEND":
+            return True
+        offset = end
+    return True
+
+
+# What a decoder needs beyond the signature, where a cheap test tells a
+# truncated or damaged image. GIF has none that decoders insist on.
+_WHOLE: Final[Mapping[str, Callable[[bytes], bool]]] = {
+    "image/png": _png_is_whole,
+    # Entropy-coded data escapes 0xFF, so 0xFFD9 is always the end-of-image marker.
+    "image/jpeg": lambda data: b"\xff\xd9" in data,
+    # The RIFF header gives the length of the file after its first 8 bytes.
+    "image/webp": lambda data: struct.unpack_from("<I", data, 4)[0] + 8 <= len(data),
+    "image/gif": lambda data: True,
+}
 
 JsonObject = NewType("JsonObject", dict[str, Any])
 """A JSON object whose members are carried without interpretation."""
@@ -109,6 +146,8 @@ def _decode_image(value: str, media_type: str) -> bytes:
         raise InputRefusal("input_image_too_large", ("value",), limit_mib=MAX_IMAGE_BYTES // MIB)
     if not _SIGNATURES[media_type](data):
         raise InputRefusal("input_image_content_mismatch", ("value",), mime_type=media_type)
+    if not _WHOLE[media_type](data):
+        raise InputRefusal("input_image_damaged", ("value",), mime_type=media_type)
     return data
 
 

@@ -15,7 +15,7 @@ a newer AG-UI client may add are ignored.
 
 Some rules are not JSON Schema's to say and live in code, each documented in
 the description of its field: image bytes (:mod:`.content`) and the
-workspace path (:mod:`aguiadapter.workspace`).
+workspace path (:mod:`.workspace`).
 
 ``x-refusal`` maps a keyword of a schema to the catalog message id a
 refusal by that keyword reads (see :mod:`.refusals`); ``x-newUserMessage``
@@ -166,7 +166,16 @@ _IAC_CODE: Final[dict[str, Schema]] = {
             "accessKeyId": _ref("Credential", description="AccessKey ID."),
             "accessKeySecret": _ref("Credential", description="AccessKey secret."),
             "securityToken": _ref("Credential", description="STS token."),
-            "regionId": _optional("string", "Default region, e.g. cn-hangzhou."),
+            "regionId": {
+                "type": ["string", "null"],
+                # The runtime refuses any other form, and only once the run has started.
+                "pattern": "^\\s*(?:[a-z0-9][a-z0-9-]{0,62})?\\s*$",
+                "x-refusal": {"pattern": "input_region_id_invalid"},
+                "description": (
+                    "Default region, e.g. cn-hangzhou: lower-case letters, digits and hyphens, at most 63 "
+                    "characters (blank means none)."
+                ),
+            },
         },
     },
     "IacCodeProps": {
