@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests.support.adapter import RunningAdapter, start_adapter
 from tests.support.iac_runtime import BIN_ENV, IacRuntime, find_iac_code
 from tests.support.model_stub import ModelStub
 
@@ -77,3 +78,18 @@ def iac_workspace(iac_runtime: IacRuntime, request: pytest.FixtureRequest) -> Pa
     ``cwd``. Not named ``workspace``: tests/conftest.py has one (inside the
     adapter's allowed root) and an e2e test may need both."""
     return iac_runtime.workspace(request.node.name)
+
+
+@pytest.fixture
+async def iac_adapter(tmp_path: Path, iac_runtime: IacRuntime) -> AsyncIterator[RunningAdapter]:
+    """The adapter pointed at the real runtime, with its bearer token."""
+    running = await start_adapter(
+        tmp_path / "state",
+        iac_runtime.url,
+        a2a_token=iac_runtime.token,
+        allowed_cwds=(str(iac_runtime.workspaces_root),),
+    )
+    try:
+        yield running
+    finally:
+        await running.close()

@@ -3,33 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
-from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.adapter import RunningAdapter, run_body
 from tests.support.agui import texts, types
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
 from tests.support.model_stub import ModelStub
-
-
-@pytest.fixture
-async def iac_adapter(tmp_path: Path, iac_runtime: IacRuntime) -> AsyncIterator[RunningAdapter]:
-    """The adapter pointed at the real runtime, with its bearer token."""
-    running = await start_adapter(
-        tmp_path / "state",
-        iac_runtime.url,
-        a2a_token=iac_runtime.token,
-        allowed_cwds=(str(iac_runtime.workspaces_root),),
-    )
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
