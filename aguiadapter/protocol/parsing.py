@@ -94,15 +94,17 @@ def _build_converter() -> cattrs.Converter:
     converter.register_structure_hook_func(
         lambda type_: type_ == PartsOrText, lambda value, _: value if isinstance(value, str) else tuple(value)
     )
+    by_role: dict[str, Callable[[Any, Any], Any]] = {}  # filled below, once every hook is registered
     converter.register_structure_hook_func(
         lambda type_: type_ == Message,
-        lambda value, _: converter.structure(value, _MESSAGE_CLASSES[value["role"]]),
+        lambda value, _: by_role[value["role"]](value, _MESSAGE_CLASSES[value["role"]]),
     )
     converter.register_structure_hook_func(
         lambda type_: type_ == UserContent, lambda value, _: build_user_content(value)
     )
-    # Generate the hooks now rather than on the first request.
-    for model in (RunAgentInput, NewUserMessage, CancelRequest, *_MESSAGE_CLASSES.values()):
+    by_role.update({role: converter.get_structure_hook(cls) for role, cls in _MESSAGE_CLASSES.items()})
+    # Generate the other hooks now rather than on the first request.
+    for model in (RunAgentInput, NewUserMessage, CancelRequest):
         converter.get_structure_hook(model)
     return converter
 
