@@ -211,6 +211,8 @@ HTTP_ERRORS: dict[str, tuple[Callable[[RunningAdapter], Any], int, str]] = {
     "an execution id with a slash": (
         lambda a: a.post(CANCEL.format("a/b"), {"threadId": "t", "rosInvocationId": "i"}), 404, "NOT_FOUND"),
     "malformed HTTP": (lambda a: raw_exchange(a, b"GARBAGE\r\n\r\n"), 400, "BAD_REQUEST"),
+    "a body whose gzip is broken": (
+        lambda a: a.post("/", b"not gzip", {"Content-Encoding": "gzip"}), 400, "BAD_REQUEST"),
     "a bad Content-Length": (
         lambda a: raw_exchange(a, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n"), 400, "BAD_REQUEST"),
 }

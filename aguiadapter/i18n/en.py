@@ -5,6 +5,7 @@ from __future__ import annotations
 MESSAGES: dict[str, str] = {
     # Default messages of the error codes (aguiadapter.errors.ErrorCode).
     "bad_request": "The request is not valid HTTP.",
+    "bad_request_body": "The request body cannot be read: its Content-Encoding or chunked encoding is broken.",
     "unauthorized": "Missing or invalid bearer token.",
     "unsupported_media_type": "The request body must be sent as application/json.",
     "request_too_large": "The request body is too large.",

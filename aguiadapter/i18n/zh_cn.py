@@ -5,6 +5,7 @@ from __future__ import annotations
 MESSAGES: dict[str, str] = {
     # 错误码的默认消息（aguiadapter.errors.ErrorCode）。
     "bad_request": "请求不是合法的 HTTP 请求。",
+    "bad_request_body": "无法读取请求体：其 Content-Encoding 或分块传输编码已损坏。",
     "unauthorized": "缺少 Bearer 令牌，或令牌无效。",
     "unsupported_media_type": "请求体必须以 application/json 格式发送。",
     "request_too_large": "请求体过大。",

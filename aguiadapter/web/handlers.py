@@ -41,7 +41,11 @@ async def read_json_body(request: web.Request, limit: int) -> Any:
     chunks: list[bytes] = []
     size = 0
     while True:
-        chunk = await request.content.read(65536)
+        try:
+            chunk = await request.content.read(65536)
+        except web.RequestPayloadError:
+            # A body whose chunking or Content-Encoding (gzip...) is broken.
+            raise AdapterError(ErrorCode.BAD_REQUEST, "bad_request_body") from None
         if not chunk:
             break
         size += len(chunk)
