@@ -64,6 +64,7 @@ def _png_is_whole(data: bytes) -> bool:
 
     A decoder reads chunks the same way; one cut short or damaged fails it.
     """
+    view = memoryview(data)  # slices of it copy nothing
     offset = 8
     while offset < len(data):
         if offset + 12 > len(data):
@@ -72,10 +73,9 @@ def _png_is_whole(data: bytes) -> bool:
         end = offset + 12 + length
         if end > len(data):
             return False
-        kind_and_body = data[offset + 4 : end - 4]
-        if zlib.crc32(kind_and_body) != struct.unpack_from(">I", data, end - 4)[0]:
+        if zlib.crc32(view[offset + 4 : end - 4]) != struct.unpack_from(">I", data, end - 4)[0]:
             return False
-        if kind_and_body[:4] == b"IEND":
+        if data[offset + 4 : offset + 8] == b"IEND":
             return True
         offset = end
     return True
