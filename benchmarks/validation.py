@@ -2,7 +2,7 @@
 
     python -m benchmarks.validation                    # this checkout
     python -m benchmarks.validation --before DIR       # and another checkout of aguiadapter, e.g. a
-                                                       # `git worktree add /tmp/before main`
+                                                       # `git worktree add ../before main`
 
 Columns, per body (microseconds per request, best of 5 repetitions in each of
 ``--rounds`` rounds, this checkout and ``--before`` taking turns):
