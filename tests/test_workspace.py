@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.i18n import render_error
+from aguiadapter import workspace
 from aguiadapter.workspace import MAX_NAME_BYTES, MAX_PATH_BYTES, check_workspace_path, resolve_workspace
 
 CWD = "forwardedProps.iacCode.cwd"
+
+
+#: The conventional unprivileged uid (and gid) "nobody".
+NOBODY = 65534
 
 
 @pytest.fixture
@@ -150,16 +157,49 @@ async def test_a_path_that_grows_too_long_once_resolved_is_refused(root: Path) -
     assert error.message_id == "input_cwd_too_long"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may search any directory, so no permission error exists to meet")
-async def test_a_directory_the_server_may_not_search_is_refused(root: Path) -> None:
-    locked = root / "locked"
-    (locked / "inside").mkdir(parents=True)
-    locked.chmod(0)
+def refusal_in_a_child(cwd: str, roots: list[str], *, as_uid: int | None) -> str:
+    """The refusal's message id, checked in a forked child (as ``as_uid``
+    when given: root may search any directory, a server need not be root)."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop privileges, check, report, leave
+        os.close(reader)
+        outcome = "accepted"
+        try:
+            if as_uid is not None:
+                os.setgid(as_uid)
+                os.setuid(as_uid)
+            workspace._resolve_on_disk(cwd, tuple(roots))
+        except AdapterError as exc:
+            outcome = exc.message_id
+        except BaseException as exc:  # noqa: BLE001 - anything else is the test's failure
+            outcome = f"crashed: {exc!r}"
+        os.write(writer, outcome.encode())
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        outcome = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return outcome
+
+
+def test_a_directory_the_server_may_not_search_is_refused() -> None:
+    base = Path(tempfile.mkdtemp())
     try:
-        error = await cwd_refusal(str(locked / "inside"), [str(root)])
+        base.chmod(0o755)
+        locked = base / "locked"
+        (locked / "inside").mkdir(parents=True)
+        # Run as root (as CI does), the check runs as "nobody" for whom a
+        # root-owned 0700 folder is closed; otherwise the folder is closed to all.
+        as_uid = NOBODY if os.geteuid() == 0 else None
+        locked.chmod(0o700 if as_uid is not None else 0)
+        try:
+            outcome = refusal_in_a_child(str(locked / "inside"), [str(base)], as_uid=as_uid)
+        finally:
+            locked.chmod(0o755)
     finally:
-        locked.chmod(0o755)
-    assert error.message_id == "input_cwd_inaccessible"
+        shutil.rmtree(base)
+    assert outcome == "input_cwd_inaccessible"
 
 
 async def test_existence_outside_the_roots_is_not_revealed(root: Path, tmp_path: Path) -> None:
