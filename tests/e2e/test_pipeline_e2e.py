@@ -12,7 +12,6 @@ permitted command must run exactly once.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import re
 import signal
@@ -26,7 +25,7 @@ import pytest
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.agui import check_stream
+from tests.support.agui import assert_content_inside_steps, assert_no_empty_step, check_stream
 from tests.support.iac_runtime import IacRuntime
 from tests.support.model_stub import ModelStub
 from tests.support.pipeline_script import PipelineScenario, deploy_count, scenario
@@ -85,25 +84,6 @@ def interrupts_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def pipeline_types(runs: list[list[dict[str, Any]]]) -> list[str]:
     return [e["value"]["eventType"] for run in runs for e in run if e.get("name") == PIPELINE_EVENT]
-
-
-def assert_content_inside_steps(events: list[dict[str, Any]]) -> None:
-    """Pipeline text is work of a step: it never streams outside one."""
-    open_steps: set[str] = set()
-    for event in events:
-        if event["type"] == "STEP_STARTED":
-            open_steps.add(event["stepName"])
-        elif event["type"] == "STEP_FINISHED":
-            open_steps.discard(event["stepName"])
-        elif event["type"] == "TEXT_MESSAGE_CONTENT":
-            assert open_steps, f"text outside any step: {event}"
-
-
-def assert_no_empty_step(events: list[dict[str, Any]]) -> None:
-    """A step announced only to close at once did no visible work."""
-    for before, after in itertools.pairwise(events):
-        if before["type"] == "STEP_STARTED" and after["type"] == "STEP_FINISHED":
-            assert before["stepName"] != after["stepName"], f"empty step {before['stepName']}"
 
 
 async def drive_to_completion(client: Client, first: list[dict[str, Any]]) -> list[str]:

@@ -8,6 +8,7 @@ any optional field.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -139,3 +140,22 @@ def texts(events: list[dict[str, Any]]) -> str:
 def types(events: list[dict[str, Any]]) -> list[str]:
     """The event types, in order."""
     return [e["type"] for e in events]
+
+
+def assert_content_inside_steps(events: list[dict[str, Any]]) -> None:
+    """Pipeline text is work of a step: it never streams outside one."""
+    open_steps: set[str] = set()
+    for event in events:
+        if event["type"] == "STEP_STARTED":
+            open_steps.add(event["stepName"])
+        elif event["type"] == "STEP_FINISHED":
+            open_steps.discard(event["stepName"])
+        elif event["type"] == "TEXT_MESSAGE_CONTENT":
+            assert open_steps, f"text outside any step: {event}"
+
+
+def assert_no_empty_step(events: list[dict[str, Any]]) -> None:
+    """A step announced only to close at once did no visible work."""
+    for before, after in itertools.pairwise(events):
+        if before["type"] == "STEP_STARTED" and after["type"] == "STEP_FINISHED":
+            assert before["stepName"] != after["stepName"], f"empty step {before['stepName']}"
