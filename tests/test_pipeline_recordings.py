@@ -24,6 +24,7 @@ resume.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -233,6 +234,38 @@ async def test_a_recorded_pipeline_runs_to_completion(
     judge_pauses(client)
     judge_answers(client)
     judge_streams(client)
+
+
+async def test_every_run_names_the_runtime_session(name: str, adapters: Adapters, cwd: Path) -> None:
+    # A pipeline's status updates name the session only inside their pipeline
+    # event (metadata.iac_code.pipeline.iacCodeSessionId); GetTask names it in
+    # metadata.iac_code.iacCodeSessionId. iac-code.session.v1 carries it
+    # (docs/integrators-guide.md).
+    client = Client(adapters, scenario(name), cwd)
+    await run_to_completion(client, restart=False)
+    recorded = client.replay.recording
+    for number, events in enumerate(client.runs, 1):
+        (session,) = [e["value"] for e in events if e.get("name") == "iac-code.session.v1"]
+        assert session.get("sessionId") == recorded.session_id, (
+            f"run {number}: the runtime named session {recorded.session_id} in every pipeline event; "
+            f"the client was told {session}")
+
+
+async def test_a_restarted_adapter_restores_the_session_before_it_answers(
+    name: str, adapters: Adapters, cwd: Path
+) -> None:
+    # The recorded client asked the runtime to restore the session before
+    # every resume (POST /iac-code/session/ensure-restored); an adapter that
+    # restarted must do it before its first answer, as its own docs say.
+    client = Client(adapters, scenario(name), cwd)
+    began = await run_to_completion(client, restart=True)
+    seen = client.replay.seen
+    for number, (start, end) in enumerate(itertools.pairwise([*began[1:], len(seen)]), 2):
+        requests = [str(item) for item in seen[start:end]]
+        first_answer = next(i for i, item in enumerate(seen[start:end]) if item.kind.startswith("Send"))
+        assert any(item.kind == "restore" for item in seen[start:start + first_answer]), (
+            f"run {number}, in a new adapter process: no session restore before the answer; it asked:\n"
+            + "\n".join(requests))
 
 
 async def _rpc(session: aiohttp.ClientSession, url: str, method: str, params: dict[str, Any]) -> Any:
