@@ -120,10 +120,16 @@ class Client:
     async def start(self) -> list[dict[str, Any]]:
         return await self._run(self.body(self.plan.prompt))
 
-    async def answer(self, interrupts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def answer(self, interrupts: list[dict[str, Any]], *, retry: bool = False) -> list[dict[str, Any]]:
         body = self.body(None)
         body["resume"] = self.plan.resume(interrupts)
-        return await self._run(body)
+        events = await self._run(body)
+        if retry:
+            # The same answers again, as a client that never saw the reply would send them.
+            assert self.adapters.current is not None
+            again = await self.adapters.current.run({**body, "runId": f"{body['runId']}-retry"})
+            assert again.status == 409 and again.json()["error"]["code"] == "RESUME_ALREADY_APPLIED", again.body
+        return events
 
     async def _run(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         assert self.adapters.current is not None
@@ -149,10 +155,10 @@ def interrupts_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(outcome["interrupts"]) if outcome["type"] == "interrupt" else []
 
 
-async def run_to_completion(client: Client, *, restart: bool) -> list[int]:
+async def run_to_completion(client: Client, *, restart: bool, retry: bool = False) -> list[int]:
     """Answer every pause until the pipeline ends, restarting the adapter
-    before each resume if asked; where in :attr:`ReplayRuntime.seen` each
-    adapter process began."""
+    before each resume or sending each answer twice if asked; where in
+    :attr:`ReplayRuntime.seen` each adapter process began."""
     pauses = client.replay.recording.pauses
     began = [0]
     events = await client.start()
@@ -164,7 +170,7 @@ async def run_to_completion(client: Client, *, restart: bool) -> list[int]:
         if restart:
             await client.adapters.restart()
             began.append(len(client.replay.seen))
-        events = await client.answer(interrupts)
+        events = await client.answer(interrupts, retry=retry)
     return began
 
 
@@ -234,6 +240,16 @@ async def test_a_recorded_pipeline_runs_to_completion(
     judge_pauses(client)
     judge_answers(client)
     judge_streams(client)
+
+
+async def test_an_answer_sent_again_is_refused_and_never_reaches_the_runtime_twice(
+    name: str, adapters: Adapters, cwd: Path
+) -> None:
+    client = Client(adapters, scenario(name), cwd)
+    await run_to_completion(client, restart=False, retry=True)
+    assert not client.replay.refusals, "\n".join(client.replay.refusals)
+    judge_pauses(client)
+    judge_answers(client)
 
 
 async def test_every_run_names_the_runtime_session(name: str, adapters: Adapters, cwd: Path) -> None:
