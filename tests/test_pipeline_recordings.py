@@ -38,7 +38,8 @@ from ag_ui_validate.pytest_plugin import assert_valid_agui
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import assert_content_inside_steps, assert_no_empty_step, check_stream
 from tests.support.pipeline_script import PipelineScenario, scenario
-from tests.support.replay_runtime import SCENARIOS, Recording, ReplayRuntime, recording
+from tests.support.pipeline_recording import SCENARIOS, Recording, recording
+from tests.support.replay_runtime import ReplayRuntime
 
 PIPELINE_EVENT = "iac-code.pipeline.v1"
 #: What the recorded client asked for besides the pipeline itself.
