@@ -14,11 +14,12 @@ as the recorded client answered, until ``pipeline_completed``. Then:
   sent it (the method, the permission's data part, the option's label, the
   task and context);
 * every run is a valid AG-UI stream, balanced, with no empty step and no
-  pipeline text outside a step, one ``ACTIVITY_SNAPSHOT`` per resumed run,
-  and ``pipeline_completed`` once, at the end.
+  pipeline text, reasoning or tool call outside a step, one
+  ``ACTIVITY_SNAPSHOT`` per resumed run, every piece of text the runtime
+  streamed shown once, and ``pipeline_completed`` once, at the end.
 
 The same holds when the adapter restarts (same state folder) before every
-resume.
+resume, and when a client sends each answer twice.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ import pytest
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.agui import assert_content_inside_steps, assert_no_empty_step, check_stream
-from tests.support.pipeline_script import PipelineScenario, scenario
+from tests.support.agui import STEP_WORK, assert_content_inside_steps, assert_no_empty_step, check_stream
 from tests.support.pipeline_recording import SCENARIOS, Recording, recording
+from tests.support.pipeline_script import PipelineScenario, scenario
 from tests.support.replay_runtime import ReplayRuntime
 
 PIPELINE_EVENT = "iac-code.pipeline.v1"
@@ -215,7 +216,7 @@ def judge_answers(client: Client) -> None:
 def judge_streams(client: Client) -> None:
     """What the person sees: steps that hold the work, a view restored once per resume, one end."""
     for number, events in enumerate(client.runs, 1):
-        assert_content_inside_steps(events)
+        assert_content_inside_steps(events, STEP_WORK)
         assert_no_empty_step(events)
         snapshots = [e for e in events if e["type"] == "ACTIVITY_SNAPSHOT"]
         assert len(snapshots) == (0 if number == 1 else 1), f"run {number}: one snapshot per resumed run"

@@ -142,16 +142,22 @@ def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
 
 
-def assert_content_inside_steps(events: list[dict[str, Any]]) -> None:
-    """Pipeline text is work of a step: it never streams outside one."""
+#: What a pipeline step's work shows as: its text, its reasoning, its tool calls.
+STEP_WORK = frozenset({"TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "TOOL_CALL_START", "TOOL_CALL_RESULT"})
+
+
+def assert_content_inside_steps(
+    events: list[dict[str, Any]], kinds: frozenset[str] = frozenset({"TEXT_MESSAGE_CONTENT"})
+) -> None:
+    """Pipeline text (or any of ``kinds``) is work of a step: it never streams outside one."""
     open_steps: set[str] = set()
     for event in events:
         if event["type"] == "STEP_STARTED":
             open_steps.add(event["stepName"])
         elif event["type"] == "STEP_FINISHED":
             open_steps.discard(event["stepName"])
-        elif event["type"] == "TEXT_MESSAGE_CONTENT":
-            assert open_steps, f"text outside any step: {event}"
+        elif event["type"] in kinds:
+            assert open_steps, f"{event['type']} outside any step: {event}"
 
 
 def assert_no_empty_step(events: list[dict[str, Any]]) -> None:
