@@ -255,3 +255,17 @@ async def test_the_documented_candidate_presentation_reaches_the_runtime_in_its_
     assert (await adapter.run(body)).status == 200
     (message,) = demo.state.received
     assert message["metadata"]["iac_code"]["candidatePresentation"] == sent
+
+
+async def test_a_request_the_runtime_refuses_is_invalid_input_in_its_own_words(
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    body = run_body(thread_id="t-unknown-pipeline", text="go", cwd=str(workspace), runMode="pipeline",
+                    pipelineName="no-such-pipeline")
+    events = (await adapter.run(body)).events()
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "INVALID_INPUT"
+    assert "Unknown pipeline: no-such-pipeline" in events[-1]["message"]
+    assert demo.state.tasks == {}, "nothing started in the runtime"
+    # The thread is usable again with a pipeline the runtime has.
+    body = run_body(thread_id="t-unknown-pipeline", text="hello", cwd=str(workspace))
+    assert (await adapter.run(body)).events()[-1]["outcome"] == {"type": "success"}

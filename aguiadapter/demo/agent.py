@@ -314,6 +314,10 @@ class DemoAgent:
         return task.pipeline.script
 
     def _new_task(self, message: Json) -> tuple[TaskRecord, Iterator[PipelineStep]]:
+        request = pipeline.pipeline_request(message)
+        if request is not None and request.name not in pipeline.PIPELINE_NAMES:
+            # As iac-code: a pipeline it does not have is refused before any task.
+            raise RpcError(wire.INVALID_PARAMS, f"Unknown pipeline: {request.name}")
         context = self.state.context(message.get("contextId") or self.state.new_id())
         task_id, clock = self.state.new_id(), self.state.clock
         task = TaskRecord(task_id, context.id, context.session_id, execution_id=self._execution_id(), clock=clock)

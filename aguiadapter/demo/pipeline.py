@@ -70,6 +70,8 @@ EXTENSION_URI: Final = "urn:iac-code:a2a:pipeline-events:v1"
 SCHEMA_VERSION: Final = "1.0"
 SNAPSHOT_SCHEMA_VERSION: Final = "1.2"
 DEFAULT_NAME: Final = "selling"
+#: The pipelines iac-code 0.16.0 has (others are refused with INVALID_PARAMS).
+PIPELINE_NAMES: Final = frozenset({"selling", "selling_solution_first"})
 # The only candidatePresentation iac-code 0.16.0 honours; anything else is standard.
 RICH_PRESENTATION: Final = "rich-v1"
 EVENT_DELAY: Final = 0.01

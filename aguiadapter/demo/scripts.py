@@ -29,7 +29,7 @@ first word             what happens
                        gets a reply naming the choice, then end of turn.
 =====================  ===================================================================
 
-``metadata.iac_code.run_mode == "pipeline"`` (any ``pipeline_name``) runs the pipeline of
+``metadata.iac_code.run_mode == "pipeline"`` (``pipeline_name`` selling or selling_solution_first) runs the pipeline of
 :mod:`aguiadapter.demo.pipeline` instead, whatever the text says:
 
 =========================  ===============================================================

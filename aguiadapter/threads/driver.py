@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
@@ -510,6 +511,12 @@ class RunDriver:
             await self._close_spans()
             await self._end(tm.detach, code, self.message(code), best_effort=True)
             return
+        if isinstance(exc, A2ARpcError) and exc.code == wire.INVALID_PARAMS and not self._accepted:
+            # The runtime refused the request itself (a pipeline it does not
+            # have, an image its model cannot read): the caller's input, in
+            # the runtime's own words (in the caller's language).
+            await self._fail(ErrorCode.INVALID_INPUT, detail=exc.message)
+            return
         if code not in (ErrorCode.A2A_UNAVAILABLE, ErrorCode.EXECUTION_LOST):
             # Only a task whose identity was verified is ours to cancel.
             await self.context.runtime.cancel_task(self.identity.task_id)
@@ -519,7 +526,7 @@ class RunDriver:
         self._note_error(code)
         await self._close_spans()
         message = self.message(code)
-        if detail and code is ErrorCode.A2A_EXECUTION_FAILED:
+        if detail and code in (ErrorCode.A2A_EXECUTION_FAILED, ErrorCode.INVALID_INPUT):
             # The runtime's own words help the user more than the code alone.
             message = f"{message} {detail[:300]}"
         transition = tm.cancel if code is ErrorCode.CANCELLED else tm.fail
@@ -612,8 +619,6 @@ def _error_code(exc: BaseException) -> ErrorCode:
         return ErrorCode.A2A_EXECUTION_FAILED
     if isinstance(exc, (IdentityMismatch, TaskMismatch)):
         return ErrorCode.A2A_PROTOCOL_ERROR
-    if isinstance(exc, LostTask):
-        return ErrorCode.EXECUTION_LOST
     if isinstance(exc, A2AError):
         return ErrorCode.A2A_UNAVAILABLE
     return ErrorCode.STATE_PERSISTENCE_FAILED
