@@ -244,3 +244,52 @@ async def test_interrupts_expire_once_after_every_replica_restarted(
         assert await client.zcard("aguiadapter:deadlines") == 0
     finally:
         await client.aclose()
+
+
+async def test_a_replica_that_takes_over_a_dead_resume_follows_what_the_runtime_did(
+    start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
+    demo: DemoRuntime, workspace: Path,
+) -> None:
+    # The replica that resumed died holding the thread, after the runtime
+    # took the answer: the record says "resume in flight", its lease runs out.
+    from aguiadapter.a2a.client import A2AClient
+    from aguiadapter.a2a.messages import permission_part
+    from aguiadapter.protocol.inputs import ResumeEntry
+    from aguiadapter.protocol.resume import check_resume
+    from aguiadapter.threads import machine as tm
+
+    first, survivor = await start_replicas(2, redis_server.url)
+    asked = await interrupt_on(http, first, "t-took-over", str(workspace))
+    await first.kill()
+    store = rs.store_from_url(redis_server.url)
+    try:
+        claim = await store.claim("t-took-over", "run-dead")
+        assert claim is not None
+        record = await store.load("t-took-over")
+        item = record.pending_interrupts[0]
+        entry = ResumeEntry(interrupt_id=item.id, status="resolved", payload={"decision": "allow_once"})
+        tm.resume(tm.restore(record), tm.RunBinding("run-dead", "d", "exec-x", "invocation-1"),
+                  check_resume([entry], [item.interrupt], {}))
+        await store.save(record, claim)
+    finally:
+        await store.close()
+    client = A2AClient(demo.url)
+    try:
+        message = {"messageId": "taken-before-the-crash", "contextId": record.context_id, "taskId": record.task_id,
+                   "role": "ROLE_USER", "parts": [permission_part(item.envelope.fields, "allow_once")]}
+        async for _ in client.stream_message(message):
+            pass
+    finally:
+        await client.close()
+
+    async def retried() -> Reply | None:
+        reply = await post(http, survivor.url, resume_body("t-took-over", str(workspace), asked["interrupt"]["id"]))
+        if reply.status == 409 and error_code(reply) == "THREAD_BUSY":
+            return None  # the dead replica's lease still runs
+        return reply
+
+    reply = await eventually(retried, "the dead replica's lease runs out", timeout=LEASE + 3, interval=0.25)
+    assert reply.events()[-1]["outcome"] == {"type": "success"}, "the taken answer is reported, not refused"
+    assert tool_runs(demo) == 1 and demo.state.cancel_calls == {}, "never sent again, never cancelled"
+    again = await post(http, survivor.url, resume_body("t-took-over", str(workspace), asked["interrupt"]["id"]))
+    assert error_code(again) == "RESUME_ALREADY_APPLIED"
