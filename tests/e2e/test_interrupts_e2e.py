@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -19,6 +15,7 @@ import pytest
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
 from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.adapter_process import AdapterProcess
 from tests.support.agui import check_stream
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
@@ -160,48 +157,23 @@ async def test_an_expired_interrupt_is_refused_and_its_task_cancelled(
         await running.close()
 
 
-async def _start_cli(state_dir: Path, runtime: IacRuntime) -> tuple[asyncio.subprocess.Process, str]:
-    env = {**os.environ, "IAC_CODE_AGUI_A2A_TOKEN": runtime.token,
-           "IAC_CODE_AGUI_ALLOWED_CWDS": str(runtime.workspaces_root)}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(state_dir),
-        "--a2a-url", runtime.url, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
-    )
-    assert process.stdout is not None
-    text = ""
-    while "state:" not in text:
-        line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
-        assert line, text
-        text += line
-    match = re.search(r"listening on (http://\S+/)", text)
-    assert match
-    return process, match.group(1)
-
-
 async def test_a_resume_after_the_adapter_was_killed_applies_once(
     tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path
 ) -> None:
-    state_dir = tmp_path / "state"
-    process, url = await _start_cli(state_dir, iac_runtime)
+    adapter = AdapterProcess(a2a_url=iac_runtime.url, a2a_token=iac_runtime.token, state_dir=tmp_path / "state",
+                             allowed_cwd=iac_runtime.workspaces_root, log_path=tmp_path / "adapter.log")
     body = run_body(thread_id="e-kill", text="[scenario:permission file=survivor.txt] go", cwd=str(iac_workspace))
-    async with aiohttp.ClientSession() as session:
-        async with session.post(url, json=body) as resp:
+    async with adapter, aiohttp.ClientSession() as session:
+        async with session.post(adapter.url, json=body) as resp:
             events = check_stream(await resp.read())
-    (interrupt,) = events[-1]["outcome"]["interrupts"]
-    process.send_signal(signal.SIGKILL)
-    await process.wait()
-    process, url = await _start_cli(state_dir, iac_runtime)
-    try:
+        (interrupt,) = events[-1]["outcome"]["interrupts"]
+        await adapter.restart()  # kill -9, then a new process on the same state folder
         resume = resume_body("e-kill", iac_workspace, decide(interrupt, "allow_once"))
-        async with aiohttp.ClientSession() as session:
-            async with session.post(url, json=resume) as resp:
-                events = check_stream(await resp.read())
-            assert events[-1]["outcome"] == {"type": "success"}
-            assert (iac_workspace / "survivor.txt").exists()
-            (iac_workspace / "survivor.txt").unlink()
-            async with session.post(url, json={**resume, "runId": "run-again"}) as resp:
-                assert (await resp.json())["error"]["code"] == "RESUME_ALREADY_APPLIED"
-        assert not (iac_workspace / "survivor.txt").exists()
-    finally:
-        process.send_signal(signal.SIGINT)
-        await process.wait()
+        async with session.post(adapter.url, json=resume) as resp:
+            events = check_stream(await resp.read())
+        assert events[-1]["outcome"] == {"type": "success"}
+        assert (iac_workspace / "survivor.txt").exists()
+        (iac_workspace / "survivor.txt").unlink()
+        async with session.post(adapter.url, json={**resume, "runId": "run-again"}) as resp:
+            assert (await resp.json())["error"]["code"] == "RESUME_ALREADY_APPLIED"
+    assert not (iac_workspace / "survivor.txt").exists()

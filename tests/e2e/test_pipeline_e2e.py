@@ -11,11 +11,6 @@ permitted command must run exactly once.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import re
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +20,7 @@ import pytest
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.adapter_process import AdapterProcess
 from tests.support.agui import assert_content_inside_steps, assert_no_empty_step, check_stream
 from tests.support.iac_runtime import IacRuntime
 from tests.support.model_stub import ModelStub
@@ -151,51 +147,27 @@ async def test_rich_candidates_reach_the_runtime_as_rich_v1(
     judge(client, pauses)
 
 
-async def _start_cli(state_dir: Path, runtime: IacRuntime) -> tuple[asyncio.subprocess.Process, str]:
-    env = {**os.environ, "IAC_CODE_AGUI_A2A_TOKEN": runtime.token,
-           "IAC_CODE_AGUI_ALLOWED_CWDS": str(runtime.workspaces_root)}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(state_dir),
-        "--a2a-url", runtime.url, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
-    )
-    assert process.stdout is not None
-    text = ""
-    while "state:" not in text:
-        line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
-        assert line, text
-        text += line
-    match = re.search(r"listening on (http://\S+/)", text)
-    assert match
-    return process, match.group(1)
-
-
 async def test_a_pipeline_survives_a_killed_adapter_between_two_pauses(
     tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path, model_stub: ModelStub
 ) -> None:
     plan = scenario("full")
-    state_dir = tmp_path / "state"
-    process, url = await _start_cli(state_dir, iac_runtime)
-    target = {"url": url}
+    adapter = AdapterProcess(a2a_url=iac_runtime.url, a2a_token=iac_runtime.token, state_dir=tmp_path / "state",
+                             allowed_cwd=iac_runtime.workspaces_root, log_path=tmp_path / "adapter.log")
 
     async def post(body: dict[str, Any]) -> bytes:
-        async with aiohttp.ClientSession() as session, session.post(target["url"], json=body) as resp:
+        async with aiohttp.ClientSession() as session, session.post(adapter.url, json=body) as resp:
             raw = await resp.read()
             assert resp.status == 200, raw
             return raw
 
-    try:
+    async with adapter:
         with model_stub.use_pipeline_script(plan.script, plan.name):
             client = Client(post, plan, "e2e-pipeline-kill", iac_workspace)
             first = await client.start()
             question = interrupts_of(first)
             second = await client.answer(question)
             # Killed while the candidates' permissions wait: nothing is in flight.
-            process.send_signal(signal.SIGKILL)
-            await process.wait()
-            process, target["url"] = await _start_cli(state_dir, iac_runtime)
+            await adapter.restart()
             pauses = [plan.pause_for(question[0]["metadata"]).name]
             pauses += await drive_to_completion(client, second)
-        judge(client, pauses)
-    finally:
-        process.send_signal(signal.SIGINT)
-        await process.wait()
+    judge(client, pauses)
