@@ -3,6 +3,11 @@
 Deadlines live in the store, so a restarted adapter re-arms every timer from
 the stored absolute time without reading any thread file; a thread whose
 deadline passed while nobody ran is expired right after startup.
+
+The scheduler also knows which deadlines are this process's own: those it
+set, and with a store of its own (the file store) every stored one. That is
+the pending-interrupt count a replica reports; with a shared store each
+replica arms every deadline, so its timers say nothing about whose they are.
 """
 
 from __future__ import annotations
@@ -35,11 +40,16 @@ class ExpiryScheduler:
         #: The deadline each armed timer is for.
         self._deadlines: dict[str, float] = {}
         self._running: set[asyncio.Task[None]] = set()
+        #: The deadlines this process set (or owns) and has not seen cleared.
+        self._own: dict[str, float] = {}
 
     async def start(self) -> None:
         """Re-arm every stored deadline."""
-        for thread_id, expires_at in (await self.store.deadlines()).items():
+        stored = await self.store.deadlines()
+        for thread_id, expires_at in stored.items():
             self._arm(thread_id, expires_at)
+        if not self.store.shared:
+            self._own.update(stored)
 
     async def schedule(self, thread_id: str, expires_at: float) -> None:
         """Store a thread's deadline and arm its timer (nothing to do when
@@ -47,10 +57,26 @@ class ExpiryScheduler:
         if self._deadlines.get(thread_id) == expires_at and thread_id in self._timers:
             return
         await self.store.set_deadline(thread_id, expires_at)
+        self._own[thread_id] = expires_at
         self._arm(thread_id, expires_at)
+
+    async def pending_here(self) -> int:
+        """Threads waiting for answers to interrupts this process announced
+        (its own deadlines that the store still holds unchanged: another
+        replica may have answered, expired or re-interrupted them since)."""
+        own = self._own
+        if not own:
+            return 0
+        stored = await self.store.deadlines_of(list(own))
+        for thread_id, expires_at in list(own.items()):
+            now = stored.get(thread_id)
+            if now is None or abs(now - expires_at) > 1e-6:
+                del own[thread_id]
+        return len(own)
 
     async def cancel(self, thread_id: str) -> None:
         """Forget a thread's deadline (its interrupts were answered or ended)."""
+        self._own.pop(thread_id, None)
         timer = self._timers.pop(thread_id, None)
         self._deadlines.pop(thread_id, None)
         if timer is not None:

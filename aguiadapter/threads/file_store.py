@@ -11,7 +11,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -70,6 +70,11 @@ class FileThreadStore:
     def kind(self) -> str:
         """This is the file store."""
         return "file"
+
+    @property
+    def shared(self) -> bool:
+        """One process owns its state folder."""
+        return False
 
     @property
     def lease_seconds(self) -> float:
@@ -156,6 +161,15 @@ class FileThreadStore:
         of all threads, so reading it at startup stays cheap."""
         async with self._deadline_lock:
             return dict(await self._load_deadlines())
+
+    async def deadlines_of(self, thread_ids: Collection[str]) -> dict[str, float]:
+        """The deadlines of these threads, from the file's copy in memory."""
+        deadlines = await self.deadlines()
+        return {thread_id: deadlines[thread_id] for thread_id in thread_ids if thread_id in deadlines}
+
+    async def deadline_count(self) -> int:
+        """The threads of this folder that wait for interrupt answers."""
+        return len(await self.deadlines())
 
     async def _load_deadlines(self) -> dict[str, float]:
         if self._deadlines is None:

@@ -27,7 +27,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -249,6 +249,11 @@ class RedisThreadStore:
         return "redis"
 
     @property
+    def shared(self) -> bool:
+        """Every replica reads and writes the same keys."""
+        return True
+
+    @property
     def lease_seconds(self) -> float:
         """A claim lapses this long after its last renewal."""
         return self.settings.lease_seconds
@@ -360,6 +365,24 @@ class RedisThreadStore:
         except _ERRORS as exc:
             raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         return _scores(entries)
+
+    async def deadlines_of(self, thread_ids: Collection[str]) -> dict[str, float]:
+        """The deadlines of these threads, in one ``ZMSCORE``."""
+        members = list(thread_ids)
+        if not members:
+            return {}
+        try:
+            scores = await _bounded(self._client.zmscore(self.keys.deadlines, members))
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
+        return {member: float(score) for member, score in zip(members, scores, strict=True) if score is not None}
+
+    async def deadline_count(self) -> int:
+        """Every replica's waiting threads: ``ZCARD`` of the deadlines."""
+        try:
+            return int(await _bounded(self._client.zcard(self.keys.deadlines)))
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
 
     async def due_deadlines(self, now: float) -> list[str]:
         """Deadlines that passed, for the replica holding the sweeper lease only."""

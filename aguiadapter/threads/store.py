@@ -10,7 +10,7 @@ signal for a run that streams from another replica.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 import attrs
@@ -63,6 +63,12 @@ class ThreadStore(Protocol):
     async def deadlines(self) -> dict[str, float]:
         """Every remembered deadline (read at startup to re-arm expiry)."""
 
+    async def deadlines_of(self, thread_ids: Collection[str]) -> dict[str, float]:
+        """The remembered deadlines of these threads (those that have one)."""
+
+    async def deadline_count(self) -> int:
+        """How many threads have a deadline (wait for interrupt answers), whoever set it."""
+
     async def due_deadlines(self, now: float) -> list[str]:
         """Threads whose deadline passed and that this replica should expire
         (a shared store hands them to one replica at a time)."""
@@ -88,6 +94,10 @@ class ThreadStore(Protocol):
     @property
     def kind(self) -> str:
         """``file``, ``redis``... for the banner and /health."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes (replicas) use the same records."""
 
     @property
     def lease_seconds(self) -> float:
