@@ -8,6 +8,10 @@ the ``A2A-Version: 1.0`` header; a bearer token is checked when one is set.
 serves a task's pipeline log. Turns run in the task engine of
 :mod:`aguiadapter.demo.agent`: a client that leaves its stream does not cancel
 the turn (iac-code does not either), only ``CancelTask`` does.
+
+For tests, ``record_headers=True`` keeps the headers of every request it
+gets (what a traced runtime would read ``traceparent`` from), less those
+that carry credentials.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ log = logging.getLogger(__name__)
 _SSE_HEAD: Final = 'data: {"result":'
 _OPEN_PATHS: Final = frozenset({"/health", "/.well-known/agent-card.json"})
 _CARD_EXAMPLES: Final = ["hello", "think", "tool", "slow 5", "permission notes.txt", "question"]
+#: Headers never recorded: they carry credentials.
+_UNRECORDED: Final = frozenset({"authorization", "proxy-authorization", "cookie"})
 
 
 @attrs.frozen
@@ -42,8 +48,21 @@ class DemoConfig:
     token: str | None = None
 
 
+@attrs.frozen
+class RecordedRequest:
+    """A request the demo runtime received (``record_headers=True``)."""
+
+    method: str
+    path: str
+    #: The JSON-RPC method of a ``POST /``.
+    rpc_method: str | None
+    #: Every header but those carrying credentials, names in lower case.
+    headers: dict[str, str]
+
+
 CONFIG_KEY: Final = web.AppKey("demo_config", DemoConfig)
 AGENT_KEY: Final = web.AppKey("demo_agent", DemoAgent)
+RECORDED_KEY: Final = web.AppKey("demo_recorded", list[RecordedRequest])
 
 
 def _json(body: Json, status: int = 200) -> web.Response:
@@ -247,14 +266,33 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     return await handler(request)
 
 
+@web.middleware
+async def record_request(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Keep the request's headers for a test (never its credentials)."""
+    rpc_method = None
+    if request.method == "POST" and request.path == "/":
+        try:
+            body = json.loads(await request.read())  # read() caches the body for the handler
+        except ValueError:
+            body = None
+        method = body.get("method") if isinstance(body, dict) else None
+        rpc_method = method if isinstance(method, str) else None
+    headers = {name.lower(): value for name, value in request.headers.items() if name.lower() not in _UNRECORDED}
+    request.app[RECORDED_KEY].append(RecordedRequest(request.method, request.path, rpc_method, headers))
+    return await handler(request)
+
+
 async def _on_shutdown(app: web.Application) -> None:
     app[AGENT_KEY].shutdown()
 
 
-def create_demo_app(*, token: str | None = None, state: DemoState | None = None) -> web.Application:
+def create_demo_app(
+    *, token: str | None = None, state: DemoState | None = None, record_headers: bool = False
+) -> web.Application:
     """The demo runtime as an aiohttp application (bearer auth when *token* is set)."""
-    app = web.Application(middlewares=[bearer_auth])
+    app = web.Application(middlewares=[record_request, bearer_auth] if record_headers else [bearer_auth])
     app[CONFIG_KEY] = DemoConfig(token)
+    app[RECORDED_KEY] = []
     app[AGENT_KEY] = DemoAgent(state or DemoState())
     app.router.add_post("/", handle_rpc)
     app.router.add_get("/health", handle_health)
@@ -272,8 +310,10 @@ class DemoRuntime:
     and counters to tests; ``await runtime.close()`` stops turns and server.
     """
 
-    def __init__(self, *, token: str | None = None, state: DemoState | None = None) -> None:
-        self.app = create_demo_app(token=token, state=state)
+    def __init__(
+        self, *, token: str | None = None, state: DemoState | None = None, record_headers: bool = False
+    ) -> None:
+        self.app = create_demo_app(token=token, state=state, record_headers=record_headers)
         self._runner: web.AppRunner | None = None
         self._url: str | None = None
 
@@ -281,6 +321,11 @@ class DemoRuntime:
     def state(self) -> DemoState:
         """The runtime's tasks, contexts and counters."""
         return self.app[AGENT_KEY].state
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """The requests received so far, when started with ``record_headers=True``."""
+        return self.app[RECORDED_KEY]
 
     @property
     def url(self) -> str:
