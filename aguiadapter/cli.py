@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 from aiohttp import web
@@ -17,6 +18,10 @@ from aiohttp import web
 from .version import __version__
 from . import config as cfg
 from .logs import configure_logging
+from .telemetry import tracer_provider_from_env
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 log = logging.getLogger("aguiadapter")
 
@@ -53,6 +58,11 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="text (key=value) or one JSON object per line")
     parser.add_argument("--metrics", action="store_true",
                         help="serve Prometheus metrics at GET /metrics (no auth)")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="N",
+                        help="serve GET /metrics on a listener of its own, port N (not on the main one "
+                        "unless --metrics is given too)")
+    parser.add_argument("--metrics-host", default=None, metavar="HOST",
+                        help="address of the --metrics-port listener (default: --host)")
     parser.add_argument("--spawn-iac-code", action="store_true",
                         help="start and supervise a local `iac-code a2a` child")
     parser.add_argument("--write", metavar="FILE", default=None,
@@ -87,6 +97,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         heartbeat_seconds=args.heartbeat_seconds,
         interrupt_ttl_seconds=args.interrupt_ttl_seconds,
         metrics=args.metrics,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host or args.host,
         store_url=args.store,
     )
 
@@ -103,21 +115,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             sys.stdout.write(render_mermaid())
         return 0
-    configure_logging(args.log_level, args.log_format)
     config = config_from_args(args)
+    provider = None
     try:
-        asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code))
+        # Tracing as the OTEL_* variables say (see aguiadapter.telemetry.tracing_wanted).
+        provider = tracer_provider_from_env(os.environ)
+        configure_logging(args.log_level, args.log_format, trace_ids=provider is not None)
+        asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code,
+                          tracer_provider=provider))
     except KeyboardInterrupt:
         pass
     except (OSError, RuntimeError) as exc:
         # Startup problems a user can fix (port taken, state folder in use,
-        # iac-code missing): one clear line, no traceback.
+        # iac-code missing, tracing asked for without the otel extra): one
+        # clear line, no traceback.
         print(f"aguiadapter: cannot start: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if provider is not None:
+            provider.shutdown()  # sends the spans still queued
     return 0
 
 
-async def serve(config: cfg.Config, host: str, port: int, *, spawn_iac_code: bool = False) -> None:
+async def serve(
+    config: cfg.Config,
+    host: str,
+    port: int,
+    *,
+    spawn_iac_code: bool = False,
+    tracer_provider: TracerProvider | None = None,
+) -> None:
     """Run the server until SIGINT or SIGTERM."""
     from .web.app import create_app
     from .web.server import AdapterRunner
@@ -129,7 +156,7 @@ async def serve(config: cfg.Config, host: str, port: int, *, spawn_iac_code: boo
         child = IacCodeProcess(allowed_cwds=config.allowed_cwds)
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token)
-    app = create_app(config)
+    app = create_app(config, tracer_provider=tracer_provider)
     runner = AdapterRunner(app, shutdown_timeout=1.0)
     await runner.setup()
     try:
@@ -159,6 +186,10 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     print(f"  state:   {store.location() if store is not None else config.state_dir / 'threads'}", flush=True)
     print(f"  auth:    {'bearer token required' if config.auth_token else 'none'}; "
           f"workspaces: {roots}", flush=True)
+    metrics = [f"{where[0]}metrics"] if config.metrics and where else []
+    metrics += started.metrics_urls
+    if metrics:
+        print(f"  metrics: {', '.join(metrics)}", flush=True)
 
 
 async def _wait_for_signal() -> None:

@@ -31,6 +31,11 @@ ENV_STORE = "IAC_CODE_AGUI_STORE"
 class Config:
     """Everything ``create_app`` needs; secrets are excluded from ``repr``."""
 
+    @property
+    def keeps_metrics(self) -> bool:
+        """Whether metrics are served anywhere (and so worth keeping)."""
+        return self.metrics or self.metrics_port is not None
+
     state_dir: Path
     a2a_url: str | None = None
     a2a_token: str | None = attrs.field(default=None, repr=False)
@@ -40,7 +45,11 @@ class Config:
     max_body_bytes: int = MAX_BODY_BYTES
     max_cancel_body_bytes: int = MAX_CANCEL_BODY_BYTES
     interrupt_ttl_seconds: float = 3600.0
+    #: Serve ``GET /metrics`` on the app's own listener.
     metrics: bool = False
+    #: Also serve ``GET /metrics`` on a listener of its own (``metrics_host``:port), started with the app.
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     #: ``redis://HOST:PORT/DB`` shares thread state between replicas; ``None``: files in ``state_dir``.
     store_url: str | None = attrs.field(default=None, repr=False)
 

@@ -5,6 +5,8 @@ anything shaped like a credential before a line is written, as a second
 line of defence: the adapter itself never logs request bodies or headers.
 A record stays one line whatever the values it quotes hold: a thread id may
 be any string, newlines included, and must not forge a line of its own.
+When tracing is on, each line also carries the ``trace_id`` and ``span_id``
+current when it was logged (set by :class:`aguiadapter.telemetry.tracing.TraceIdsFilter`).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class KeyValueFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        fields: dict[str, Any] = getattr(record, "fields", None) or {}
+        fields: dict[str, Any] = {**(getattr(record, "fields", None) or {}), **_trace_ids(record)}
         if fields:
             line += " " + " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
         return line
@@ -80,23 +82,36 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update(getattr(record, "fields", None) or {})
+        entry.update(_trace_ids(record))
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))
         # json.dumps escapes the C0 controls; not U+2028, U+2029 or the C1 controls.
         return one_line(json.dumps(entry, ensure_ascii=False, default=str))
 
 
-def configure_logging(level: str, fmt: str = "text") -> None:
-    """Install one stderr handler with the chosen format and the redactor."""
+def configure_logging(level: str, fmt: str = "text", *, trace_ids: bool = False) -> None:
+    """Install one stderr handler with the chosen format and the redactor
+    (and, with ``trace_ids``, the trace and span ids: needs the otel extra)."""
     handler = logging.StreamHandler()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())
+    if trace_ids:
+        from .telemetry.tracing import TraceIdsFilter
+
+        handler.addFilter(TraceIdsFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+def _trace_ids(record: logging.LogRecord) -> dict[str, str]:
+    trace_id = getattr(record, "trace_id", None)
+    if trace_id is None:
+        return {}
+    return {"trace_id": trace_id, "span_id": getattr(record, "span_id", "")}
 
 
 def _plain(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""One log line per run, no secret in any log, and Prometheus metrics."""
+"""One log line per run, and no secret in any log."""
 
 from __future__ import annotations
 
@@ -76,33 +76,3 @@ def test_the_redacting_filter_rewrites_the_record() -> None:
     RedactingFilter().filter(record)
     assert "hunter2" not in record.getMessage()
     assert json.loads(JsonFormatter().format(record))["message"] == "token=***"
-
-
-async def test_metrics_are_off_by_default_and_count_runs_when_on(
-    tmp_path: Path, demo: DemoRuntime, workspace: Path
-) -> None:
-    plain = await start_adapter(tmp_path / "a", demo.url)
-    try:
-        async with plain.session.get(plain.url + "metrics") as resp:
-            assert resp.status == 404
-    finally:
-        await plain.close()
-    running = await start_adapter(tmp_path / "b", demo.url, metrics=True)
-    try:
-        await running.run(run_body(thread_id="m-1", text="hello", cwd=str(workspace)))
-        await running.run(run_body(thread_id="m-2", text="permission", cwd=str(workspace)))
-        await running.run(run_body(thread_id="m-2", text="again", cwd=str(workspace)))  # RESUME_REQUIRED
-        async with running.session.get(running.url + "metrics") as resp:
-            assert resp.headers["Content-Type"].startswith("text/plain")
-            text = await resp.text()
-    finally:
-        await running.close()
-    samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
-    assert samples["aguiadapter_runs_started_total"] == "2"
-    assert samples['aguiadapter_runs_ended_total{outcome="success"}'] == "1"
-    assert samples['aguiadapter_runs_ended_total{outcome="interrupt"}'] == "1"
-    assert samples["aguiadapter_pending_interrupt_threads"] == "1"
-    assert samples['aguiadapter_errors_total{code="RESUME_REQUIRED"}'] == "1"
-    assert int(samples["aguiadapter_events_relayed_total"]) > 6
-    assert samples['aguiadapter_a2a_first_event_seconds_bucket{le="+Inf"}'] == "2"
-    assert samples["aguiadapter_active_runs"] == "0"

@@ -6,7 +6,9 @@ is read line by line, each event is decoded with one ``json.loads`` and its
 ``result`` dict is handed out as is (no model objects).
 
 Nothing here logs: request bodies carry secrets in ``message.metadata`` and
-the headers carry the bearer token.
+the headers carry the bearer token. Each request is reported once to the
+app's telemetry (its latency, and a span whose trace context goes to the
+runtime in ``traceparent``), not each event of a stream.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
 from aguiadapter.fastjson import loads as fast_loads
+from aguiadapter.telemetry import QUIET, A2ACall, Telemetry
 from aguiadapter.a2a.wire import (
     A2A_VERSION,
     CANCEL_TASK,
@@ -255,8 +258,10 @@ class A2AClient:
         connect_timeout: float = 10.0,
         max_streams: int = 0,
         request_timeout: float | None = 60.0,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._url = url
+        self._endpoint = (telemetry or QUIET).a2a_endpoint(url)
         self._base = url.rstrip("/")
         self._session = session
         self._owns_session = session is None
@@ -335,15 +340,18 @@ class A2AClient:
 
     async def health(self) -> bool:
         """``GET <base>/health``: True on a 2xx reply, False on anything else."""
-        try:
-            session = self._get_session()
-            async with session.get(
-                f"{self._base}/health", headers=self._json_headers, timeout=self._health_timeout
-            ) as resp:
-                return 200 <= resp.status < 300
-        except (*_TRANSPORT_ERRORS, ValueError, RuntimeError):
-            # Refused, timed out, bad URL, closed session: all mean "not healthy".
-            return False
+        with self._endpoint.call("/health", http="GET") as call:
+            try:
+                session = self._get_session()
+                async with session.get(
+                    f"{self._base}/health", headers=call.headers(self._json_headers), timeout=self._health_timeout
+                ) as resp:
+                    call.answered(resp.status)
+                    return 200 <= resp.status < 300
+            except (*_TRANSPORT_ERRORS, ValueError, RuntimeError) as exc:
+                # Refused, timed out, bad URL, closed session: all mean "not healthy".
+                call.end(exc)
+                return False
 
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST a plain JSON body to an extra route of the runtime (not JSON-RPC).
@@ -352,18 +360,23 @@ class A2AClient:
         :class:`A2AUnavailable` (401/403/5xx) or :class:`A2AHttpError`.
         """
         url = f"{self._base}/{path.lstrip('/')}"
-        resp = await self._send(url, body, self._json_headers, self._unary_timeout, path)
-        return await self._json_object(resp, path)
+        with self._endpoint.call("/" + path.lstrip("/"), http="POST") as call:
+            resp = await self._send(url, body, self._json_headers, self._unary_timeout, path, call)
+            return await self._json_object(resp, path)
 
     async def get_json(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         """GET an extra route of the runtime (e.g. the pipeline state)."""
         url = f"{self._base}/{path.lstrip('/')}"
         headers = {key: value for key, value in self._json_headers.items() if key != "Content-Type"}
-        try:
-            resp = await self._get_session().get(url, params=params, headers=headers, timeout=self._unary_timeout)
-        except _TRANSPORT_ERRORS as exc:
-            raise A2AUnavailable(f"{path}: A2A runtime unreachable ({type(exc).__name__})") from exc
-        return await self._json_object(resp, path)
+        with self._endpoint.call("/" + path.lstrip("/"), http="GET") as call:
+            try:
+                resp = await self._get_session().get(
+                    url, params=params, headers=call.headers(headers), timeout=self._unary_timeout
+                )
+            except _TRANSPORT_ERRORS as exc:
+                raise A2AUnavailable(f"{path}: A2A runtime unreachable ({type(exc).__name__})") from exc
+            call.answered(resp.status)
+            return await self._json_object(resp, path)
 
     async def _json_object(self, resp: aiohttp.ClientResponse, path: str) -> dict[str, Any]:
         """A plain (non-JSON-RPC) JSON object reply, or the matching error."""
@@ -402,12 +415,15 @@ class A2AClient:
         headers: dict[str, str],
         timeout: aiohttp.ClientTimeout,
         what: str,
+        call: A2ACall,
     ) -> aiohttp.ClientResponse:
         data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         try:
-            return await self._get_session().post(url, data=data, headers=headers, timeout=timeout)
+            resp = await self._get_session().post(url, data=data, headers=call.headers(headers), timeout=timeout)
         except _TRANSPORT_ERRORS as exc:
             raise A2AUnavailable(f"{what}: A2A runtime unreachable ({type(exc).__name__})") from exc
+        call.answered(resp.status)
+        return resp
 
     async def _read_reply(self, resp: aiohttp.ClientResponse, what: str) -> Any:
         """Decode a JSON reply; the statuses meaning "unavailable" raise first."""
@@ -439,15 +455,16 @@ class A2AClient:
         self, method: str, params: dict[str, Any], timeout: aiohttp.ClientTimeout
     ) -> dict[str, Any]:
         body = self._rpc_body(method, params)
-        resp = await self._send(self._url, body, self._json_headers, timeout, method)
-        async with resp:
-            obj = await self._read_reply(resp, method)
-        return self._check_rpc_reply(resp, obj, method)
+        with self._endpoint.call(method) as call:
+            resp = await self._send(self._url, body, self._json_headers, timeout, method, call)
+            async with resp:
+                obj = await self._read_reply(resp, method)
+            return self._check_rpc_reply(resp, obj, method)
 
-    async def _open_stream(self, method: str, params: dict[str, Any]) -> aiohttp.ClientResponse:
+    async def _open_stream(self, method: str, params: dict[str, Any], call: A2ACall) -> aiohttp.ClientResponse:
         """POST a streaming call; return the response once it is known to be SSE."""
         body = self._rpc_body(method, params)
-        resp = await self._send(self._url, body, self._sse_headers, self._open_timeout, method)
+        resp = await self._send(self._url, body, self._sse_headers, self._open_timeout, method, call)
         if 200 <= resp.status < 300 and resp.content_type == _SSE_TYPE:
             return resp
         # Errors to streaming calls come back as one application/json object.
@@ -467,31 +484,41 @@ class A2AClient:
     async def _stream_batches(
         self, method: str, params: dict[str, Any]
     ) -> AsyncGenerator[list[dict[str, Any]], None]:
-        resp = await self._open_stream(method, params)
-        ended = at_eof = False
+        call = self._endpoint.call(method)
+        failure: BaseException | None = None
         try:
-            async with aclosing(iter_sse_batches(resp.content)) as chunks:
-                async for chunk in chunks:
-                    batch: list[dict[str, Any]] = []
-                    for data in chunk:
-                        try:
-                            result = _decode_result(data)
-                        except A2AError:
-                            if batch:
-                                yield batch  # what came before the error
-                            raise
-                        ended = _ends_stream(result, ended)
-                        batch.append(result)
-                    yield batch
-            at_eof = True
-        except _TRANSPORT_ERRORS as exc:
-            raise A2AUnavailable(f"{method}: stream broken ({type(exc).__name__})") from exc
+            resp = await self._open_stream(method, params, call)
+            ended = at_eof = False
+            try:
+                async with aclosing(iter_sse_batches(resp.content)) as chunks:
+                    async for chunk in chunks:
+                        batch: list[dict[str, Any]] = []
+                        for data in chunk:
+                            try:
+                                result = _decode_result(data)
+                            except A2AError:
+                                if batch:
+                                    yield batch  # what came before the error
+                                raise
+                            ended = _ends_stream(result, ended)
+                            batch.append(result)
+                        yield batch
+                at_eof = True
+            except _TRANSPORT_ERRORS as exc:
+                raise A2AUnavailable(f"{method}: stream broken ({type(exc).__name__})") from exc
+            finally:
+                # close() drops the socket at once (the server sees the client go);
+                # release() keeps a fully read connection for reuse.
+                if at_eof:
+                    resp.release()
+                else:
+                    resp.close()
+            if not ended:
+                raise A2AUnavailable(f"{method}: stream ended before a terminal or interrupt state")
+        except (GeneratorExit, asyncio.CancelledError):
+            raise  # closed or stopped by the caller: not the runtime's failure
+        except BaseException as exc:
+            failure = exc
+            raise
         finally:
-            # close() drops the socket at once (the server sees the client go);
-            # release() keeps a fully read connection for reuse.
-            if at_eof:
-                resp.release()
-            else:
-                resp.close()
-        if not ended:
-            raise A2AUnavailable(f"{method}: stream ended before a terminal or interrupt state")
+            call.end(failure)

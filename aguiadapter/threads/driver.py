@@ -12,6 +12,7 @@ inner task, so that a disconnect, the cancel route or a shutdown can stop it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +24,6 @@ from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
-from ..metrics import Metrics
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
 from ..protocol.resume import Answer
@@ -31,6 +31,7 @@ from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import TaskFate, TaskView, task_fate, waiting_inputs
 from ..runtime.iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
 from ..runtime.transcript import after_answers
+from ..telemetry import QUIET, Telemetry
 from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
 from . import machine as tm
@@ -60,9 +61,10 @@ class RunContext:
     """What a run needs from the server around it."""
 
     runtime: IacCodeRuntime
-    metrics: Metrics
     interrupt_ttl_seconds: float
     clock: Callable[[], float] = time.time
+    #: Where runs report their metrics and spans (nothing by default).
+    telemetry: Telemetry = QUIET
 
 
 @attrs.define
@@ -110,6 +112,8 @@ class RunDriver:
         self.shell = ticket.shell
         #: Where the run's events go; ``None`` once the client is gone.
         self.sink: EventSink | None = sink
+        #: The same sink, kept after the client left: it counts what was written.
+        self._written_to = sink
         record = ticket.record
         continuing = ticket.plan.kind is not tm.PlanKind.TURN
         if continuing and record.pipeline is None:
@@ -143,6 +147,12 @@ class RunDriver:
             known_inputs=tuple(self.envelopes.values()),
         )
         self.started = time.monotonic()
+        self.report = context.telemetry.run(
+            thread_id=record.thread_id, run_id=self.identity.run_id, execution_id=self.identity.execution_id,
+            resume=continuing,
+        )
+        #: Holds the report from the run's opening to the end of drive().
+        self._reporting = contextlib.ExitStack()
         self.stop_reason: StopReason | None = None
         self.ended = asyncio.Event()
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
@@ -173,22 +183,16 @@ class RunDriver:
         announced."""
         plan, binding = self.ticket.plan, self._binding()
         shell = self.shell
+        # What a report repeats of the turn its answers let go on.
+        missed: list[Event] = []
         try:
             if plan.kind is tm.PlanKind.REPORT:
                 code = self.ticket.record.last_error
                 message = self.message(ErrorCode[code]) if code and code in ErrorCode.__members__ else ""
                 missed = await self._missed(self.identity.task_id) if self.identity.task_id else []
                 events = await shell.apply(tm.report, binding, message)
-                self._outcome_name = "report"
-                self._over = True
                 await shell.release()
-                try:
-                    await self._emit([events[0], *self.translator.opening(), *missed, *self.translator.finish(),
-                                      *events[1:]])
-                except SinkClosed:
-                    self.sink = None
-                return
-            if plan.kind is tm.PlanKind.TURN:
+            elif plan.kind is tm.PlanKind.TURN:
                 events = await shell.apply(tm.start_turn, binding)
                 self.translator.pipeline = self.ticket.record.pipeline or self.translator.pipeline
             elif plan.kind is tm.PlanKind.RESUME:
@@ -203,13 +207,20 @@ class RunDriver:
         except BaseException:
             await shell.release()
             raise
-        self.context.metrics.runs_started += 1
-        self._keeper = asyncio.create_task(shell.keep_claim(lambda: self.stop("lease_lost")))
-        if plan.kind is not tm.PlanKind.TURN:
-            events += self.translator.opening() + self.translator.reopen_steps()
-            view = self.ticket.view
-            if view is not None and view.pipeline is not None:
-                events += self._recovered(view.pipeline)
+        # The run is open: it counts from here, under its own span, until
+        # drive() has logged its end.
+        self._reporting.enter_context(self.report)
+        if plan.kind is tm.PlanKind.REPORT:
+            self._outcome_name = "report"
+            self._over = True
+            events = [events[0], *self.translator.opening(), *missed, *self.translator.finish(), *events[1:]]
+        else:
+            self._keeper = asyncio.create_task(shell.keep_claim(lambda: self.stop("lease_lost")))
+            if plan.kind is not tm.PlanKind.TURN:
+                events += self.translator.opening() + self.translator.reopen_steps()
+                view = self.ticket.view
+                if view is not None and view.pipeline is not None:
+                    events += self._recovered(view.pipeline)
         try:
             await self._emit(events)
         except SinkClosed:
@@ -229,14 +240,15 @@ class RunDriver:
     # ------------------------------------------------------------- driving
     async def drive(self) -> None:
         """Relay the run, end it, log one line about it."""
-        try:
-            await self._drive()
-        finally:
-            if self._keeper is not None:
-                self._keeper.cancel()
-            await self.shell.release()
-            self._log_run()
-            self.ended.set()
+        with self._reporting:  # the run's report ends after its log line
+            try:
+                await self._drive()
+            finally:
+                if self._keeper is not None:
+                    self._keeper.cancel()
+                await self.shell.release()
+                self._log_run()
+        self.ended.set()
 
     async def _drive(self) -> None:
         if self._over:
@@ -345,13 +357,12 @@ class RunDriver:
         """Translate the runtime's results and write them; what one network
         chunk brought goes out in one write."""
         translator = self.translator
-        sent_at = time.monotonic()
         first = True
         try:
             async for batch in batches:
                 if first:
                     first = False
-                    self.context.metrics.observe_a2a_latency(time.monotonic() - sent_at)
+                    self.report.first_event()
                     if accepting is not None:
                         await self._accept([accepting])
                         accepting = None
@@ -588,15 +599,12 @@ class RunDriver:
 
     def _note_error(self, code: ErrorCode) -> None:
         self._outcome_name = code.name
-        self.context.metrics.errors[code.name] += 1
 
     def _log_run(self) -> None:
         ident = self.identity
-        events = getattr(self.sink, "events_sent", None)
-        metrics = self.context.metrics
-        metrics.runs_ended[self._outcome_name] += 1
-        if isinstance(events, int):
-            metrics.events_relayed += events
+        events = getattr(self._written_to, "events_sent", None)
+        # Before the log line: the line still names the run's span.
+        self.report.ended(self._outcome_name, task_id=ident.task_id, events=events if isinstance(events, int) else None)
         fields = {
             "thread": ident.thread_id,
             "run": ident.run_id,

@@ -91,11 +91,6 @@ class ExpiryScheduler:
         """Whether this process has a timer for the thread."""
         return thread_id in self._timers
 
-    @property
-    def armed(self) -> int:
-        """How many threads wait for an answer with a timer armed."""
-        return len(self._timers)
-
     async def close(self) -> None:
         """Disarm every timer and wait for expiries in progress."""
         for timer in self._timers.values():

@@ -26,10 +26,10 @@ from typing import Any, Final, Literal
 from ..a2a.client import A2AClient, A2AError
 from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
-from ..metrics import Metrics
 from ..protocol.inputs import RunAgentInput, latest_user_message
 from ..runtime.evidence import Findings, TaskFate, TaskView, assess, input_status, waiting_inputs
 from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
+from ..telemetry import QUIET, Telemetry
 from . import machine as tm
 from .driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
@@ -59,13 +59,13 @@ class ThreadService:
         *,
         interrupt_ttl_seconds: float = 3600.0,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry = QUIET,
     ) -> None:
         self.store = store
         self.client = client
         self.runtime = IacCodeRuntime(client)
         self.clock = clock
-        self.metrics = Metrics()
-        self.context = RunContext(self.runtime, self.metrics, interrupt_ttl_seconds, clock)
+        self.context = RunContext(self.runtime, interrupt_ttl_seconds, clock, telemetry)
         self.expiry = ExpiryScheduler(store, self.expire_thread, clock=clock)
         #: Active runs by execution id, for the cancel route and shutdown.
         self.active: dict[str, RunDriver] = {}

@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ..a2a.client import A2AClient
 from ..config import Config
-from ..threads.service import ThreadService
+from ..telemetry import Telemetry
 from ..threads.file_store import FileThreadStore
+from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
 from . import handlers
 from .http_errors import json_errors
-from .keys import BACKEND, CONFIG, Backend
+from .keys import BACKEND, CONFIG, TELEMETRY, Backend
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 log = logging.getLogger(__name__)
 
 
-def create_app(config: Config, *, store: ThreadStore | None = None) -> web.Application:
+def create_app(
+    config: Config, *, store: ThreadStore | None = None, tracer_provider: TracerProvider | None = None
+) -> web.Application:
     """An ``aiohttp`` application serving the AG-UI interface.
 
     Without ``config.a2a_url`` the embedded demo runtime is started on
@@ -30,22 +37,46 @@ def create_app(config: Config, *, store: ThreadStore | None = None) -> web.Appli
     error it answers is JSON, unknown paths under its prefix and methods its
     routes do not take included; to have the HTTP parser's own refusals in
     JSON too, serve it with :class:`~aguiadapter.web.server.AdapterRunner`.
+
+    Metrics are kept in a registry of this app's own when ``config.metrics``
+    (the ``/metrics`` route) or ``config.metrics_port`` (a listener of their
+    own, started and stopped with the app; or mount :func:`create_metrics_app`
+    where you like). Traces go to ``tracer_provider`` (an OpenTelemetry
+    ``TracerProvider``, e.g. ``opentelemetry.trace.get_tracer_provider()``);
+    without one nothing is traced and OpenTelemetry is not imported.
     """
-    app = web.Application(middlewares=[json_errors])
+    telemetry = Telemetry.create(metrics=config.keeps_metrics, tracer_provider=tracer_provider)
+    # The request's span (when tracing) around everything, its JSON error answer included.
+    app = web.Application(middlewares=[*telemetry.middlewares(), json_errors])
     app[CONFIG] = config
     app[BACKEND] = Backend()
+    app[TELEMETRY] = telemetry
     app.router.add_get("/health", handlers.health)
     app.router.add_post("/", handlers.run)
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
     app.router.add_get("/openapi.json", handlers.openapi)
     if config.metrics:
         app.router.add_get("/metrics", handlers.metrics)
-    app.cleanup_ctx.append(_runtime_context(config, store))
+    app.cleanup_ctx.append(_runtime_context(config, store, telemetry))
+    if config.metrics_port is not None:
+        app.cleanup_ctx.append(_metrics_listener(config.metrics_host, config.metrics_port))
     app.on_shutdown.append(_stop_runs)
     return app
 
 
-def _runtime_context(config: Config, store: ThreadStore | None):  # type: ignore[no-untyped-def]
+def create_metrics_app(app: web.Application) -> web.Application:
+    """A small app serving ``GET /metrics`` of the adapter ``app`` (made with
+    metrics kept), for a listener or parent app other than the adapter's."""
+    if app[TELEMETRY].metrics is None:
+        raise ValueError("the adapter app keeps no metrics: set Config.metrics or Config.metrics_port")
+    metrics_app = web.Application(middlewares=[json_errors])
+    metrics_app[BACKEND] = app[BACKEND]
+    metrics_app[TELEMETRY] = app[TELEMETRY]
+    metrics_app.router.add_get("/metrics", handlers.metrics)
+    return metrics_app
+
+
+def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telemetry):  # type: ignore[no-untyped-def]
     async def context(app: web.Application) -> AsyncIterator[None]:
         demo = None
         url = config.a2a_url
@@ -55,13 +86,14 @@ def _runtime_context(config: Config, store: ThreadStore | None):  # type: ignore
             demo = DemoRuntime()
             url = await demo.start()
             log.info("embedded demo runtime on %s", url)
-        client = A2AClient(url, token=config.a2a_token)
+        client = A2AClient(url, token=config.a2a_token, telemetry=telemetry)
         started = app[BACKEND]
         started.client = client
         started.service = ThreadService(
             store or _configured_store(config),
             client,
             interrupt_ttl_seconds=config.interrupt_ttl_seconds,
+            telemetry=telemetry,
         )
         try:
             await started.service.start()
@@ -73,6 +105,31 @@ def _runtime_context(config: Config, store: ThreadStore | None):  # type: ignore
                 await demo.close()
 
     return context
+
+
+def _metrics_listener(host: str, port: int):  # type: ignore[no-untyped-def]
+    """The separate metrics listener, alive as long as the app."""
+
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        runner = web.AppRunner(create_metrics_app(app), access_log=None, shutdown_timeout=0.5)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+            sockets = getattr(site._server, "sockets", None) or ()
+            app[BACKEND].metrics_urls[:] = [
+                f"http://{_shown(bound[0])}:{bound[1]}/metrics" for bound in (sock.getsockname() for sock in sockets)
+            ]
+            yield
+        finally:
+            app[BACKEND].metrics_urls.clear()
+            await runner.cleanup()
+
+    return context
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _configured_store(config: Config) -> ThreadStore:

@@ -15,9 +15,10 @@ from ..errors import AdapterError, ErrorCode
 from ..protocol.digest import canonical_digest
 from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
+from ..threads.store import StoreUnavailable
 from ..workspace import resolve_workspace
 from .http_errors import error_response, request_language
-from .keys import CONFIG, backend
+from .keys import CONFIG, TELEMETRY, backend
 from .sse import SseWriter
 
 
@@ -67,10 +68,20 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text exposition (served only with ``--metrics``)."""
+    """``GET /metrics``: the app's Prometheus metrics (with ``--metrics`` or
+    ``--metrics-port``), in the text format or OpenMetrics as ``Accept`` asks."""
+    kept = request.config_dict[TELEMETRY].metrics
+    if kept is None:
+        raise web.HTTPNotFound()
     _, service = backend(request)
-    text = service.metrics.render(active_runs=len(service.active), pending_threads=service.expiry.armed)
-    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+    try:
+        # Read from the store at scrape time: with Redis, other replicas move them.
+        here, shared = float(await service.expiry.pending_here()), float(await service.store.deadline_count())
+    except StoreUnavailable:
+        here = shared = float("nan")
+    kept.set_pending(here, shared)
+    body, content_type = kept.exposition(request.headers.get("Accept", ""))
+    return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 async def health(request: web.Request) -> web.Response:

@@ -23,7 +23,7 @@ from aiohttp import hdrs, web
 from ..errors import AdapterError, ErrorCode
 from ..i18n import negotiate_language, render_error
 from ..protocol.parsing import peek_preferred_language
-from .keys import BACKEND
+from .keys import TELEMETRY
 
 __all__ = ["error_body", "error_response", "json_errors", "request_language"]
 
@@ -60,9 +60,7 @@ def error_response(
 ) -> web.Response:
     """The JSON error answer, with the code's HTTP status."""
     if request is not None:
-        service = request.config_dict[BACKEND].service
-        if service is not None:
-            service.metrics.errors[error.code.name] += 1
+        request.config_dict[TELEMETRY].refused(error.code)
     return web.json_response(error_body(error, language), status=error.code.status, headers=headers)
 
 

@@ -8,6 +8,7 @@ from aiohttp import web
 from ..a2a.client import A2AClient
 from ..config import Config
 from ..errors import AdapterError, ErrorCode
+from ..telemetry import Telemetry
 from ..threads.service import ThreadService
 
 
@@ -21,10 +22,13 @@ class Backend:
 
     client: A2AClient | None = None
     service: ThreadService | None = None
+    #: Where the separate metrics listener (``Config.metrics_port``) listens.
+    metrics_urls: list[str] = attrs.Factory(list)
 
 
 CONFIG = web.AppKey("aguiadapter.config", Config)
 BACKEND = web.AppKey("aguiadapter.backend", Backend)
+TELEMETRY = web.AppKey("aguiadapter.telemetry", Telemetry)
 
 
 def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:

@@ -1,0 +1,210 @@
+"""``GET /metrics``: prometheus-client's families, read with its own parser, moving as runs happen."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from aguiadapter import Config, create_app
+from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.web.app import create_metrics_app
+from aguiadapter.web.keys import BACKEND
+from tests.support.adapter import run_body, start_adapter
+
+Families = dict[str, Any]
+
+#: Every family an operator can count on, with its Prometheus type.
+FAMILIES = {
+    "process_resident_memory_bytes": "gauge",
+    "process_cpu_seconds": "counter",
+    "process_open_fds": "gauge",
+    "python_gc_objects_collected": "counter",
+    "python_info": "gauge",
+    "aguiadapter_build_info": "gauge",
+    "aguiadapter_runs_started": "counter",
+    "aguiadapter_runs": "counter",
+    "aguiadapter_run_errors": "counter",
+    "aguiadapter_refusals": "counter",
+    "aguiadapter_events_relayed": "counter",
+    "aguiadapter_first_event_seconds": "histogram",
+    "aguiadapter_run_duration_seconds": "histogram",
+    "aguiadapter_run_events": "histogram",
+    "aguiadapter_a2a_request_seconds": "histogram",
+    "aguiadapter_active_runs": "gauge",
+    "aguiadapter_pending_interrupt_threads": "gauge",
+    "aguiadapter_store_pending_interrupt_threads": "gauge",
+}
+
+
+async def scrape(session: aiohttp.ClientSession, url: str) -> Families:
+    """``GET <url>metrics``, parsed by prometheus-client."""
+    async with session.get(url + "metrics") as resp:
+        assert resp.status == 200, await resp.text()
+        assert resp.headers["Content-Type"].startswith("text/plain; version=")
+        text = await resp.text()
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def sample(families: Families, name: str, suffix: str = "", **labels: str) -> float:
+    """The value of one sample (``suffix``: ``_total``, ``_count``...), 0 when absent."""
+    wanted = name + suffix
+    found: list[Sample] = [s for s in families[name].samples if s.name == wanted and s.labels == labels]
+    return found[0].value if found else 0.0
+
+
+async def until(check: Any, timeout: float = 10.0) -> None:
+    """Wait (bounded) for ``await check()`` to be true."""
+    for _ in range(int(timeout / 0.05)):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def interrupt_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    outcome = events[-1]["outcome"]
+    assert outcome["type"] == "interrupt", events[-1]
+    (interrupt,) = outcome["interrupts"]
+    return dict(interrupt)
+
+
+async def test_the_families_exist_with_their_types(tmp_path: Path, demo: DemoRuntime) -> None:
+    running = await start_adapter(tmp_path / "s", demo.url, metrics=True)
+    try:
+        families = await scrape(running.session, running.url)
+    finally:
+        await running.close()
+    assert {name: families[name].type for name in FAMILIES if name in families} == FAMILIES
+    assert sample(families, "process_resident_memory_bytes") > 1_000_000
+    assert sample(families, "process_open_fds") > 3
+    # Known outcomes and methods are there from the start, at zero.
+    assert sample(families, "aguiadapter_runs", "_total", outcome="disconnected") == 0
+    assert sample(families, "aguiadapter_a2a_request_seconds", "_count", method="CancelTask") == 0
+    build = families["aguiadapter_build_info"].samples[0]
+    assert build.labels["version"] and build.value == 1
+
+
+async def test_the_families_move_as_runs_succeed_interrupt_are_refused_and_lose_their_client(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    running = await start_adapter(tmp_path / "s", demo.url, metrics=True)
+    cwd = str(workspace)
+    try:
+        session, url = running.session, running.url
+        assert (await running.run(run_body(thread_id="m-ok", text="hello", cwd=cwd))).events()[-1]["type"] == "RUN_FINISHED"
+        interrupt = interrupt_of((await running.run(run_body(thread_id="m-int", text="permission", cwd=cwd))).events())
+        refused = await running.run(run_body(thread_id="m-int", text="again", cwd=cwd))
+        assert refused.json()["error"]["code"] == "RESUME_REQUIRED"
+        failed = await running.run(run_body(thread_id="m-fail", text="fail", cwd=cwd))
+        assert failed.events()[-1]["code"] == "A2A_EXECUTION_FAILED"
+        after = await scrape(session, url)
+
+        resume = run_body(thread_id="m-int", text=None, cwd=cwd)
+        resume["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+        assert (await running.run(resume)).events()[-1]["outcome"] == {"type": "success"}
+        resumed = await scrape(session, url)
+
+        body = run_body(thread_id="m-gone", text="slow 30", cwd=cwd)
+        async with aiohttp.ClientSession() as client, client.post(url, json=body) as resp:
+            seen = b""
+            while b"TEXT_MESSAGE_CONTENT" not in seen:
+                seen += await resp.content.readany()
+            streaming = await scrape(session, url)
+        # The client left mid-run: the adapter cancels the runtime's task and counts it.
+
+        async def counted() -> bool:
+            return sample(await scrape(session, url), "aguiadapter_runs", "_total", outcome="disconnected") == 1
+
+        await until(counted)
+        gone = await scrape(session, url)
+    finally:
+        await running.close()
+
+    runs = lambda families, outcome: sample(families, "aguiadapter_runs", "_total", outcome=outcome)  # noqa: E731
+    assert [runs(after, o) for o in ("success", "interrupt", "error", "disconnected")] == [1, 1, 1, 0]
+    assert sample(after, "aguiadapter_runs_started", "_total") == 3
+    assert sample(after, "aguiadapter_run_errors", "_total", code="A2A_EXECUTION_FAILED") == 1
+    assert sample(after, "aguiadapter_refusals", "_total", code="RESUME_REQUIRED") == 1
+    assert sample(after, "aguiadapter_pending_interrupt_threads") == 1
+    assert sample(after, "aguiadapter_store_pending_interrupt_threads") == 1
+    assert sample(after, "aguiadapter_first_event_seconds", "_count") == 3
+    assert sample(after, "aguiadapter_run_duration_seconds", "_count", outcome="interrupt") == 1
+    assert sample(after, "aguiadapter_run_events", "_count") == 3
+    assert sample(after, "aguiadapter_events_relayed", "_total") >= 3 * 4
+    assert sample(after, "aguiadapter_a2a_request_seconds", "_count", method="SendStreamingMessage") == 3
+    assert sample(after, "aguiadapter_active_runs") == 0
+
+    assert runs(resumed, "success") == 2
+    assert sample(resumed, "aguiadapter_pending_interrupt_threads") == 0
+    assert sample(resumed, "aguiadapter_store_pending_interrupt_threads") == 0
+    assert sample(resumed, "aguiadapter_a2a_request_seconds", "_count", method="GetTask") >= 1
+
+    assert sample(streaming, "aguiadapter_active_runs") == 1
+    assert sample(gone, "aguiadapter_active_runs") == 0
+    assert sample(gone, "aguiadapter_a2a_request_seconds", "_count", method="CancelTask") == 1
+    assert sample(gone, "aguiadapter_run_duration_seconds", "_count", outcome="disconnected") == 1
+
+
+async def test_metrics_are_off_by_default(tmp_path: Path, demo: DemoRuntime) -> None:
+    plain = await start_adapter(tmp_path / "a", demo.url)
+    try:
+        async with plain.session.get(plain.url + "metrics") as resp:
+            assert resp.status == 404
+    finally:
+        await plain.close()
+
+
+async def test_a_metrics_port_serves_them_off_the_main_listener(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
+    running = await start_adapter(tmp_path / "s", demo.url, metrics_port=0)
+    try:
+        (metrics_url,) = running.app[BACKEND].metrics_urls
+        async with running.session.get(running.url + "metrics") as resp:
+            assert resp.status == 404  # not on the public listener
+        await running.run(run_body(thread_id="mp-1", text="hello", cwd=str(workspace)))
+        families = await scrape(running.session, metrics_url.removesuffix("metrics"))
+    finally:
+        await running.close()
+    assert sample(families, "aguiadapter_runs", "_total", outcome="success") == 1
+    # The listener stops with the app.
+    async with aiohttp.ClientSession() as session:
+        try:
+            async with session.get(metrics_url) as resp:
+                raise AssertionError(f"still answering: {resp.status}")
+        except aiohttp.ClientConnectionError:
+            pass
+
+
+async def test_two_adapters_in_one_process_count_apart(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
+    # An embedder mounts each adapter's metrics app where it wants them.
+    parent = web.Application()
+    first = create_app(Config(state_dir=tmp_path / "a", a2a_url=demo.url, metrics=True))
+    second = create_app(Config(state_dir=tmp_path / "b", a2a_url=demo.url, metrics=True))
+    parent.add_subapp("/a/", first)
+    parent.add_subapp("/b/", second)
+    parent.add_subapp("/internal/b/", create_metrics_app(second))
+    runner = web.AppRunner(parent, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    try:
+        async with aiohttp.ClientSession() as session:
+            for number in range(2):
+                body = run_body(thread_id=f"t-{number}", text="hi", cwd=str(workspace))
+                async with session.post(base + "/a/", json=body) as resp:
+                    assert resp.status == 200
+                    await resp.read()
+            a = await scrape(session, base + "/a/")
+            b = await scrape(session, base + "/b/")
+            internal = await scrape(session, base + "/internal/b/")
+    finally:
+        await runner.cleanup()
+    assert sample(a, "aguiadapter_runs", "_total", outcome="success") == 2
+    assert sample(b, "aguiadapter_runs", "_total", outcome="success") == 0
+    assert sample(internal, "aguiadapter_runs_started", "_total") == 0
