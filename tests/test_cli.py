@@ -144,3 +144,20 @@ async def test_a_run_lost_with_a_killed_adapter_has_its_task_cancelled_on_next_u
         await process.wait()
     assert events[-1]["type"] == "RUN_FINISHED"
     assert demo.state.tasks[task_id].state == "TASK_STATE_CANCELED", "the lost run's task must not run on"
+
+
+async def test_metrics_port_serves_metrics_on_a_listener_of_their_own(tmp_path: Path) -> None:
+    process, url, _ = await start_cli(tmp_path, "--metrics-port", "0")
+    try:
+        assert process.stdout is not None
+        lines = [(await asyncio.wait_for(process.stdout.readline(), 20)).decode() for _ in range(2)]
+        match = re.search(r"metrics: (http://127\.0\.0\.1:\d+/metrics)", "".join(lines))
+        assert match, lines
+        async with aiohttp.ClientSession() as session:
+            async with session.get(match.group(1)) as resp:
+                assert resp.status == 200 and "aguiadapter_runs_total" in await resp.text()
+            async with session.get(url + "metrics") as resp:
+                assert resp.status == 404
+    finally:
+        process.send_signal(signal.SIGINT)
+        await process.wait()
