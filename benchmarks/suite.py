@@ -57,6 +57,7 @@ from .report import (
     write_json,
 )
 from .statefiles import make_state_dir
+from .telemetry import render_telemetry, telemetry_json, telemetry_ratios
 
 MB = 1024 * 1024
 
@@ -130,7 +131,7 @@ PROFILES = {
                    startup_files=(0, 10, 100), startup_reps=1, interrupt_reps=1,
                    warmup=50, run_timeout=60.0, cost_rounds=2, cost_batch=3),
 }
-MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "startup", "idle")
+MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -169,17 +170,22 @@ class Bench:
         # Servers started by one measure (stopped by it, and again by stop() after a failure).
         self.extra: list[Server] = []
         self.redis_meta: dict[str, Any] = {"measured": False}
+        #: 9. (what metrics and tracing cost), when measured.
+        self.telemetry: Results | None = None
 
     # ------------------------------------------------------------ processes
     def _adapter_server(self, state_dir: Path, port: int, name: str = "adapter",
                         launcher: Sequence[str] | None = None, a2a_url: str | None = None,
-                        store: str | None = None) -> Server:
+                        store: str | None = None, extra_args: Sequence[str] = (),
+                        env_extra: dict[str, str] | None = None) -> Server:
         launcher = launcher or [sys.executable, "-m", "aguiadapter"]
         argv = [*launcher, "--host", "127.0.0.1", "--port", str(port),
-                "--a2a-url", a2a_url or self.runtime_url, "--state-dir", str(state_dir)]
+                "--a2a-url", a2a_url or self.runtime_url, "--state-dir", str(state_dir), *extra_args]
         if store is not None:
             argv += ["--store", store]
-        env = {**os.environ, "IAC_CODE_AGUI_ALLOWED_CWDS": str(self.ws_root)}
+        # Tracing only where a measure asks for it, whatever this shell's OTEL_* say.
+        env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+        env.update({"IAC_CODE_AGUI_ALLOWED_CWDS": str(self.ws_root), **(env_extra or {})})
         return Server(name, argv, port=port, log_path=self.work / "logs" / f"{name}.log", env=env)
 
     def _iac_server(self, port: int, name: str = "iac-code-agui", a2a_url: str | None = None) -> Server:
@@ -626,6 +632,12 @@ class Bench:
         for column in COLUMN_KEYS:
             self.results.na(ADAPTER_REDIS, column, reason)
 
+    async def measure_telemetry(self) -> None:
+        """9. The adapter with metrics, tracing, both and neither (see benchmarks/telemetry.py)."""
+        from .telemetry import measure_telemetry
+
+        self.telemetry = await measure_telemetry(self)
+
     async def measure_startup(self) -> None:
         """6. Spawn → first ``GET /health`` 200, with 0 / mid / many thread files (adapter)."""
         empty, mid, large = self.sizes.startup_files
@@ -785,7 +797,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
         steps = [
             ("rss", bench.measure_rss), ("ttf", bench.measure_ttf), ("throughput", bench.measure_throughput),
             ("interrupt", bench.measure_interrupt), ("concurrency", bench.measure_concurrency),
-            ("store", bench.measure_store), ("startup", bench.measure_startup), ("idle", bench.measure_idle),
+            ("store", bench.measure_store), ("telemetry", bench.measure_telemetry),
+            ("startup", bench.measure_startup), ("idle", bench.measure_idle),
         ]
         for name, step in steps:
             if name not in only:
@@ -802,12 +815,19 @@ async def run(argv: Sequence[str] | None = None) -> int:
     meta["relay_writes"] = "one per event" if args.relay_per_event_writes else "one per network chunk"
     meta["redis_store"] = {**bench.redis_meta, "redis_args": '--save "" --appendonly no (no persistence)'}
     document = to_json(bench.results, sizes.public(), meta)
+    if bench.telemetry is not None:
+        document["telemetry"] = telemetry_json(bench.telemetry, sizes.public())
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(__file__).resolve().parent / "results" / f"bench-{profile}-{stamp}.json"
     write_json(out, document)
     print()
     print(render(bench.results, sizes.public()))
     print()
+    if bench.telemetry is not None:
+        print(render_telemetry(bench.telemetry, sizes.public()))
+        print()
+        for line in _telemetry_notes(bench.telemetry):
+            print(line)
     for line in _notes(bench.results):
         print(line)
     errors = {t: d.get("errors") for t, d in bench.results.details.items() if d.get("errors")}
@@ -854,6 +874,23 @@ def _notes(results: Results) -> list[str]:
     if client:
         shown = ", ".join(f"{TARGET_LABELS[t]} {v:.0f}%" for t, v in client.items())
         lines.append(f"load client CPU during 1. (median, % of a core): {shown}")
+    return lines
+
+
+def _telemetry_notes(results: Results) -> list[str]:
+    """9. in words: what each kind of telemetry adds per run and per event."""
+    lines = []
+    for target, ratios in telemetry_ratios(results).items():
+        shown = [f"{key} {ratio:.2f}x" for key, ratio in ratios.items() if ratio is not None]
+        if shown:
+            lines.append(f"telemetry, {target} / no telemetry: " + ", ".join(shown))
+    collector = results.details.get("tracing", {}).get("collector")
+    if collector:
+        lines.append(f"OTLP collector received {collector[0]['requests']} export requests, "
+                     f"{collector[0]['bytes']:,} bytes")
+    for target, details in results.details.items():
+        if details.get("errors"):
+            lines.append(f"errors seen in 9. for {target}: {details['errors'][:3]}")
     return lines
 
 

@@ -18,6 +18,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks.report import ADAPTER, ADAPTER_REDIS, COLUMN_KEYS, IAC, RELAY, RUNTIME, STORE_KEYS, TARGET_LABELS
+from benchmarks.telemetry import (
+    METRICS,
+    PLAIN,
+    TELEMETRY_KEYS,
+    TELEMETRY_LABELS,
+    TELEMETRY_TARGETS,
+    TRACING,
+    otel_missing,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,3 +121,22 @@ def test_the_redis_store_column_has_a_value_or_says_why_not(smoke_run: tuple[str
     assert meta["measured"] == ("median" in document["results"][ADAPTER_REDIS]["per_run_wall_ms"])
     if not meta["measured"]:
         assert "Redis store not measured" in output
+
+
+def test_the_telemetry_costs_are_measured_and_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    section = document["telemetry"]
+    assert set(section["results"]) == set(TELEMETRY_TARGETS)
+    for target, row in section["results"].items():
+        assert set(row) == set(TELEMETRY_KEYS), target
+        for key, cell in row.items():
+            assert "median" in cell or cell["na"].startswith("n/a: "), (target, key, cell)
+    # Neither on is the baseline; metrics need nothing but the package itself.
+    for target in (PLAIN, METRICS):
+        assert all("median" in cell for cell in section["results"][target].values()), target
+    if otel_missing() is None:
+        assert all("median" in cell for cell in section["results"][TRACING].values())
+        assert section["details"][TRACING]["collector"][0]["requests"] > 0, "no span reached the collector"
+    for label in TELEMETRY_LABELS.values():
+        assert label in output
+    assert "tracing (OTLP) / no telemetry" in output
