@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextvars import Token
 from importlib.metadata import entry_points
 from typing import Any, Final
 
@@ -25,6 +26,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -114,7 +116,7 @@ class RunSpan:
 
     __slots__ = ("_span", "_token")
 
-    def __init__(self, span: Span, token: object) -> None:
+    def __init__(self, span: Span, token: Token[Context]) -> None:
         self._span = span
         self._token = token
 
@@ -140,7 +142,7 @@ class RunSpan:
 
     def leave(self) -> None:
         """Make the span that was current before the run current again."""
-        otel_context.detach(self._token)  # type: ignore[arg-type]
+        otel_context.detach(self._token)
 
 
 class CallSpan:
