@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -162,6 +163,11 @@ async def serve(
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
+        # What startup made (modules, the app, the SDKs of the extras) lives as
+        # long as the process: out of the collector's sight, it is not scanned
+        # again by every full collection a stream's allocations cause (about a
+        # tenth of the CPU per relayed event, more with OpenTelemetry loaded).
+        gc.freeze()
         _print_banner(app, site, config)
         await _wait_for_signal()
         print("aguiadapter: shutting down", flush=True)
