@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.web.app import create_metrics_app
 from aguiadapter.web.keys import BACKEND
 from tests.support.adapter import run_body, start_adapter
+from tests.support.eventually import eventually
 
 Families = dict[str, Any]
 
@@ -56,15 +56,6 @@ def sample(families: Families, name: str, suffix: str = "", **labels: str) -> fl
     wanted = name + suffix
     found: list[Sample] = [s for s in families[name].samples if s.name == wanted and s.labels == labels]
     return found[0].value if found else 0.0
-
-
-async def until(check: Any, timeout: float = 10.0) -> None:
-    """Wait (bounded) for ``await check()`` to be true."""
-    for _ in range(int(timeout / 0.05)):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 def interrupt_of(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -121,7 +112,7 @@ async def test_the_families_move_as_runs_succeed_interrupt_are_refused_and_lose_
         async def counted() -> bool:
             return sample(await scrape(session, url), "aguiadapter_runs", "_total", outcome="disconnected") == 1
 
-        await until(counted)
+        await eventually(counted, "the disconnected run is counted")
         gone = await scrape(session, url)
     finally:
         await running.close()

@@ -29,6 +29,7 @@ from aguiadapter.telemetry import tracing_wanted
 from aguiadapter.telemetry.tracing import TraceIdsFilter
 from aguiadapter.web.app import create_app
 from tests.support.adapter import RunningAdapter, run_body
+from tests.support.eventually import eventually
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -51,11 +52,9 @@ class Traced:
     async def settled(self, count: int) -> list[ReadableSpan]:
         """The finished spans once the server spans of ``count`` requests ended
         (a server span ends just after its response's last byte)."""
-        for _ in range(200):
-            if len([s for s in self.finished() if s.kind is SpanKind.SERVER]) >= count:
-                return self.finished()
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"fewer than {count} server spans: {[s.name for s in self.finished()]}")
+        await eventually(lambda: len([s for s in self.finished() if s.kind is SpanKind.SERVER]) >= count,
+                         f"{count} server spans end")
+        return self.finished()
 
 
 @pytest.fixture
@@ -187,12 +186,7 @@ async def test_a_client_that_leaves_gets_a_disconnected_run_and_a_traced_cancel(
         seen = b""
         while b"TEXT_MESSAGE_CONTENT" not in seen:
             seen += await resp.content.readany()
-    for _ in range(200):
-        runs = named(traced.finished(), "agui.run")
-        if runs:
-            break
-        await asyncio.sleep(0.05)
-    (run,) = runs
+    (run,) = await eventually(lambda: named(traced.finished(), "agui.run"), "the run span ends")
     assert run.attributes is not None and run.attributes["agui.outcome"] == "disconnected"
     (cancel,) = named(traced.finished(), "CancelTask")
     assert parent_of(cancel) == hex_span(run)
@@ -367,11 +361,12 @@ async def test_the_command_line_exports_spans_over_otlp_as_the_variables_say(tmp
 
 
 async def _banner_url(log: Path, process: subprocess.Popen[bytes]) -> str:
-    for _ in range(600):
+    def listening() -> str | None:
+        if process.poll() is not None:
+            raise AssertionError(f"the adapter stopped:\n{log.read_text()}")
         for line in log.read_text(errors="replace").splitlines():
             if " listening on http://" in line:
                 return line.split(" listening on ", 1)[1].split(",")[0].strip()
-        if process.poll() is not None:
-            raise AssertionError(f"the adapter stopped:\n{log.read_text()}")
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no banner:\n{log.read_text()}")
+        return None
+
+    return await eventually(listening, "the adapter prints its banner", timeout=30)

@@ -15,13 +15,10 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import StartReplicas
-from .marks import needs_redis
 from .redis_server import RedisServer
 from tests.support.adapter import run_body
 
 from .replicas import Replica, interrupts_of, post, resume_body
-
-pytestmark = [*needs_redis]
 
 HERE, SHARED = "aguiadapter_pending_interrupt_threads", "aguiadapter_store_pending_interrupt_threads"
 
