@@ -11,7 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from aguiadapter import Config, create_app
+from aguiadapter.a2a.client import A2AClient
+from aguiadapter.a2a.messages import permission_part
 from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.protocol.inputs import ResumeEntry
+from aguiadapter.protocol.resume import check_resume
+from aguiadapter.threads import machine as tm
+from aguiadapter.threads.file_store import FileThreadStore
 from aguiadapter.web.app import create_metrics_app
 from aguiadapter.web.keys import BACKEND
 from tests.support.adapter import run_body, start_adapter
@@ -140,6 +146,71 @@ async def test_the_families_move_as_runs_succeed_interrupt_are_refused_and_lose_
     assert sample(gone, "aguiadapter_active_runs") == 0
     assert sample(gone, "aguiadapter_a2a_request_seconds", "_count", method="CancelTask") == 1
     assert sample(gone, "aguiadapter_run_duration_seconds", "_count", outcome="disconnected") == 1
+
+
+async def answer_behind_the_adapters_back(demo: DemoRuntime, state_dir: Path, thread_id: str) -> None:
+    """The runtime takes the pending permission's answer, as if a run of ours
+    had sent it and died before it could say so."""
+    record = await FileThreadStore(state_dir).load(thread_id)
+    assert record is not None and record.task_id is not None
+    envelope = record.pending_interrupts[0].envelope.fields
+    message = {"messageId": f"direct-{thread_id}", "contextId": record.context_id, "taskId": record.task_id,
+               "role": "ROLE_USER", "parts": [permission_part(envelope, "allow_once")]}
+    client = A2AClient(demo.url)
+    try:
+        async for _ in client.stream_message(message):
+            pass
+    finally:
+        await client.close()
+
+
+async def test_a_retried_answer_counts_by_how_it_ends_or_as_reported(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    running = await start_adapter(tmp_path / "s", demo.url, metrics=True)
+    store = FileThreadStore(running.config.state_dir)
+    cwd = str(workspace)
+    try:
+        # Follow: the runtime took the answer already, the client's resume follows its task to the end.
+        follow = interrupt_of((await running.run(run_body(thread_id="m-follow", text="permission", cwd=cwd))).events())
+        await answer_behind_the_adapters_back(demo, running.config.state_dir, "m-follow")
+        before = await scrape(running.session, running.url)
+        resume = run_body(thread_id="m-follow", text=None, cwd=cwd)
+        resume["resume"] = [{"interruptId": follow["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+        assert (await running.run(resume)).events()[-1]["outcome"] == {"type": "success"}
+        assert sum(demo.state.tool_runs.values()) == 1, "followed, not sent again"
+        followed = await scrape(running.session, running.url)
+
+        # Report: the resume that carried the answer died after the runtime took
+        # it; its retry is only told how that run ended.
+        dead = interrupt_of((await running.run(run_body(thread_id="m-report", text="permission", cwd=cwd))).events())
+        answer = {"interruptId": dead["id"], "status": "resolved", "payload": {"decision": "allow_once"}}
+        record = await store.load("m-report")
+        assert record is not None
+        entry = ResumeEntry(interrupt_id=dead["id"], status="resolved", payload=answer["payload"])
+        answers = check_resume([entry], [item.interrupt for item in record.pending_interrupts], {})
+        tm.resume(tm.restore(record), tm.RunBinding("run-dead", "digest", "exec-x", "invocation-1"), answers)
+        await store.save(record)  # as the resume's process left it when it died
+        await answer_behind_the_adapters_back(demo, running.config.state_dir, "m-report")
+        retry = run_body(thread_id="m-report", text=None, cwd=cwd)
+        retry["resume"] = [answer]
+        assert (await running.run(retry)).events()[-1]["outcome"] == {"type": "success"}
+        assert sum(demo.state.tool_runs.values()) == 2, "reported, not sent again"
+        reported = await scrape(running.session, running.url)
+    finally:
+        await running.close()
+
+    runs = lambda families, outcome: sample(families, "aguiadapter_runs", "_total", outcome=outcome)  # noqa: E731
+    started = lambda families: sample(families, "aguiadapter_runs_started", "_total")  # noqa: E731
+    assert runs(followed, "success") - runs(before, "success") == 1
+    assert started(followed) - started(before) == 1
+    assert runs(before, "reported") == runs(followed, "reported") == 0
+    assert runs(reported, "reported") == 1, "a report is counted apart from the runs that did work"
+    assert runs(reported, "success") == runs(followed, "success")
+    assert started(reported) - started(followed) == 2  # the interrupted turn and the report
+    assert sample(reported, "aguiadapter_run_duration_seconds", "_count", outcome="reported") == 1
+    assert sample(reported, "aguiadapter_active_runs") == 0
+    assert not [s for s in reported["aguiadapter_run_errors"].samples if s.value]
 
 
 async def test_metrics_are_off_by_default(tmp_path: Path, demo: DemoRuntime) -> None:

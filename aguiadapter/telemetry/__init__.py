@@ -46,17 +46,23 @@ __all__ = [
     "tracing_wanted",
 ]
 
-RunOutcome = Literal["success", "interrupt", "error", "cancelled", "disconnected"]
+RunOutcome = Literal["success", "interrupt", "error", "cancelled", "disconnected", "reported"]
 _PLAIN_OUTCOMES: Final[dict[str, RunOutcome]] = {
     "success": "success",
     "interrupt": "interrupt",
     "disconnected": "disconnected",
+    # A retried answer told how the earlier run that carried it ended: this
+    # run sent nothing to the runtime, so it counts apart from the runs that
+    # did (the end it reported is that earlier run's, not this one's).
+    "report": "reported",
 }
 
 
 def run_outcome(ended: str) -> tuple[RunOutcome, str | None]:
     """The outcome and error code of a run, from the word its log line uses:
-    ``success``, ``interrupt``, ``disconnected``, or the code of its ``RUN_ERROR``."""
+    ``success``, ``interrupt``, ``disconnected``, ``report``, or the code of
+    its ``RUN_ERROR``. A run that follows a task (a retried answer the runtime
+    had taken) ends with one of these words like any other run."""
     plain = _PLAIN_OUTCOMES.get(ended)
     if plain is not None:
         return plain, None
