@@ -50,6 +50,15 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         "(needs aguiadapter[redis]; default: files in --state-dir)")
     parser.add_argument("--allowed-cwd", action="append", default=None, metavar="DIR",
                         help="allowed workspace root (repeatable; default: any absolute path)")
+    parser.add_argument("--jwt-jwks-file", type=Path, default=env.get(cfg.ENV_JWT_JWKS_FILE) or None, metavar="PATH",
+                        help="verify bearer JWTs against this JWKS file (re-read when it changes; needs "
+                        "aguiadapter[jwt]; excludes the shared token)")
+    parser.add_argument("--jwt-issuer", default=env.get(cfg.ENV_JWT_ISSUER) or None,
+                        help="required iss claim")
+    parser.add_argument("--jwt-audience", default=env.get(cfg.ENV_JWT_AUDIENCE) or None,
+                        help="required aud claim")
+    parser.add_argument("--jwt-principal-claim", default=env.get(cfg.ENV_JWT_PRINCIPAL_CLAIM) or "sub",
+                        metavar="CLAIM", help="the claim that names the user (default sub)")
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
     parser.add_argument("--interrupt-ttl-seconds", type=float, default=3600.0,
                         help="how long a pending interrupt may wait for its answer (default 1 h)")
@@ -89,6 +98,14 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
     config_dir = args.config_dir or cfg.default_config_dir(env)
     state_dir = args.state_dir or cfg.default_state_dir(config_dir, env)
     allowed = tuple(args.allowed_cwd or cfg.split_allowed_cwds(env.get(cfg.ENV_ALLOWED_CWDS)))
+    jwt = None
+    if args.jwt_jwks_file is not None:
+        jwt = cfg.JwtSettings(
+            jwks_file=args.jwt_jwks_file.expanduser(),
+            issuer=args.jwt_issuer,
+            audience=args.jwt_audience,
+            principal_claim=args.jwt_principal_claim,
+        )
     return cfg.Config(
         state_dir=state_dir,
         a2a_url=args.a2a_url,
@@ -101,6 +118,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host or args.host,
         store_url=args.store,
+        jwt=jwt,
     )
 
 
@@ -116,7 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             sys.stdout.write(render_mermaid())
         return 0
-    config = config_from_args(args)
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"aguiadapter: {exc}", file=sys.stderr)
+        return 2
     provider = None
     try:
         # Tracing as the OTEL_* variables say (see aguiadapter.telemetry.tracing_wanted).
@@ -190,12 +212,17 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     print(f"  runtime: {kind} at {runtime}", flush=True)
     store = started.service.store if started.service is not None else None
     print(f"  state:   {store.location() if store is not None else config.state_dir / 'threads'}", flush=True)
-    print(f"  auth:    {'bearer token required' if config.auth_token else 'none'}; "
-          f"workspaces: {roots}", flush=True)
+    print(f"  auth:    {_auth_summary(config)}; workspaces: {roots}", flush=True)
     metrics = [f"{where[0]}metrics"] if config.metrics and where else []
     metrics += started.metrics_urls
     if metrics:
         print(f"  metrics: {', '.join(metrics)}", flush=True)
+
+
+def _auth_summary(config: cfg.Config) -> str:
+    if config.jwt is not None:
+        return f"JWT ({config.jwt.principal_claim} names the user; keys from {config.jwt.jwks_file})"
+    return "bearer token required" if config.auth_token else "none"
 
 
 async def _wait_for_signal() -> None:

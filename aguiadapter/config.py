@@ -25,6 +25,27 @@ ENV_STATE_DIR = "IAC_CODE_AGUI_STATE_DIR"
 ENV_ALLOWED_CWDS = "IAC_CODE_AGUI_ALLOWED_CWDS"
 ENV_CONFIG_DIR = "IAC_CODE_CONFIG_DIR"
 ENV_STORE = "IAC_CODE_AGUI_STORE"
+ENV_JWT_JWKS_FILE = "IAC_CODE_AGUI_JWT_JWKS_FILE"
+ENV_JWT_ISSUER = "IAC_CODE_AGUI_JWT_ISSUER"
+ENV_JWT_AUDIENCE = "IAC_CODE_AGUI_JWT_AUDIENCE"
+ENV_JWT_PRINCIPAL_CLAIM = "IAC_CODE_AGUI_JWT_PRINCIPAL_CLAIM"
+
+
+@attrs.frozen
+class JwtSettings:
+    """Verified identity: bearer JWTs checked against the keys of a JWKS file."""
+
+    jwks_file: Path
+    #: ``iss`` must equal this when given.
+    issuer: str | None = None
+    #: ``aud`` must contain this when given; a token with an ``aud`` is refused when not.
+    audience: str | None = None
+    #: The claim that names the user (the thread's principal).
+    principal_claim: str = "sub"
+    #: Clock skew allowed on ``exp``, ``nbf`` and ``iat``.
+    leeway_seconds: float = 30.0
+    #: The JWKS file is looked at (stat) at most this often; 0: on every request.
+    jwks_check_seconds: float = 5.0
 
 
 @attrs.frozen
@@ -52,6 +73,15 @@ class Config:
     metrics_host: str = "127.0.0.1"
     #: ``redis://HOST:PORT/DB`` shares thread state between replicas; ``None``: files in ``state_dir``.
     store_url: str | None = attrs.field(default=None, repr=False)
+    #: Verified identity (JWTs); excludes ``auth_token``.
+    jwt: JwtSettings | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.auth_token and self.jwt is not None:
+            raise ValueError(
+                f"{ENV_AUTH_TOKEN} and a JWKS file (--jwt-jwks-file, {ENV_JWT_JWKS_FILE}) exclude each other: "
+                "configure one way to authenticate callers"
+            )
 
 
 def default_config_dir(env: Mapping[str, str] = os.environ) -> Path:

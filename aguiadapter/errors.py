@@ -73,3 +73,7 @@ class AdapterError(Exception):
         self.message_id = message_id or code.message_id
         self.params = params
         super().__init__(f"{code.name}: {self.message_id} {params or ''}".rstrip())
+
+    def response_headers(self) -> dict[str, str]:
+        """HTTP headers the error's answer carries besides its body (none by default)."""
+        return {}

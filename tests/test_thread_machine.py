@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from aguiadapter.errors import AdapterError, ErrorCode
@@ -229,6 +230,24 @@ def test_a_thread_stays_with_its_workspace_and_caller() -> None:
     req = tm.Request(run_id="run-9", digest="d", cwd="/elsewhere", user_id=None, ros_invocation_id="inv-1",
                      user_message_id="m-9")
     assert refusal(record, req) is ErrorCode.THREAD_BINDING_CONFLICT
+
+
+@pytest.mark.parametrize("check", [tm.admit, lambda record, req, now: tm.preflight(record, req)])
+def test_someone_elses_thread_is_refused_before_anything_about_it_shows(check: Callable[..., Any]) -> None:
+    record = record_in(ThreadState.IDLE, principal="alice")
+    record.remember_run("run-9", "d")
+    replayed = attrs.evolve(request(), principal="alice")
+    with pytest.raises(AdapterError) as owner:
+        check(record, replayed, NOW)
+    assert owner.value.code is ErrorCode.DUPLICATE_RUN_ID
+    for caller in ("bob", None):
+        with pytest.raises(AdapterError) as other:
+            check(record, attrs.evolve(replayed, principal=caller), NOW)
+        assert other.value.code is ErrorCode.THREAD_BINDING_CONFLICT, caller
+    unowned = record_in(ThreadState.IDLE)
+    with pytest.raises(AdapterError) as taken_over:
+        check(unowned, attrs.evolve(request(), principal="bob"), NOW)
+    assert taken_over.value.code is ErrorCode.THREAD_BINDING_CONFLICT
 
 
 def test_a_resume_answers_every_pending_interrupt_with_the_same_invocation() -> None:

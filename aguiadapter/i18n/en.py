@@ -7,6 +7,7 @@ MESSAGES: dict[str, str] = {
     "bad_request": "The request is not valid HTTP.",
     "bad_request_body": "The request body cannot be read: its Content-Encoding or chunked encoding is broken.",
     "unauthorized": "Missing or invalid bearer token.",
+    "unauthorized_token_expired": "The bearer token has expired; get a new one.",
     "unsupported_media_type": "The request body must be sent as application/json.",
     "request_too_large": "The request body is too large.",
     "invalid_json": "The request body is not valid JSON.",
@@ -73,6 +74,7 @@ MESSAGES: dict[str, str] = {
     ),
     "input_tools_unsupported": "{path}: client-side tools are not supported; send an empty list.",
     "input_user_message_required": "A new run needs a user message in {path}.",
+    "input_user_id_not_principal": "{path} must be left out or equal to the authenticated user.",
     # Raised by the thread service (no path): the latest user message is missing or was
     # already sent on an earlier run.
     "new_run_requires_user_message": "A new run needs a new user message in messages.",

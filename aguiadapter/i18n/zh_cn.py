@@ -7,6 +7,7 @@ MESSAGES: dict[str, str] = {
     "bad_request": "请求不是合法的 HTTP 请求。",
     "bad_request_body": "无法读取请求体：其 Content-Encoding 或分块传输编码已损坏。",
     "unauthorized": "缺少 Bearer 令牌，或令牌无效。",
+    "unauthorized_token_expired": "Bearer 令牌已过期，请重新获取。",
     "unsupported_media_type": "请求体必须以 application/json 格式发送。",
     "request_too_large": "请求体过大。",
     "invalid_json": "请求体不是合法的 JSON。",
@@ -64,6 +65,7 @@ MESSAGES: dict[str, str] = {
     "input_region_id_invalid": "{path} 必须是形如 cn-hangzhou 的地域 ID：仅含小写字母、数字和连字符，最多 63 个字符。",
     "input_tools_unsupported": "{path}：暂不支持客户端自定义工具，请传空数组。",
     "input_user_message_required": "发起新的 run 时，{path} 中必须包含一条用户消息。",
+    "input_user_id_not_principal": "{path} 必须省略，或与已认证的用户一致。",
     # 由 thread service 抛出（不带 path）：缺少最新的用户消息，或该消息已在之前的 run 中发送过。
     "new_run_requires_user_message": "发起新的 run 时，messages 中必须包含一条新的用户消息。",
     # 用户消息内容。

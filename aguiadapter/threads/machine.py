@@ -40,6 +40,7 @@ from ..protocol.resume import Answer, answer_digest, check_resume
 from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import Findings, InputStatus, TaskFate
 from ..translate.pipeline import PipelineState
+from .access import check_owner
 from .record import PendingInterrupt, RunKind, ThreadRecord, ThreadState
 
 
@@ -354,6 +355,8 @@ class Request:
     ros_invocation_id: str
     resume: tuple[ResumeEntry, ...] | None = None
     user_message_id: str | None = None
+    #: The verified caller (``None`` when the server names nobody).
+    principal: str | None = None
 
 
 @attrs.frozen
@@ -370,7 +373,12 @@ class Plan:
 
 
 def admit(record: ThreadRecord, request: Request, now: float) -> Plan:
-    """Decide what a request may do on this thread, or raise its refusal."""
+    """Decide what a request may do on this thread, or raise its refusal.
+
+    Someone else's thread is refused before anything else is looked at, so
+    that the refusal tells nothing of its runs (a replayed request of the
+    owner's gets no ``DUPLICATE_RUN_ID``)."""
+    check_owner(record, request.principal)
     check_idempotency(record, request)
     check_binding(record, request)
     machine = ThreadMachine(record)
@@ -470,7 +478,9 @@ def check_binding(record: ThreadRecord, request: Request) -> None:
 
 
 def preflight(record: ThreadRecord, request: Request) -> None:
-    """The refusals that need no claim (checked again once claimed)."""
+    """The refusals that need no claim (checked again once claimed), the
+    owner first as in :func:`admit`."""
+    check_owner(record, request.principal)
     check_idempotency(record, request)
     check_binding(record, request)
     settled = record.state in (ThreadState.IDLE, ThreadState.TERMINAL)

@@ -94,6 +94,8 @@ class ThreadRecord:
     context_id: str
     cwd: str
     user_id: str | None = None
+    #: The verified user the thread belongs to (``None`` without verified identity); see threads/access.py.
+    principal: str | None = None
     state: ThreadState = ThreadState.IDLE
     session_id: str | None = None
     execution_id: str | None = None

@@ -31,6 +31,7 @@ from ..runtime.evidence import Findings, TaskFate, TaskView, assess, input_statu
 from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
 from . import machine as tm
+from .access import may_read
 from .driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
 from .record import RunKind, ThreadRecord, ThreadState
@@ -99,10 +100,13 @@ class ThreadService:
                 await self.expire_thread(thread_id)
 
     # ------------------------------------------------------------- admission
-    async def admit(self, run_input: RunAgentInput, digest: str, language: str, cwd: str) -> Ticket:
-        """Check a request against the thread and claim the thread for it."""
+    async def admit(
+        self, run_input: RunAgentInput, digest: str, language: str, cwd: str, principal: str | None = None
+    ) -> Ticket:
+        """Check a request against the thread and claim the thread for it
+        (``principal``: the verified caller, who owns the threads they start)."""
         thread_id = run_input.thread_id
-        request = _request_of(run_input, digest, cwd)
+        request = _request_of(run_input, digest, cwd, principal)
         known = await self._load(thread_id)
         if known is not None:
             tm.preflight(known, request)
@@ -110,7 +114,7 @@ class ThreadService:
         if claim is None:
             raise AdapterError(ErrorCode.THREAD_BUSY)
         try:
-            record = await self._load(thread_id) or _new_record(run_input, cwd)
+            record = await self._load(thread_id) or _new_record(run_input, cwd, principal)
             shell = ThreadShell(self.store, self.expiry, claim, record)
             await self._recover(shell)
             plan = tm.admit(record, request, self.clock())
@@ -250,10 +254,17 @@ class ThreadService:
             driver.stop(reason)
 
     # ---------------------------------------------------------- cancellation
-    async def cancel_execution(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> CancelStatus:
+    async def cancel_execution(
+        self, execution_id: str, thread_id: str, ros_invocation_id: str, principal: str | None = None
+    ) -> CancelStatus:
         """The cancel extension: stop an execution and clear its interrupts."""
         record = await self._load(thread_id)
-        if record is None or record.execution_id != execution_id or record.ros_invocation_id != ros_invocation_id:
+        if (
+            record is None
+            or not may_read(record, principal)
+            or record.execution_id != execution_id
+            or record.ros_invocation_id != ros_invocation_id
+        ):
             return "not_found"
         driver = self.active.get(execution_id)
         if driver is not None:
@@ -345,12 +356,13 @@ async def _ended(driver: RunDriver, timeout: float) -> None:
         log.warning("run %s did not end within %.1f s", driver.identity.run_id, timeout)
 
 
-def _request_of(run_input: RunAgentInput, digest: str, cwd: str) -> tm.Request:
+def _request_of(run_input: RunAgentInput, digest: str, cwd: str, principal: str | None) -> tm.Request:
     user = latest_user_message(run_input)
     return tm.Request(
         run_id=run_input.run_id,
         digest=digest,
         cwd=cwd,
+        principal=principal,
         user_id=run_input.iac_code.user_id,
         ros_invocation_id=run_input.iac_code.ros_invocation_id,
         resume=tuple(run_input.resume) if run_input.resume else None,
@@ -358,12 +370,13 @@ def _request_of(run_input: RunAgentInput, digest: str, cwd: str) -> tm.Request:
     )
 
 
-def _new_record(run_input: RunAgentInput, cwd: str) -> ThreadRecord:
+def _new_record(run_input: RunAgentInput, cwd: str, principal: str | None) -> ThreadRecord:
     return ThreadRecord(
         thread_id=run_input.thread_id,
         context_id=f"ctx-{uuid.uuid4()}",
         cwd=cwd,
         user_id=run_input.iac_code.user_id,
+        principal=principal,
     )
 
 

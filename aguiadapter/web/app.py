@@ -15,8 +15,9 @@ from ..threads.file_store import FileThreadStore
 from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
 from . import handlers
+from .auth import authenticator_for
 from .http_errors import json_errors
-from .keys import BACKEND, CONFIG, TELEMETRY, Backend
+from .keys import AUTH, BACKEND, CONFIG, TELEMETRY, Backend
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -51,6 +52,7 @@ def create_app(
     app[CONFIG] = config
     app[BACKEND] = Backend()
     app[TELEMETRY] = telemetry
+    app[AUTH] = authenticator_for(config)
     app.router.add_get("/health", handlers.health)
     app.router.add_post("/", handlers.run)
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
@@ -78,6 +80,7 @@ def create_metrics_app(app: web.Application) -> web.Application:
 
 def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telemetry):  # type: ignore[no-untyped-def]
     async def context(app: web.Application) -> AsyncIterator[None]:
+        await app[AUTH].start()
         demo = None
         url = config.a2a_url
         if url is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 from importlib import resources
 from typing import Any
 
@@ -17,20 +16,15 @@ from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
 from ..threads.store import StoreUnavailable
 from ..workspace import resolve_workspace
+from .auth import bind_user_id
 from .http_errors import error_response, request_language
-from .keys import CONFIG, TELEMETRY, backend
+from .keys import AUTH, CONFIG, TELEMETRY, backend
 from .sse import SseWriter
 
 
-def check_auth(request: web.Request) -> None:
-    """Bearer auth when a token is configured (constant-time compare)."""
-    token = request.config_dict[CONFIG].auth_token
-    if not token:
-        return
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise AdapterError(ErrorCode.UNAUTHORIZED)
+async def authenticate(request: web.Request) -> str | None:
+    """The caller's verified principal (``None`` in the modes that name nobody); 401 to refuse."""
+    return await request.config_dict[AUTH].principal(request)
 
 
 async def read_json_body(request: web.Request, limit: int) -> Any:
@@ -107,12 +101,12 @@ async def run(request: web.Request) -> web.StreamResponse:
     language = request_language(request)
     payload: Any = None
     try:
-        check_auth(request)
+        principal = await authenticate(request)
         payload = await read_json_body(request, config.max_body_bytes)
         language = request_language(request, payload)
-        run_input = parse_run_input(payload)
+        run_input = bind_user_id(parse_run_input(payload), principal)
         cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
-        ticket = await service.admit(run_input, canonical_digest(payload), language, cwd)
+        ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
     except AdapterError as exc:
         return error_response(exc, language, request)
     execution_id = ticket.execution_id
@@ -139,11 +133,11 @@ async def cancel(request: web.Request) -> web.Response:
     language = request_language(request)
     execution_id = request.match_info["executionId"]
     try:
-        check_auth(request)
+        principal = await authenticate(request)
         payload = await read_json_body(request, config.max_cancel_body_bytes)
         language = request_language(request, payload)
         body = parse_cancel_request(payload)
-        status = await service.cancel_execution(execution_id, body.thread_id, body.ros_invocation_id)
+        status = await service.cancel_execution(execution_id, body.thread_id, body.ros_invocation_id, principal)
         if status == "not_found":
             raise AdapterError(ErrorCode.EXECUTION_NOT_FOUND)
     except AdapterError as exc:

@@ -58,9 +58,11 @@ def error_response(
     request: web.Request | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> web.Response:
-    """The JSON error answer, with the code's HTTP status."""
+    """The JSON error answer, with the code's HTTP status (and the headers
+    the error itself carries: ``WWW-Authenticate``, ``Retry-After``...)."""
     if request is not None:
         request.config_dict[TELEMETRY].refused(error.code)
+    headers = {**error.response_headers(), **(headers or {})}
     return web.json_response(error_body(error, language), status=error.code.status, headers=headers)
 
 

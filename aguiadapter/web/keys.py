@@ -10,6 +10,7 @@ from ..config import Config
 from ..errors import AdapterError, ErrorCode
 from ..telemetry import Telemetry
 from ..threads.service import ThreadService
+from .auth import Authenticator
 
 
 @attrs.define
@@ -29,6 +30,8 @@ class Backend:
 CONFIG = web.AppKey("aguiadapter.config", Config)
 BACKEND = web.AppKey("aguiadapter.backend", Backend)
 TELEMETRY = web.AppKey("aguiadapter.telemetry", Telemetry)
+#: How the app decides who calls (open, shared token or verified JWTs).
+AUTH = web.AppKey("aguiadapter.auth", Authenticator)
 
 
 def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:

@@ -1,0 +1,151 @@
+"""Who is calling: nobody in particular, a holder of the shared token, or a verified user.
+
+One of three modes, from the configuration:
+
+- **open** (no token, no JWKS file): every request is let in, nobody is named;
+- **shared token** (``IAC_CODE_AGUI_AUTH_TOKEN``): ``Authorization: Bearer
+  <token>`` must match (compared in constant time); nobody is named either,
+  so a thread's ``userId`` is whatever the first run's body said;
+- **verified identity** (``--jwt-jwks-file``): the bearer token is a JWT
+  checked by :mod:`aguiadapter.web.jwks`; its principal claim names the
+  user, who owns the threads they start (:mod:`aguiadapter.threads.access`).
+
+A refusal is ``UNAUTHORIZED`` (401) with a ``WWW-Authenticate`` challenge
+(RFC 6750). No token reaches a log line, an error message or a record: the
+log says only why a token was refused.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Protocol
+
+import attrs
+from aiohttp import web
+
+from ..config import Config, JwtSettings
+from ..errors import AdapterError, ErrorCode
+from ..protocol.inputs import RunAgentInput
+
+log = logging.getLogger(__name__)
+
+REALM = "aguiadapter"
+#: Message ids of refused tokens whose reason is worth telling the caller.
+_MESSAGES = {"expired": "unauthorized_token_expired"}
+
+
+class Unauthorized(AdapterError):
+    """``UNAUTHORIZED`` with its challenge; ``presented`` when a token came and was refused."""
+
+    def __init__(self, message_id: str | None = None, *, presented: bool = False) -> None:
+        super().__init__(ErrorCode.UNAUTHORIZED, message_id)
+        self.presented = presented
+
+    def response_headers(self) -> dict[str, str]:
+        """``WWW-Authenticate: Bearer realm=...`` (with ``error="invalid_token"`` for a refused token)."""
+        challenge = f'Bearer realm="{REALM}"'
+        if self.presented:
+            challenge += ', error="invalid_token"'
+        return {"WWW-Authenticate": challenge}
+
+
+class Authenticator(Protocol):
+    """Decides whether a request may go on, and names its user when it can."""
+
+    async def start(self) -> None:
+        """Load what checking needs (a JWKS file); fail here, not on the first request."""
+
+    async def principal(self, request: web.Request) -> str | None:
+        """The verified user (``None`` when the mode names nobody); ``Unauthorized`` to refuse."""
+
+
+class OpenAccess:
+    """No authentication configured: every request goes on, unnamed."""
+
+    async def start(self) -> None:
+        """Nothing to load."""
+
+    async def principal(self, request: web.Request) -> str | None:
+        """Nobody is named."""
+        return None
+
+
+@attrs.define
+class SharedToken:
+    """One bearer token shared by every caller (the reference's mode)."""
+
+    token: str = attrs.field(repr=False)
+
+    async def start(self) -> None:
+        """Nothing to load."""
+
+    async def principal(self, request: web.Request) -> str | None:
+        """Nobody is named; a missing or different token is refused."""
+        given = bearer_token(request)
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            raise Unauthorized(presented=True)
+        return None
+
+
+class VerifiedIdentity:
+    """Bearer JWTs verified against a JWKS file; the principal claim names the user."""
+
+    def __init__(self, settings: JwtSettings) -> None:
+        try:
+            from .jwks import JwtVerifier
+        except ImportError as exc:
+            raise RuntimeError(
+                "--jwt-jwks-file needs the jwt extra: pip install 'aguiadapter[jwt]'"
+            ) from exc
+        self.verifier = JwtVerifier(settings)
+
+    async def start(self) -> None:
+        """Read the key set; an unusable file stops the start."""
+        await self.verifier.start()
+
+    async def principal(self, request: web.Request) -> str | None:
+        """The user the token names."""
+        from .jwks import TokenRefused
+
+        token = bearer_token(request)
+        try:
+            return await self.verifier.principal(token)
+        except TokenRefused as exc:
+            log.info("JWT refused", extra={"fields": {"reason": exc.reason}})
+            raise Unauthorized(_MESSAGES.get(exc.reason), presented=True) from None
+
+
+def authenticator_for(config: Config) -> Authenticator:
+    """The mode the configuration asks for (``Config`` refuses token and JWKS together)."""
+    if config.jwt is not None:
+        return VerifiedIdentity(config.jwt)
+    if config.auth_token:
+        return SharedToken(config.auth_token)
+    return OpenAccess()
+
+
+def bearer_token(request: web.Request) -> str:
+    """The token of ``Authorization: Bearer <token>``; ``Unauthorized`` when there is none."""
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    token = given.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized()
+    return token
+
+
+def bind_user_id(run_input: RunAgentInput, principal: str | None) -> RunAgentInput:
+    """With a verified user, ``forwardedProps.iacCode.userId`` is that user.
+
+    An absent ``userId`` becomes the principal (it reaches the runtime and
+    the thread's binding as such); a different one is refused.
+    """
+    if principal is None:
+        return run_input
+    props = run_input.iac_code
+    if props.user_id is None:
+        forwarded = attrs.evolve(run_input.forwarded_props, iac_code=attrs.evolve(props, user_id=principal))
+        return attrs.evolve(run_input, forwarded_props=forwarded)
+    if props.user_id != principal:
+        raise AdapterError(ErrorCode.INVALID_INPUT, "input_user_id_not_principal", path="forwardedProps.iacCode.userId")
+    return run_input

@@ -1,0 +1,365 @@
+"""Verified identity: bearer JWTs, threads that belong to their user (--jwt-jwks-file)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aguiadapter.config import JwtSettings
+from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.threads.file_store import FileThreadStore
+from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
+from tests.support.tokens import (
+    AUDIENCE,
+    ISSUER,
+    SigningKey,
+    b64url,
+    bearer,
+    hand_made_token,
+    valid_claims,
+    write_jwks,
+)
+
+CANCEL = "/extensions/iac-code/v1/executions/{}/cancel"
+
+
+@pytest.fixture(params=["HS256", "ES256"])
+def key(request: pytest.FixtureRequest) -> SigningKey:
+    """The issuer's signing key: an oct secret (HS256) or a P-256 key (ES256)."""
+    return SigningKey(request.param, kid=f"{request.param.lower()}-1")
+
+
+@pytest.fixture
+def jwks_file(tmp_path: Path, key: SigningKey) -> Path:
+    path = tmp_path / "jwks.json"
+    write_jwks(path, key)
+    return path
+
+
+def jwt_settings(jwks_file: Path) -> JwtSettings:
+    # Checked on every request, so that a rotation test needs no waiting.
+    return JwtSettings(jwks_file=jwks_file, issuer=ISSUER, audience=AUDIENCE, jwks_check_seconds=0)
+
+
+async def start(tmp_path: Path, demo: DemoRuntime, jwks_file: Path | None, **config: Any) -> RunningAdapter:
+    return await start_adapter(
+        tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+        jwt=None if jwks_file is None else jwt_settings(jwks_file), **config,
+    )
+
+
+@pytest.fixture
+async def secured(tmp_path: Path, demo: DemoRuntime, jwks_file: Path) -> AsyncIterator[RunningAdapter]:
+    running = await start(tmp_path, demo, jwks_file)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+def resume_body(thread_id: str, cwd: Path, interrupt: dict[str, Any]) -> dict[str, Any]:
+    body = run_body(thread_id=thread_id, text=None, cwd=str(cwd))
+    body["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    return body
+
+
+def cancel_body(thread_id: str) -> dict[str, str]:
+    return {"threadId": thread_id, "rosInvocationId": "invocation-1"}
+
+
+def interrupted(reply: Reply) -> tuple[dict[str, Any], str]:
+    """The run's one interrupt and its execution id."""
+    events = reply.events()
+    (interrupt,) = events[-1]["outcome"]["interrupts"]
+    (session,) = [e["value"] for e in events if e.get("name") == "iac-code.session.v1"]
+    return dict(interrupt), str(session["executionId"])
+
+
+def code_of(reply: Reply) -> str:
+    return str(reply.json()["error"]["code"])
+
+
+async def stored(adapter: RunningAdapter, thread_id: str) -> Any:
+    return await FileThreadStore(adapter.config.state_dir).load(thread_id)
+
+
+def state_files(adapter: RunningAdapter) -> bytes:
+    return b"".join(path.read_bytes() for path in (adapter.config.state_dir / "threads").glob("*.json"))
+
+
+# ------------------------------------------------------------ threads and users
+async def test_a_thread_belongs_to_the_user_of_its_first_run(
+    secured: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path
+) -> None:
+    alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
+    first = run_body(thread_id="t-alice", text="permission notes.txt", cwd=str(workspace), run_id="r1")
+    interrupt, execution_id = interrupted(await secured.run(first, alice))
+
+    # Bob, on every route: a new turn, a resume, alice's very request, a cancel.
+    turn = await secured.run(run_body(thread_id="t-alice", text="mine now", cwd=str(workspace)), bob)
+    assert turn.status == 409 and code_of(turn) == "THREAD_BINDING_CONFLICT"
+    resume = await secured.run(resume_body("t-alice", workspace, interrupt), bob)
+    assert resume.status == 409 and code_of(resume) == "THREAD_BINDING_CONFLICT"
+    replay = await secured.run(first, bob)
+    assert code_of(replay) == "THREAD_BINDING_CONFLICT", "not DUPLICATE_RUN_ID: nothing about her runs shows"
+    cancelled = await secured.post(CANCEL.format(execution_id), cancel_body("t-alice"), bob)
+    unknown = await secured.post(CANCEL.format("exec-unknown"), cancel_body("t-nobody"), bob)
+    assert cancelled.status == unknown.status == 404
+    assert cancelled.json() == unknown.json() and code_of(cancelled) == "EXECUTION_NOT_FOUND"
+
+    # Bob's own thread works, and alice's is as she left it.
+    own = await secured.run(run_body(thread_id="t-bob", text="hello", cwd=str(workspace)), bob)
+    assert own.events()[-1]["type"] == "RUN_FINISHED"
+    record = await stored(secured, "t-alice")
+    assert record.state == "interrupted" and record.principal == "alice" and record.user_id == "alice"
+    assert sum(demo.state.tool_runs.values()) == 0
+
+    events = (await secured.run(resume_body("t-alice", workspace, interrupt), alice)).events()
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    assert sum(demo.state.tool_runs.values()) == 1
+    assert (await stored(secured, "t-bob")).principal == "bob"
+
+
+async def test_alices_cancel_works_where_bobs_was_not_found(
+    secured: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path
+) -> None:
+    alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
+    body = run_body(thread_id="t-cancel", text="permission notes.txt", cwd=str(workspace))
+    _, execution_id = interrupted(await secured.run(body, alice))
+    assert (await secured.post(CANCEL.format(execution_id), cancel_body("t-cancel"), bob)).status == 404
+    assert (await stored(secured, "t-cancel")).state == "interrupted", "bob's cancel changed nothing"
+    reply = await secured.post(CANCEL.format(execution_id), cancel_body("t-cancel"), alice)
+    assert reply.json() == {"executionId": execution_id, "status": "cancelled"}
+
+
+async def test_alice_resumes_her_interrupt_after_a_restart(
+    tmp_path: Path, demo: DemoRuntime, jwks_file: Path, key: SigningKey, workspace: Path
+) -> None:
+    first = await start(tmp_path, demo, jwks_file)
+    try:
+        body = run_body(thread_id="t-restart", text="permission notes.txt", cwd=str(workspace))
+        interrupt, _ = interrupted(await first.run(body, bearer(key.token("alice"))))
+    finally:
+        await first.close()
+    second = await start(tmp_path, demo, jwks_file)
+    try:
+        bob = await second.run(resume_body("t-restart", workspace, interrupt), bearer(key.token("bob")))
+        assert code_of(bob) == "THREAD_BINDING_CONFLICT"
+        reply = await second.run(resume_body("t-restart", workspace, interrupt), bearer(key.token("alice")))
+        assert reply.events()[-1]["outcome"] == {"type": "success"}
+        assert sum(demo.state.tool_runs.values()) == 1
+    finally:
+        await second.close()
+
+
+async def test_a_body_user_id_must_be_the_verified_user(secured: RunningAdapter, key: SigningKey, workspace: Path) -> None:
+    alice = bearer(key.token("alice"))
+    other = await secured.run(run_body(thread_id="t-uid", text="hi", cwd=str(workspace), userId="bob"), alice)
+    assert other.status == 400 and code_of(other) == "INVALID_INPUT"
+    assert "forwardedProps.iacCode.userId" in other.json()["error"]["message"]
+    assert await stored(secured, "t-uid") is None
+    same = await secured.run(run_body(thread_id="t-uid", text="hi", cwd=str(workspace), userId="alice"), alice)
+    assert same.status == 200
+    absent = await secured.run(run_body(thread_id="t-uid", text="again", cwd=str(workspace)), alice)
+    assert absent.status == 200, "an absent userId is the principal, the thread's user"
+
+
+async def test_a_thread_started_without_identity_is_not_taken_over_by_a_user(
+    tmp_path: Path, demo: DemoRuntime, jwks_file: Path, key: SigningKey, workspace: Path
+) -> None:
+    shared = await start(tmp_path, demo, None, auth_token="shared-secret")
+    try:
+        body = run_body(thread_id="t-before", text="permission notes.txt", cwd=str(workspace), userId="alice")
+        _, execution_id = interrupted(await shared.run(body, bearer("shared-secret")))
+    finally:
+        await shared.close()
+    secured = await start(tmp_path, demo, jwks_file)
+    try:
+        alice = bearer(key.token("alice"))
+        reply = await secured.run(run_body(thread_id="t-before", text="mine", cwd=str(workspace)), alice)
+        assert code_of(reply) == "THREAD_BINDING_CONFLICT"
+        assert (await secured.post(CANCEL.format(execution_id), cancel_body("t-before"), alice)).status == 404
+    finally:
+        await secured.close()
+
+
+# ------------------------------------------------------------ refused tokens
+def refused_tokens(key: SigningKey) -> dict[str, str | None]:
+    """Every kind of token that must get 401 (``None``: no Authorization header at all)."""
+    now = int(time.time())
+    good = key.token("alice")
+    head, body, signature = good.split(".")
+    other = SigningKey(key.algorithm, kid=key.kid)  # same kid, a key the server does not know
+    # Alg confusion: the server's public JWK (or its secret's JWK text) used as an HMAC secret.
+    public_as_secret = json.dumps(key.jwk).encode()
+    flipped = ("A" if signature[0] != "A" else "B") + signature[1:]
+    return {
+        "no header": None,
+        "expired": key.token("alice", exp=now - 120, iat=now - 900),
+        "not yet valid": key.token("alice", nbf=now + 600),
+        "issued in the future": key.token("alice", iat=now + 600),
+        "wrong audience": key.token("alice", aud="someone-else"),
+        "no audience": key.token("alice", aud=None),
+        "wrong issuer": key.token("alice", iss="https://evil.example/"),
+        "no expiry": key.token("alice", exp=None),
+        "no subject": key.token(None),
+        "unknown key id": key.token("alice", headers={"kid": "nobody"}),
+        "signed by another key": other.token("alice"),
+        "tampered claims": f"{head}.{b64url(json.dumps(valid_claims('bob')).encode())}.{signature}",
+        "tampered signature": f"{head}.{body}.{flipped}",
+        "alg none": hand_made_token({"alg": "none", "typ": "JWT", "kid": key.kid}, valid_claims(), None),
+        "alg none without kid": hand_made_token({"alg": "none", "typ": "JWT"}, valid_claims(), None),
+        "public key as HMAC secret": hand_made_token(
+            {"alg": "HS256", "typ": "JWT", "kid": key.kid}, valid_claims(), public_as_secret
+        ),
+        "not a JWT": "not-a-jwt",
+    }
+
+
+async def test_every_bad_token_is_401_with_a_challenge(
+    secured: RunningAdapter, key: SigningKey, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    tokens = refused_tokens(key)
+    for name, token in tokens.items():
+        headers = {} if token is None else bearer(token)
+        body = run_body(thread_id=f"t-401-{len(name)}", text="hi", cwd=str(workspace))
+        for reply in (
+            await secured.run(body, headers),
+            await secured.post(CANCEL.format("exec-1"), cancel_body("t-401"), headers),
+        ):
+            assert reply.status == 401, name
+            assert code_of(reply) == "UNAUTHORIZED", name
+            challenge = reply.headers["WWW-Authenticate"]
+            assert challenge.startswith('Bearer realm="aguiadapter"'), name
+            assert ('error="invalid_token"' in challenge) == (token is not None), name
+    assert list((secured.config.state_dir / "threads").glob("*.json")) == [], "no refused run left a record"
+    reasons = {getattr(record, "fields", {}).get("reason") for record in caplog.records}
+    assert {"expired", "not_yet_valid", "audience", "issuer", "unknown_key", "bad_signature"} <= reasons
+    logged = caplog.text
+    for token in filter(None, tokens.values()):
+        signature = token.rsplit(".", 1)[-1]
+        assert token not in logged and (not signature or signature not in logged)
+
+
+async def test_an_expired_token_is_told_so_in_the_callers_language(
+    secured: RunningAdapter, key: SigningKey, workspace: Path
+) -> None:
+    token = key.token("alice", exp=int(time.time()) - 120)
+    reply = await secured.run(
+        run_body(thread_id="t-exp", text="hi", cwd=str(workspace)), {**bearer(token), "Accept-Language": "zh-CN"}
+    )
+    assert reply.status == 401 and "过期" in reply.json()["error"]["message"]
+
+
+async def test_small_clock_skew_is_tolerated(secured: RunningAdapter, key: SigningKey, workspace: Path) -> None:
+    now = int(time.time())
+    token = key.token("alice", exp=now - 5, nbf=now + 5, iat=now + 5)
+    reply = await secured.run(run_body(thread_id="t-skew", text="hi", cwd=str(workspace)), bearer(token))
+    assert reply.status == 200
+
+
+async def test_the_token_is_kept_nowhere(
+    secured: RunningAdapter, key: SigningKey, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    token = key.token("alice")
+    body = run_body(thread_id="t-secret", text="permission notes.txt", cwd=str(workspace))
+    interrupted(await secured.run(body, bearer(token)))
+    signature = token.split(".")[-1]
+    assert signature.encode() not in state_files(secured)
+    assert token not in caplog.text and signature not in caplog.text
+
+
+# ------------------------------------------------------------ the JWKS file
+async def test_a_rotated_jwks_file_is_picked_up_without_a_restart(
+    secured: RunningAdapter, key: SigningKey, jwks_file: Path, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def body() -> dict[str, Any]:
+        return run_body(thread_id="t-rotate", text="hi", cwd=str(workspace))
+
+    assert (await secured.run(body(), bearer(key.token("alice")))).status == 200
+    new = SigningKey("ES256", kid="es256-2")
+    write_jwks(jwks_file, key, new)  # the new key is published first...
+    assert (await secured.run(body(), bearer(new.token("alice")))).status == 200
+    assert (await secured.run(body(), bearer(key.token("alice")))).status == 200
+    write_jwks(jwks_file, new)  # ...then the old one is withdrawn
+    assert (await secured.run(body(), bearer(key.token("alice")))).status == 401
+    assert (await secured.run(body(), bearer(new.token("alice")))).status == 200
+
+    caplog.set_level(logging.WARNING, logger="aguiadapter.web.jwks")
+    jwks_file.write_text('{"keys": [')
+    for _ in range(3):
+        assert (await secured.run(body(), bearer(new.token("alice")))).status == 200, "the last good keys stay"
+    refusals = [r for r in caplog.records if "not used" in r.getMessage()]
+    assert len(refusals) == 1, "a broken file is reported once"
+    jwks_file.unlink()
+    assert (await secured.run(body(), bearer(new.token("alice")))).status == 200
+    write_jwks(jwks_file, key)
+    assert (await secured.run(body(), bearer(key.token("alice")))).status == 200
+
+
+async def test_unusable_keys_are_skipped_and_named(tmp_path: Path, demo: DemoRuntime, key: SigningKey,
+                                                    workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+    private = SigningKey("ES256", kid="leaked")
+    private_jwk = {**private.jwk, "d": b64url(private.private.private_numbers().private_value.to_bytes(32, "big"))}
+    path = tmp_path / "jwks.json"
+    write_jwks(path, key, extra=[
+        private_jwk,
+        {"kty": "oct", "kid": "short", "k": b64url(b"too short")},
+        {**SigningKey("ES256", kid="enc").jwk, "use": "enc"},
+        {"kty": "unknown", "kid": "odd"},
+        {"kty": "oct", "kid": "nothing", "alg": "none", "k": b64url(bytes(32))},
+        {"kty": "EC", "kid": "garbled", "crv": "P-256", "x": "!!", "y": 7},
+        {"kty": "RSA", "kid": "mislabelled", "alg": "HS256", "n": "AQAB", "e": "AQAB"},
+    ])
+    caplog.set_level(logging.WARNING, logger="aguiadapter.web.jwks")
+    running = await start(tmp_path, demo, path)
+    try:
+        skipped = caplog.text
+        for kid in ("leaked", "short", "enc", "odd", "nothing", "garbled", "mislabelled"):
+            assert f"'{kid}'" in skipped
+        assert private_jwk["d"] not in skipped
+        assert (await running.run(run_body(thread_id="t-k", text="hi", cwd=str(workspace)),
+                                  bearer(key.token("alice")))).status == 200
+        assert (await running.run(run_body(thread_id="t-k2", text="hi", cwd=str(workspace)),
+                                  bearer(private.token("alice")))).status == 401
+    finally:
+        await running.close()
+
+
+# ------------------------------------------------------------ starting the server
+def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state"), *args],
+        env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+async def test_a_shared_token_and_a_jwks_file_together_stop_the_start(tmp_path: Path, jwks_file: Path) -> None:
+    done = await asyncio.to_thread(
+        run_cli, tmp_path, "--jwt-jwks-file", str(jwks_file), env={"IAC_CODE_AGUI_AUTH_TOKEN": "t0ken"}
+    )
+    assert done.returncode == 2
+    assert "IAC_CODE_AGUI_AUTH_TOKEN" in done.stderr and "exclude each other" in done.stderr
+    assert "t0ken" not in done.stderr + done.stdout
+
+
+async def test_an_unusable_jwks_file_stops_the_start(tmp_path: Path) -> None:
+    missing = await asyncio.to_thread(run_cli, tmp_path, "--jwt-jwks-file", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "cannot start: JWKS file" in missing.stderr
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"keys": []}')
+    env = {"IAC_CODE_AGUI_JWT_JWKS_FILE": str(empty)}
+    refused = await asyncio.to_thread(run_cli, tmp_path, env=env)
+    assert refused.returncode == 2 and "no usable key" in refused.stderr
