@@ -59,6 +59,10 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="required aud claim")
     parser.add_argument("--jwt-principal-claim", default=env.get(cfg.ENV_JWT_PRINCIPAL_CLAIM) or "sub",
                         metavar="CLAIM", help="the claim that names the user (default sub)")
+    parser.add_argument("--max-active-runs", type=_positive_int, default=None, metavar="N",
+                        help="runs streaming at once, whole server (all replicas on Redis); then 503 SERVER_BUSY")
+    parser.add_argument("--max-active-runs-per-user", type=_positive_int, default=None, metavar="M",
+                        help="runs streaming at once per user; then 429 TOO_MANY_RUNS")
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
     parser.add_argument("--interrupt-ttl-seconds", type=float, default=3600.0,
                         help="how long a pending interrupt may wait for its answer (default 1 h)")
@@ -93,6 +97,16 @@ def _port_from(env: Mapping[str, str]) -> int:
     return port
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> cfg.Config:
     """Turn parsed options (and the environment) into a :class:`Config`."""
     config_dir = args.config_dir or cfg.default_config_dir(env)
@@ -119,6 +133,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         metrics_host=args.metrics_host or args.host,
         store_url=args.store,
         jwt=jwt,
+        max_active_runs=args.max_active_runs,
+        max_active_runs_per_user=args.max_active_runs_per_user,
     )
 
 
@@ -213,6 +229,9 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     store = started.service.store if started.service is not None else None
     print(f"  state:   {store.location() if store is not None else config.state_dir / 'threads'}", flush=True)
     print(f"  auth:    {_auth_summary(config)}; workspaces: {roots}", flush=True)
+    if config.max_active_runs or config.max_active_runs_per_user:
+        print(f"  limits:  {config.max_active_runs or 'no limit'} active runs, "
+              f"{config.max_active_runs_per_user or 'no limit'} per user", flush=True)
     metrics = [f"{where[0]}metrics"] if config.metrics and where else []
     metrics += started.metrics_urls
     if metrics:

@@ -75,6 +75,10 @@ class Config:
     store_url: str | None = attrs.field(default=None, repr=False)
     #: Verified identity (JWTs); excludes ``auth_token``.
     jwt: JwtSettings | None = None
+    #: Runs streaming at once on the whole server (all replicas on a shared store); ``None``: no limit.
+    max_active_runs: int | None = None
+    #: Runs streaming at once per principal (or per ``userId`` without JWTs); ``None``: no limit.
+    max_active_runs_per_user: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.auth_token and self.jwt is not None:
@@ -82,6 +86,10 @@ class Config:
                 f"{ENV_AUTH_TOKEN} and a JWKS file (--jwt-jwks-file, {ENV_JWT_JWKS_FILE}) exclude each other: "
                 "configure one way to authenticate callers"
             )
+        for name in ("max_active_runs", "max_active_runs_per_user"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, not {value}")
 
 
 def default_config_dir(env: Mapping[str, str] = os.environ) -> Path:

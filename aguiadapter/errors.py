@@ -18,6 +18,9 @@ class ErrorCode(enum.Enum):
 
     BAD_REQUEST = (400, "bad_request")
     UNAUTHORIZED = (401, "unauthorized")
+    # Additions to the reference's codes: admission limits (--max-active-runs*).
+    TOO_MANY_RUNS = (429, "too_many_runs")
+    SERVER_BUSY = (503, "server_busy")
     UNSUPPORTED_MEDIA_TYPE = (415, "unsupported_media_type")
     REQUEST_TOO_LARGE = (413, "request_too_large")
     INVALID_JSON = (400, "invalid_json")

@@ -8,6 +8,8 @@ MESSAGES: dict[str, str] = {
     "bad_request_body": "The request body cannot be read: its Content-Encoding or chunked encoding is broken.",
     "unauthorized": "Missing or invalid bearer token.",
     "unauthorized_token_expired": "The bearer token has expired; get a new one.",
+    "too_many_runs": "You already have as many active runs as allowed; try again when one of them has ended.",
+    "server_busy": "The server is running as many runs as it allows; try again shortly.",
     "unsupported_media_type": "The request body must be sent as application/json.",
     "request_too_large": "The request body is too large.",
     "invalid_json": "The request body is not valid JSON.",

@@ -8,6 +8,8 @@ MESSAGES: dict[str, str] = {
     "bad_request_body": "无法读取请求体：其 Content-Encoding 或分块传输编码已损坏。",
     "unauthorized": "缺少 Bearer 令牌，或令牌无效。",
     "unauthorized_token_expired": "Bearer 令牌已过期，请重新获取。",
+    "too_many_runs": "您同时进行的 run 已达上限，请等其中一个结束后再试。",
+    "server_busy": "服务器同时进行的 run 已达上限，请稍后重试。",
     "unsupported_media_type": "请求体必须以 application/json 格式发送。",
     "request_too_large": "请求体过大。",
     "invalid_json": "请求体不是合法的 JSON。",

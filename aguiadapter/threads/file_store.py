@@ -18,6 +18,7 @@ from pathlib import Path
 import aiofiles
 import aiofiles.os
 
+from .slots import LocalRunSlots
 from .record import ThreadRecord, record_to_json
 from .store import Claim, CorruptRecord, PersistenceError, parse_stored_record
 
@@ -70,6 +71,10 @@ class FileThreadStore:
     def kind(self) -> str:
         """This is the file store."""
         return "file"
+
+    def run_slots(self) -> LocalRunSlots:
+        """Active runs are counted in memory: one process owns the state folder."""
+        return LocalRunSlots()
 
     @property
     def shared(self) -> bool:

@@ -39,6 +39,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from .record import ThreadRecord, record_to_json
+from .redis_limits import RedisRunSlots
 from .store import Claim, PersistenceError, StoreUnavailable, parse_stored_record
 
 log = logging.getLogger(__name__)
@@ -261,6 +262,10 @@ class RedisThreadStore:
     def location(self) -> str:
         """The server (password hidden) and the key prefix."""
         return f"{self._url} (prefix {self.settings.prefix})"
+
+    def run_slots(self) -> RedisRunSlots:
+        """Active runs are counted in Redis, for every replica together (leases like claims)."""
+        return RedisRunSlots(self._client, self.keys.prefix, self.settings.lease_ms)
 
     # ----------------------------------------------------------- lifecycle
     async def start(self) -> None:

@@ -16,6 +16,7 @@ from typing import Protocol
 import attrs
 
 from .record import ThreadRecord, record_from_json
+from .slots import RunSlots
 
 
 
@@ -105,6 +106,9 @@ class ThreadStore(Protocol):
 
     def location(self) -> str:
         """Where records are kept, for the startup banner and /health."""
+
+    def run_slots(self) -> RunSlots:
+        """Where the admission limits count active runs (as widely as records are shared)."""
 
 
 def parse_stored_record(thread_id: str, data: bytes, where: str) -> ThreadRecord:

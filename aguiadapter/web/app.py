@@ -12,6 +12,7 @@ from ..a2a.client import A2AClient
 from ..config import Config
 from ..telemetry import Telemetry
 from ..threads.file_store import FileThreadStore
+from ..threads.limits import AdmissionLimits
 from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
 from . import handlers
@@ -92,17 +93,21 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
         client = A2AClient(url, token=config.a2a_token, telemetry=telemetry)
         started = app[BACKEND]
         started.client = client
+        threads = store or _configured_store(config)
         started.service = ThreadService(
-            store or _configured_store(config),
+            threads,
             client,
             interrupt_ttl_seconds=config.interrupt_ttl_seconds,
             telemetry=telemetry,
         )
+        started.limits = AdmissionLimits(threads.run_slots(), config.max_active_runs, config.max_active_runs_per_user)
         try:
             await started.service.start()
+            await started.limits.start()
             yield
         finally:
-            started.client = started.service = None
+            await started.limits.close()
+            started.client = started.service = started.limits = None
             await client.close()
             if demo is not None:
                 await demo.close()

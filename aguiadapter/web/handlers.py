@@ -14,11 +14,13 @@ from ..errors import AdapterError, ErrorCode
 from ..protocol.digest import canonical_digest
 from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
+from ..threads.driver import Ticket
+from ..threads.service import ThreadService
 from ..threads.store import StoreUnavailable
 from ..workspace import resolve_workspace
 from .auth import bind_user_id
 from .http_errors import error_response, request_language
-from .keys import AUTH, CONFIG, TELEMETRY, backend
+from .keys import AUTH, CONFIG, TELEMETRY, admission, backend
 from .sse import SseWriter
 
 
@@ -99,16 +101,29 @@ async def run(request: web.Request) -> web.StreamResponse:
     config = request.config_dict[CONFIG]
     _, service = backend(request)
     language = request_language(request)
+    limits = admission(request)
     payload: Any = None
+    slot = None
     try:
-        principal = await authenticate(request)
-        payload = await read_json_body(request, config.max_body_bytes)
-        language = request_language(request, payload)
-        run_input = bind_user_id(parse_run_input(payload), principal)
-        cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
-        ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
-    except AdapterError as exc:
-        return error_response(exc, language, request)
+        try:
+            principal = await authenticate(request)
+            payload = await read_json_body(request, config.max_body_bytes)
+            language = request_language(request, payload)
+            run_input = bind_user_id(parse_run_input(payload), principal)
+            cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
+            # Before admission: a refused run never touches its thread or the runtime.
+            slot = await limits.acquire(run_input.iac_code.user_id)
+            ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
+        except AdapterError as exc:
+            return error_response(exc, language, request)
+        return await _stream(request, service, ticket, language)
+    finally:
+        await limits.release(slot)
+
+
+async def _stream(request: web.Request, service: ThreadService, ticket: Ticket, language: str) -> web.StreamResponse:
+    """Run an admitted ticket, its events written as SSE."""
+    config = request.config_dict[CONFIG]
     execution_id = ticket.execution_id
     sink = SseWriter(
         request,

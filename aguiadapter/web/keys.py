@@ -9,13 +9,14 @@ from ..a2a.client import A2AClient
 from ..config import Config
 from ..errors import AdapterError, ErrorCode
 from ..telemetry import Telemetry
+from ..threads.limits import AdmissionLimits
 from ..threads.service import ThreadService
 from .auth import Authenticator
 
 
 @attrs.define
 class Backend:
-    """What the app starts on startup: the A2A client and the thread service.
+    """What the app starts on startup: the A2A client, the thread service and the admission limits.
 
     The app's keys are fixed before it starts; this holder is filled in when
     it does, so nothing is written to a frozen application.
@@ -25,6 +26,7 @@ class Backend:
     service: ThreadService | None = None
     #: Where the separate metrics listener (``Config.metrics_port``) listens.
     metrics_urls: list[str] = attrs.Factory(list)
+    limits: AdmissionLimits | None = None
 
 
 CONFIG = web.AppKey("aguiadapter.config", Config)
@@ -40,3 +42,11 @@ def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:
     if started.client is None or started.service is None:
         raise AdapterError(ErrorCode.SERVICE_UNAVAILABLE)
     return started.client, started.service
+
+
+def admission(request: web.Request) -> AdmissionLimits:
+    """The started admission limits of the app that serves ``request``."""
+    limits = request.config_dict[BACKEND].limits
+    if limits is None:
+        raise AdapterError(ErrorCode.SERVICE_UNAVAILABLE)
+    return limits

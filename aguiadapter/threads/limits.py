@@ -1,0 +1,113 @@
+"""Admission limits: how many runs may stream at once, in all and per user.
+
+``--max-active-runs N`` bounds the whole server (all replicas together on a
+shared store) and answers ``SERVER_BUSY`` (503) beyond it;
+``--max-active-runs-per-user M`` bounds each user (the verified principal,
+else the body's ``userId``; runs without one share one anonymous count) and
+answers ``TOO_MANY_RUNS`` (429). Both carry ``Retry-After``.
+
+A run holds a slot from just before its admission until its stream ends, so
+a refused request never loads, creates or claims a thread and never reaches
+the runtime. Slots are counted where the threads live (:mod:`.slots`, one
+per store): in this process's memory for the file store, whose state
+folder belongs to one process, and in Redis for the shared store, where a
+slot is a lease that the replica renews while the run streams, so that the
+slots of a replica that dies lapse within one lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+
+from ..errors import AdapterError, ErrorCode
+from .slots import RunSlot, RunSlots
+from .store import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+#: ``Retry-After`` of a refusal: seconds after which trying again is worth it.
+#: A hint, not a reservation; it is also the default lease of a slot in Redis,
+#: the longest a dead replica's slots can keep counting.
+RETRY_AFTER_SECONDS = 5
+
+
+class LimitReached(AdapterError):
+    """``SERVER_BUSY`` or ``TOO_MANY_RUNS``, answered with ``Retry-After``."""
+
+    def __init__(self, code: ErrorCode, retry_after: int = RETRY_AFTER_SECONDS) -> None:
+        super().__init__(code)
+        self.retry_after = retry_after
+
+    def response_headers(self) -> dict[str, str]:
+        """``Retry-After``: whole seconds (RFC 9110, 10.2.3)."""
+        return {"Retry-After": str(self.retry_after)}
+
+
+class AdmissionLimits:
+    """The gate the run handler passes before admission, and leaves when the run ends."""
+
+    def __init__(self, slots: RunSlots, max_total: int | None = None, max_per_user: int | None = None) -> None:
+        self.slots = slots
+        self.max_total = max_total
+        self.max_per_user = max_per_user
+        #: Slots this process holds, renewed together while their runs stream.
+        self.held: dict[str, RunSlot] = {}
+        self._renewer: asyncio.Task[None] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any limit is configured (without one, nothing is counted)."""
+        return self.max_total is not None or self.max_per_user is not None
+
+    async def start(self) -> None:
+        """Renew held slots every third of a lease (stores whose slots lapse)."""
+        lease = self.slots.lease_seconds
+        if self.enabled and lease is not None:
+            self._renewer = asyncio.create_task(self._renew_forever(lease / 3), name="run-slot-renewer")
+
+    async def close(self) -> None:
+        """Stop renewing (released or not, the slots then lapse by themselves)."""
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+
+    async def acquire(self, user: str | None) -> RunSlot | None:
+        """A slot for a run of ``user``; ``LimitReached`` when a limit says no.
+
+        ``None`` when no limit is configured: nothing is counted then.
+        """
+        if not self.enabled:
+            return None
+        slot = RunSlot(f"slot-{uuid.uuid4()}", user or "")
+        try:
+            taken = await self.slots.take(slot, self.max_total, self.max_per_user)
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
+        if taken == "user_full":
+            raise LimitReached(ErrorCode.TOO_MANY_RUNS)
+        if taken == "server_full":
+            raise LimitReached(ErrorCode.SERVER_BUSY)
+        self.held[slot.slot_id] = slot
+        return slot
+
+    async def release(self, slot: RunSlot | None) -> None:
+        """Give a slot back (``None``: nothing was counted)."""
+        if slot is None:
+            return
+        self.held.pop(slot.slot_id, None)
+        await self.slots.release(slot)
+
+    async def _renew_forever(self, every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            if not self.held:
+                continue
+            try:
+                await self.slots.renew(list(self.held.values()))
+            except StoreUnavailable as exc:
+                log.warning("run slots not renewed (they lapse if this goes on): %s", exc)
