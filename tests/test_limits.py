@@ -194,3 +194,12 @@ async def test_without_limits_nothing_is_refused(adapter: RunningAdapter, worksp
     async with streaming(adapter) as open_run:
         for index in range(4):
             await open_run(slow(f"n-{index}", workspace, userId="same"))
+
+
+def test_a_limit_below_one_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from aguiadapter.cli import build_parser
+
+    for option in ("--max-active-runs", "--max-active-runs-per-user"):
+        with pytest.raises(SystemExit) as stopped:
+            build_parser({}).parse_args([option, "0"])
+        assert stopped.value.code == 2 and "must be at least 1" in capsys.readouterr().err
