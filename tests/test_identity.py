@@ -363,3 +363,18 @@ async def test_an_unusable_jwks_file_stops_the_start(tmp_path: Path) -> None:
     env = {"IAC_CODE_AGUI_JWT_JWKS_FILE": str(empty)}
     refused = await asyncio.to_thread(run_cli, tmp_path, env=env)
     assert refused.returncode == 2 and "no usable key" in refused.stderr
+
+
+async def test_the_shared_token_mode_answers_401_with_the_same_challenge(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    shared = await start(tmp_path, demo, None, auth_token="shared-secret")
+    try:
+        body = run_body(thread_id="t-shared", text="hi", cwd=str(workspace))
+        missing, wrong = await shared.run(body), await shared.run(body, bearer("guess"))
+        assert missing.status == wrong.status == 401
+        assert missing.headers["WWW-Authenticate"] == 'Bearer realm="aguiadapter"'
+        assert wrong.headers["WWW-Authenticate"] == 'Bearer realm="aguiadapter", error="invalid_token"'
+        assert (await shared.run(body, bearer("shared-secret"))).status == 200
+    finally:
+        await shared.close()
