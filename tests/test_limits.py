@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream
+from tests.support.eventually import eventually
 from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer, write_jwks
 
 SESSION_EVENT = b"iac-code.session.v1"
@@ -78,12 +79,13 @@ async def no_record(adapter: RunningAdapter, thread_id: str) -> bool:
 
 async def eventually_admitted(adapter: RunningAdapter, body: dict[str, Any], headers: dict[str, str]) -> Reply:
     """A run that a slot freed by a run just ended lets in (its handler returns right after the stream)."""
-    deadline = time.monotonic() + 5
-    while True:
-        reply = await adapter.run({**body, "runId": f"{body['runId']}-{time.monotonic_ns()}"}, headers)
-        if reply.status != 429 or time.monotonic() > deadline:
-            return reply
-        await asyncio.sleep(0.05)
+    attempts = itertools.count()
+
+    async def admitted() -> Reply | None:
+        reply = await adapter.run({**body, "runId": f"{body['runId']}-{next(attempts)}"}, headers)
+        return None if reply.status == 429 else reply
+
+    return await eventually(admitted, "the freed slot admits the run", interval=0.05)
 
 
 async def metrics_text(adapter: RunningAdapter) -> str:
