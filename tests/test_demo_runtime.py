@@ -217,6 +217,15 @@ async def test_slow_turn_sends_a_delta_every_fifth_of_a_second(client: Client) -
     assert_end_of_turn(events[-1])
 
 
+async def test_silent_turn_sends_one_delta_then_nothing_until_its_end(client: Client) -> None:
+    started = asyncio.get_running_loop().time()
+    events = await send(client, user("silent 0.5"))
+    assert deltas(events) == ["waiting. "]
+    assert asyncio.get_running_loop().time() - started >= 0.5
+    assert final_text(events) == "waiting. "
+    assert_end_of_turn(events[-1])
+
+
 async def test_firehose_sends_every_delta_the_sdk_can_parse(client: Client) -> None:
     events = await send(client, user("firehose 3000"))
     pieces = deltas(events)

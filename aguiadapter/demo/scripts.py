@@ -14,6 +14,8 @@ first word             what happens
                        ``artifactUpdate`` (the listing as a file), completed, reply, end.
 ``slow [seconds]``     One text delta every 0.2 s for *seconds* (default 30), then usage,
                        final text, end of turn. For cancel/disconnect/heartbeat tests.
+``silent [seconds]``   One text delta, then nothing at all for *seconds* (default 60), then
+                       usage, final text, end of turn. For idle-stream capacity tests.
 ``fail``               Some text, then ``TASK_STATE_FAILED`` with an agent message and
                        ``metadata.iac_code.error = {retryable: false, errorId}``.
 ``rpcerror``           Two text deltas, then a JSON-RPC error object (-32603) in the
@@ -427,6 +429,14 @@ def slow_turn(ctx: TurnContext, args: str, text: str) -> Iterator[Step]:
     yield from finish_reply(ctx, "".join(chunks))
 
 
+def silent_turn(ctx: TurnContext, args: str, text: str) -> Iterator[Step]:
+    """One delta, then silence: a stream that waits on a quiet runtime."""
+    seconds = _number(args, 60.0, 0.0, 86_400.0)
+    yield from text_deltas(ctx, ["waiting. "])
+    yield Sleep(seconds)
+    yield from finish_reply(ctx, "waiting. ")
+
+
 def fail_turn(ctx: TurnContext, args: str, text: str) -> Iterator[Step]:
     """Some text, then the task fails with an explanation."""
     yield from text_deltas(ctx, ["Trying to do that", " now..."])
@@ -582,6 +592,7 @@ BEHAVIOURS: Final[Mapping[str, Behaviour]] = {
     "think": think_turn,
     "tool": tool_turn,
     "slow": slow_turn,
+    "silent": silent_turn,
     "fail": fail_turn,
     "rpcerror": rpcerror_turn,
     "firehose": firehose_turn,
