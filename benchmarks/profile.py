@@ -100,7 +100,7 @@ async def profile(args: argparse.Namespace) -> int:
             await _start_with(bench, None)
             py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
             spy = subprocess.Popen([py_spy, "record", "--pid", str(bench.targets[0].server.pid), "--rate",
-                                    str(args.rate), "--format", "raw", "--output", str(output), "--nonblocking"],
+                                    str(args.rate), "--format", "raw", "--output", str(output), "--nonblocking", *(["--gil"] if args.gil else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             await asyncio.sleep(1.0)
         target: Target = bench.targets[0]
@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--short", action="store_true", help="many short runs (time to first event)")
     parser.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
+    parser.add_argument("--gil", action="store_true", help="py-spy: only the thread holding the GIL (CPU in Python)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--out", default=None)
     parser.add_argument("--work-dir", default=None)
