@@ -149,11 +149,12 @@ class _SseProtocol(asyncio.Protocol):
     """
 
     def __init__(self, result: StreamResult, text_mark: bytes, keep_body: bool,
-                 opened: asyncio.Event | None) -> None:
+                 opened: asyncio.Event | None, texted: asyncio.Event | None = None) -> None:
         self.result = result
         self.text_mark = text_mark
         self.keep_body = keep_body
         self.opened = opened
+        self.texted = texted
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
         self._head = b""
@@ -248,6 +249,8 @@ class _SseProtocol(asyncio.Protocol):
             result.texts += texts
             if result.first_text is None:
                 result.first_text = time.perf_counter()
+                if self.texted is not None:
+                    self.texted.set()
         if b"\n:" in buf:
             result.comments += buf.count(COMMENT_MARK) - carry.count(COMMENT_MARK)
         self._carry = buf[-_CARRY:]
@@ -289,11 +292,12 @@ async def stream(
     keep_body: bool = False,
     opened: asyncio.Event | None = None,
     result: StreamResult | None = None,
+    texted: asyncio.Event | None = None,
 ) -> StreamResult:
     """POST *body* to *url* (a loopback ``http://host:port/``) and read the SSE reply to its end.
 
     One fresh connection per request (``Connection: close``). *opened* is set
-    at the first event. Pass *result* to watch a stream that will be
+    at the first event, *texted* at the first text delta. Pass *result* to watch a stream that will be
     cancelled (the idle measure): it is filled as data arrives.
     """
     parsed = urlsplit(url)
@@ -307,7 +311,7 @@ async def stream(
     result.started = time.perf_counter()
     try:
         transport, protocol = await loop.create_connection(
-            lambda: _SseProtocol(result, text_mark, keep_body, opened), host, port
+            lambda: _SseProtocol(result, text_mark, keep_body, opened, texted), host, port
         )
     except OSError as exc:
         result.ended = time.perf_counter()

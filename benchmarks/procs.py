@@ -34,13 +34,26 @@ def free_port() -> int:
 
 
 def raise_fd_limit(wanted: int = 65536) -> int:
-    """Raise this process's soft open-files limit (children inherit it)."""
+    """Raise this process's open-files limit (children inherit it): the soft
+    limit up to the hard one, and the hard one too where that is allowed
+    (root). Returns the soft limit in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
+            return wanted
+        except (ValueError, OSError):
+            pass
     target = min(hard, wanted) if hard != resource.RLIM_INFINITY else wanted
     if soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         soft = target
     return soft
+
+
+def fd_limit() -> int:
+    """The soft open-files limit of this process (what a child inherits)."""
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def _children_map() -> dict[int, list[int]]:

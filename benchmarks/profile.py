@@ -100,7 +100,8 @@ async def profile(args: argparse.Namespace) -> int:
             await _start_with(bench, None)
             py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
             spy = subprocess.Popen([py_spy, "record", "--pid", str(bench.targets[0].server.pid), "--rate",
-                                    str(args.rate), "--format", "raw", "--output", str(output), "--nonblocking", *(["--gil"] if args.gil else [])],
+                                    str(args.rate), "--format", "raw", "--output", str(output), "--nonblocking",
+                                    *(["--gil"] if args.gil else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             await asyncio.sleep(1.0)
         target: Target = bench.targets[0]

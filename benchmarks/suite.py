@@ -40,10 +40,12 @@ from .client import (
     run_body,
     stream,
 )
-from .procs import RedisServer, Server, free_port, raise_fd_limit, wait_quiet
+from .procs import RedisServer, Server, fd_limit, free_port, raise_fd_limit, wait_quiet
 from .report import (
     ADAPTER,
     ADAPTER_REDIS,
+    BIG_KEYS,
+    CAPACITY_KEYS,
     COLUMN_KEYS,
     IAC,
     RELAY,
@@ -70,7 +72,8 @@ class Sizes:
     reps: int
     firehose: int
     short_text: str
-    ttf_reps: int
+    short_rounds: int
+    short_batch: int
     conc_levels: tuple[int, int]
     conc_events: int
     conc_reps: int
@@ -86,6 +89,19 @@ class Sizes:
     cost_rounds: int = 2
     cost_batch: int = 3
     cost_text: str = "firehose 1"
+    #: Idle capacity (9.): streams on a silent runtime, how long they wait, repetitions.
+    cap_streams: int = 5
+    cap_hold: float = 3.0
+    cap_reps: int = 1
+    #: The heartbeat interval of the adapter in 9. and 10. (the default, 15 s, in full runs).
+    cap_heartbeat: float = 1.0
+    #: 10.: the one-process capacity check (adapter only).
+    big_streams: int = 8
+    big_hold: float = 3.0
+    #: Streams being opened at once (a client that opens thousands at the same
+    #: instant measures the kernel's listen backlog, not the server).
+    open_in_flight: int = 64
+    cap_ramp_limit: float = 10.0
 
     def public(self) -> dict[str, Any]:
         """The sizes named in column labels and in the JSON."""
@@ -94,7 +110,8 @@ class Sizes:
             "firehose": self.firehose,
             "reps": self.reps,
             "short_text": self.short_text,
-            "ttf_reps": self.ttf_reps,
+            "short_rounds": self.short_rounds,
+            "short_batch": self.short_batch,
             "conc_low": self.conc_levels[0],
             "conc_high": self.conc_levels[1],
             "conc_events_per_run": self.conc_events,
@@ -111,27 +128,39 @@ class Sizes:
             "cost_text": self.cost_text,
             "cost_rounds": self.cost_rounds,
             "cost_batch": self.cost_batch,
+            "cap_streams": self.cap_streams,
+            "cap_hold_s": self.cap_hold,
+            "cap_reps": self.cap_reps,
+            "cap_heartbeat_s": self.cap_heartbeat,
+            "big_streams": self.big_streams,
+            "big_hold_s": self.big_hold,
+            "open_in_flight": self.open_in_flight,
         }
 
 
 PROFILES = {
-    "full": Sizes("full", reps=7, firehose=20_000, short_text="firehose 20", ttf_reps=20,
-                  conc_levels=(50, 200), conc_events=1000, conc_reps=3,
+    "full": Sizes("full", reps=7, firehose=20_000, short_text="firehose 5", short_rounds=7, short_batch=30,
+                  conc_levels=(50, 200), conc_events=500, conc_reps=3,
                   idle_streams=1000, idle_seconds=120.0, idle_reps=3, idle_ramp_limit=45.0,
                   startup_files=(0, 10_000, 100_000), startup_reps=9, interrupt_reps=7,
-                  warmup=2000, run_timeout=300.0, cost_rounds=7, cost_batch=80),
-    "quick": Sizes("quick", reps=3, firehose=20_000, short_text="firehose 20", ttf_reps=10,
+                  warmup=2000, run_timeout=300.0, cost_rounds=7, cost_batch=80,
+                  cap_streams=2000, cap_hold=40.0, cap_reps=3, cap_heartbeat=15.0,
+                  big_streams=10_000, big_hold=20.0, cap_ramp_limit=120.0),
+    "quick": Sizes("quick", reps=3, firehose=20_000, short_text="firehose 5", short_rounds=3, short_batch=30,
                    conc_levels=(50, 200), conc_events=500, conc_reps=2,
                    idle_streams=1000, idle_seconds=120.0, idle_reps=1, idle_ramp_limit=45.0,
                    startup_files=(0, 10_000, 100_000), startup_reps=3, interrupt_reps=3,
-                   warmup=1000, run_timeout=180.0, cost_rounds=4, cost_batch=50),
-    "smoke": Sizes("smoke", reps=2, firehose=300, short_text="firehose 5", ttf_reps=2,
+                   warmup=1000, run_timeout=180.0, cost_rounds=4, cost_batch=50,
+                   cap_streams=2000, cap_hold=40.0, cap_reps=1, cap_heartbeat=15.0,
+                   big_streams=10_000, big_hold=20.0, cap_ramp_limit=120.0),
+    "smoke": Sizes("smoke", reps=2, firehose=300, short_text="firehose 5", short_rounds=2, short_batch=3,
                    conc_levels=(3, 6), conc_events=20, conc_reps=1,
                    idle_streams=5, idle_seconds=10.0, idle_reps=1, idle_ramp_limit=5.0,
                    startup_files=(0, 10, 100), startup_reps=1, interrupt_reps=1,
                    warmup=50, run_timeout=60.0, cost_rounds=2, cost_batch=3),
 }
-MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle")
+MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
+            "capacity")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -177,12 +206,14 @@ class Bench:
     def _adapter_server(self, state_dir: Path, port: int, name: str = "adapter",
                         launcher: Sequence[str] | None = None, a2a_url: str | None = None,
                         store: str | None = None, extra_args: Sequence[str] = (),
-                        env_extra: dict[str, str] | None = None) -> Server:
+                        env_extra: dict[str, str] | None = None, heartbeat: float | None = None) -> Server:
         launcher = launcher or [sys.executable, "-m", "aguiadapter"]
         argv = [*launcher, "--host", "127.0.0.1", "--port", str(port),
                 "--a2a-url", a2a_url or self.runtime_url, "--state-dir", str(state_dir), *extra_args]
         if store is not None:
             argv += ["--store", store]
+        if heartbeat is not None:
+            argv += ["--heartbeat-seconds", f"{heartbeat:g}"]
         # Tracing only where a measure asks for it, whatever this shell's OTEL_* say.
         env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
         env.update({"IAC_CODE_AGUI_ALLOWED_CWDS": str(self.ws_root), **(env_extra or {})})
@@ -310,15 +341,36 @@ class Bench:
                 self.results.add(target.key, "rss_idle_mb", value)
 
     async def measure_ttf(self) -> None:
-        """3. Time to the first event and to the first text delta of a short run."""
-        for rep in range(self.sizes.ttf_reps):
+        """3. Short runs: time to the first event, to the first text delta, to
+        the end, and the server's CPU per run.
+
+        Each round runs a batch of sequential short runs (a new thread each)
+        on every target in rotating order; per batch, the medians of the
+        client's times, and the CPU the server's process tree used over the
+        batch (read once it went quiet again) divided by the runs.
+        """
+        batch = self.sizes.short_batch
+        for rep in range(self.sizes.short_rounds):
             for target in self.rotation(self.targets, rep):
-                await asyncio.sleep(0.02)
-                result = await self.bounded_run(target, self.sizes.short_text)
-                if not self.ok(target, result) or result.ttft is None or result.ttfe is None:
+                await self.settle(target.server)
+                cpu0 = target.server.cpu()
+                ttfe, ttft, walls = [], [], []
+                for _ in range(batch):
+                    result = await self.bounded_run(target, self.sizes.short_text)
+                    if not self.ok(target, result) or result.ttft is None or result.ttfe is None:
+                        continue
+                    ttfe.append(result.ttfe)
+                    ttft.append(result.ttft)
+                    walls.append(result.seconds)
+                await wait_quiet([target.server], timeout=2.0)
+                cpu1 = target.server.cpu()
+                if len(walls) < batch:
+                    self.results.note(target.key, "errors", f"short runs: {batch - len(walls)} of {batch} failed")
                     continue
-                self.results.add(target.key, "ttfe_ms", result.ttfe * 1000)
-                self.results.add(target.key, "ttft_ms", result.ttft * 1000)
+                self.results.add(target.key, "ttfe_ms", statistics.median(ttfe) * 1000)
+                self.results.add(target.key, "ttft_ms", statistics.median(ttft) * 1000)
+                self.results.add(target.key, "short_run_ms", statistics.median(walls) * 1000)
+                self.results.add(target.key, "short_cpu_ms", (cpu1 - cpu0) / batch * 1000)
 
     async def measure_throughput(self) -> None:
         """1. and 2. One long firehose run: events/s at the client, CPU per 10k events."""
@@ -349,6 +401,7 @@ class Bench:
             for rep in range(self.sizes.conc_reps):
                 for target in self.rotation(self.targets, rep):
                     await self.settle(target.server)
+                    peak = _PeakRss(target.server)
                     start = time.perf_counter()
                     runs = [self.one_run(target, f"firehose {n}") for _ in range(level)]
                     try:
@@ -356,6 +409,8 @@ class Bench:
                     except asyncio.TimeoutError:
                         self.results.note(target.key, "errors", f"{level} runs: over {self.sizes.run_timeout} s")
                         continue
+                    finally:
+                        highest = await peak.stop()
                     good = [r for r in results if self.ok(target, r) and r.texts >= n]
                     if len(good) < level:
                         self.results.note(target.key, "errors", f"{level} runs: {level - len(good)} failed")
@@ -365,6 +420,7 @@ class Bench:
                     self.results.add(target.key, f"{prefix}_eps", events / max(done))
                     self.results.add(target.key, f"{prefix}_p50_s", percentile(done, 0.50))
                     self.results.add(target.key, f"{prefix}_p99_s", percentile(done, 0.99))
+                    self.results.add(target.key, f"{prefix}_peak_rss_mb", highest / MB)
 
     async def measure_idle(self) -> None:
         """5. Many open streams in a slow run: RSS with them open, RSS per stream.
@@ -386,8 +442,9 @@ class Bench:
                     target.server.stop()
                     runtime.stop()
 
-    async def _fresh_pair(self, key: str, tag: str) -> tuple[Server, Target]:
-        """A new runtime and a new *key* target in front of it, warmed up."""
+    async def _fresh_pair(self, key: str, tag: str, heartbeat: float | None = None) -> tuple[Server, Target]:
+        """A new runtime and a new *key* target in front of it, warmed up
+        (``heartbeat``: the adapter's heartbeat interval, default its own)."""
         port = free_port()
         runtime = Server(f"runtime-{tag}", [sys.executable, "-m", "aguiadapter.demo", "--port", str(port)],
                          port=port, log_path=self.work / "logs" / f"runtime-{tag}.log")
@@ -397,7 +454,7 @@ class Bench:
         if key == ADAPTER:
             shutil.rmtree(self.work / f"state-adapter-{tag}", ignore_errors=True)
             server = self._adapter_server(self.work / f"state-adapter-{tag}", free_port(), name=f"adapter-{tag}",
-                                          a2a_url=url)
+                                          a2a_url=url, heartbeat=heartbeat)
         elif key == IAC:
             server = self._iac_server(free_port(), name=f"iac-code-agui-{tag}", a2a_url=url)
         else:
@@ -459,6 +516,126 @@ class Bench:
         if opened:
             self.results.add(target.key, "rss_streams_mb", held / MB)
             self.results.add(target.key, "rss_per_stream_kb", (held - base) / opened / 1024)
+
+    async def measure_capacity(self) -> None:
+        """9. and 10. Streams waiting on a silent runtime (``silent``: one text
+        delta, then nothing): how long it takes to open them all, memory per
+        stream, CPU while they wait, and whether heartbeats still go out.
+
+        9. runs every AG-UI target with ``cap_streams`` streams; 10. runs the
+        adapter alone with ``big_streams`` (10,000 in a full run) to show that
+        one process holds them. Each sample has a fresh runtime and target.
+        Streams are opened ``open_in_flight`` at a time: a stream leaves that
+        window once its first text delta arrived (it then really waits in
+        the runtime's silence).
+        """
+        sizes = self.sizes
+        for key in (RUNTIME,):
+            for column in CAPACITY_KEYS + BIG_KEYS:
+                self.results.na(key, column, "the runtime is not an AG-UI server")
+        for key in (IAC, RELAY):
+            for column in BIG_KEYS:
+                self.results.na(key, column, "adapter only (the target is that one adapter process holds them)")
+        keys = [t.key for t in self.targets if t.kind == "agui"]
+        unable: set[str] = set()
+        for rep in range(sizes.cap_reps):
+            for key in self.rotation(keys, rep):
+                if key in unable:
+                    continue
+                fact = await self._capacity_run(key, f"cap-{rep}", sizes.cap_streams, sizes.cap_hold, "cap")
+                if fact["streaming"] < fact["streams"]:
+                    # A target that cannot hold the load will not next time either.
+                    unable.add(key)
+        if ADAPTER in keys:
+            count = sizes.big_streams
+            # Each stream is two sockets in the adapter (client and runtime).
+            fits = (fd_limit() - 256) // 2
+            if fits < count:
+                self.results.note(ADAPTER, "big_reduced", {"wanted": count, "measured": fits,
+                                                           "fd_limit": fd_limit()})
+                count = fits
+            await self._capacity_run(ADAPTER, "big", count, sizes.big_hold, "big")
+
+    async def _capacity_run(self, key: str, tag: str, count: int, hold: float, prefix: str) -> dict[str, Any]:
+        heartbeat = self.sizes.cap_heartbeat
+        runtime, target = await self._fresh_pair(key, tag, heartbeat=heartbeat)
+        try:
+            return await self._capacity_sample(target, count, hold, prefix)
+        finally:
+            target.server.stop()
+            runtime.stop()
+
+    async def _capacity_sample(self, target: Target, count: int, hold: float, prefix: str) -> dict[str, Any]:
+        sizes = self.sizes
+        await wait_quiet([target.server], timeout=5.0)
+        base = statistics.median([target.server.rss() for _ in range(3)])
+        # The runtime stays silent well past the ramp and the hold.
+        text = f"silent {sizes.cap_ramp_limit + hold + 60:g}"
+        holders = [StreamResult() for _ in range(count)]
+        window = asyncio.Semaphore(sizes.open_in_flight)
+        began = time.perf_counter()
+
+        async def one(holder: StreamResult) -> None:
+            texted = asyncio.Event()
+            await window.acquire()
+            run = asyncio.create_task(self._capacity_stream(target, text, holder, texted))
+            waiter = asyncio.create_task(texted.wait())
+            try:
+                await asyncio.wait([run, waiter], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                window.release()
+                waiter.cancel()
+            await run
+
+        tasks = [asyncio.create_task(one(holder)) for holder in holders]
+        best, best_at = 0, began
+        while time.perf_counter() - began < sizes.cap_ramp_limit:
+            inside = sum(1 for h in holders if h.first_text is not None)
+            if inside == count or all(task.done() for task in tasks):
+                break
+            now = time.perf_counter()
+            if inside > best:
+                best, best_at = inside, now
+            elif now - best_at > 5.0:
+                break
+            await asyncio.sleep(0.05)
+        texts = [h.first_text for h in holders if h.first_text is not None]
+        all_in = len(texts) == count
+        opened_s = (max(texts) - began) if texts else None
+        # Let the last admissions settle, then watch the waiting streams.
+        await asyncio.sleep(1.0)
+        comments0 = [h.comments for h in holders]
+        cpu0, at0 = target.server.cpu(), time.perf_counter()
+        await asyncio.sleep(hold)
+        cpu1, at1 = target.server.cpu(), time.perf_counter()
+        held = statistics.median([target.server.rss() for _ in range(3)])
+        streaming = sum(1 for h, task in zip(holders, tasks, strict=True)
+                        if h.first_text is not None and not task.done())
+        beats = [h.comments - c0 for h, c0 in zip(holders, comments0, strict=True) if h.first_text is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        errors = [h.error for h in holders if h.error][:3]
+        fact = {"streams": count, "streaming": streaming, "opened_s": None if opened_s is None else round(opened_s, 2),
+                "hold_s": hold, "heartbeat_s": self.sizes.cap_heartbeat if target.key == ADAPTER else None,
+                "heartbeats_min": min(beats) if beats else 0, "heartbeats_total": sum(beats), "errors": errors}
+        self.results.note(target.key, prefix, fact)
+        self.results.add(target.key, f"{prefix}_streaming_frac", streaming / count)
+        if not all_in or streaming < count:
+            why = (f"held {streaming} of {count} streams (the others got no text within "
+                   f"{sizes.cap_ramp_limit:g} s or ended)")
+            self.results.note(target.key, "errors", f"capacity: {why}")
+            for column in (f"{prefix}_open_s", f"{prefix}_rss_per_stream_kb", f"{prefix}_idle_cores"):
+                self.results.na(target.key, column, why)
+            return fact
+        self.results.add(target.key, f"{prefix}_open_s", opened_s or 0.0)
+        self.results.add(target.key, f"{prefix}_rss_per_stream_kb", (held - base) / count / 1024)
+        self.results.add(target.key, f"{prefix}_idle_cores", (cpu1 - cpu0) / (at1 - at0))
+        self.results.add(target.key, f"{prefix}_heartbeats_min", float(min(beats)))
+        return fact
+
+    async def _capacity_stream(self, target: Target, text: str, holder: StreamResult, texted: asyncio.Event) -> None:
+        await stream(target.server.url, run_body(text, cwd=self.cwd), result=holder, texted=texted)
 
     async def measure_interrupt(self) -> None:
         """7. permission → interrupt → resume (allow_once) → success, against the runtime's own round trip."""
@@ -685,6 +862,27 @@ class Bench:
         return self._relay_server(port, name="startup-relay")
 
 
+class _PeakRss:
+    """The highest RSS of a server's process tree while it runs, sampled every 10 ms."""
+
+    def __init__(self, server: Server, interval: float = 0.01) -> None:
+        self.server = server
+        self.interval = interval
+        self.highest = server.rss()
+        self._task = asyncio.create_task(self._sample())
+
+    async def _sample(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.highest = max(self.highest, self.server.rss())
+
+    async def stop(self) -> int:
+        """Stop sampling; the highest RSS seen, in bytes."""
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        return max(self.highest, self.server.rss())
+
+
 def redis_unavailable() -> str | None:
     """Why the Redis-store target cannot run here, or ``None``."""
     if shutil.which("redis-server") is None:
@@ -779,6 +977,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
     def log(text: str) -> None:
         print(text, flush=True)
 
+    load_start = _load_average()
+    log(f"load average at start: {load_start} on {os.cpu_count()} cores (other work on the machine adds noise)")
     iac_venv, skipped = _find_iac(args, profile, log)
     if skipped:
         log(f"NOTE: {skipped}")
@@ -798,7 +998,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
             ("rss", bench.measure_rss), ("ttf", bench.measure_ttf), ("throughput", bench.measure_throughput),
             ("interrupt", bench.measure_interrupt), ("concurrency", bench.measure_concurrency),
             ("store", bench.measure_store), ("telemetry", bench.measure_telemetry),
-            ("startup", bench.measure_startup), ("idle", bench.measure_idle),
+            ("startup", bench.measure_startup), ("idle", bench.measure_idle), ("capacity", bench.measure_capacity),
         ]
         for name, step in steps:
             if name not in only:
@@ -812,6 +1012,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
         if not args.keep and args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     meta = _meta(sizes, iac_venv, skipped, began)
+    meta["load_average_start"], meta["load_average_end"] = load_start, _load_average()
+    meta["fd_limit"] = fd_limit()
     meta["relay_writes"] = "one per event" if args.relay_per_event_writes else "one per network chunk"
     meta["redis_store"] = {**bench.redis_meta, "redis_args": '--save "" --appendonly no (no persistence)'}
     document = to_json(bench.results, sizes.public(), meta)
@@ -837,9 +1039,19 @@ async def run(argv: Sequence[str] | None = None) -> int:
         print(f"NOTE: {skipped}")
     if bench.redis_meta.get("reason"):
         print(f"NOTE: Redis store not measured: {bench.redis_meta['reason']}")
+    print(f"load average (1, 5, 15 min): {meta['load_average_start']} at the start, "
+          f"{meta['load_average_end']} at the end, on {os.cpu_count()} cores")
     print(f"JSON written to {out}")
     print(f"total time {meta['duration_s']:.0f} s")
     return 0
+
+
+def _load_average() -> str:
+    """``1 5 15`` minute load averages (how busy the machine was)."""
+    try:
+        return " ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def _notes(results: Results) -> list[str]:
@@ -852,6 +1064,18 @@ def _notes(results: Results) -> list[str]:
                 f"(first text received) after {fact['ramp_s']} s, {fact['opened']} with a first event, "
                 f"{fact['heartbeats_seen']} heartbeats seen"
             )
+    for target, details in results.details.items():
+        for prefix, title in (("cap", "silent streams"), ("big", "silent streams, one process")):
+            for fact in details.get(prefix, []):
+                lines.append(
+                    f"{title}, {TARGET_LABELS[target]}: {fact['streaming']}/{fact['streams']} held, all open after "
+                    f"{fact['opened_s']} s, then {fact['hold_s']:g} s of waiting: heartbeats per stream min "
+                    f"{fact['heartbeats_min']}, total {fact['heartbeats_total']}"
+                    + (f"; errors {fact['errors']}" if fact["errors"] else "")
+                )
+        for reduced in details.get("big_reduced", []):
+            lines.append(f"10. measured {reduced['measured']:,} streams, not {reduced['wanted']:,}: the open-files "
+                         f"limit here is {reduced['fd_limit']:,} and each stream needs two sockets in the adapter")
     for other in (IAC, RELAY):
         for key in ("throughput_eps", "cpu_s_per_10k"):
             paired = results.paired_ratios(ADAPTER, other, key)

@@ -17,7 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.report import ADAPTER, ADAPTER_REDIS, COLUMN_KEYS, IAC, RELAY, RUNTIME, STORE_KEYS, TARGET_LABELS
+from benchmarks.report import (
+    ADAPTER,
+    ADAPTER_REDIS,
+    BIG_KEYS,
+    COLUMN_KEYS,
+    IAC,
+    RELAY,
+    RUNTIME,
+    STORE_KEYS,
+    TARGET_LABELS,
+)
 from benchmarks.telemetry import (
     METRICS,
     PLAIN,
@@ -68,14 +78,20 @@ def test_every_column_for_every_target(smoke_run: tuple[str, dict]) -> None:  # 
 
 def test_adapter_and_relay_are_measured(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
     _, document = smoke_run
-    always = ("throughput_eps", "cpu_s_per_10k", "ttfe_ms", "ttft_ms", "conc_low_eps", "conc_low_p99_s",
-              "conc_high_eps", "conc_high_p99_s", "rss_idle_mb", "rss_streams_mb", "rss_per_stream_kb",
-              "startup_empty_ms")
+    always = ("throughput_eps", "cpu_s_per_10k", "ttfe_ms", "ttft_ms", "short_run_ms", "short_cpu_ms",
+              "conc_low_eps", "conc_low_p99_s", "conc_high_eps", "conc_high_p99_s", "conc_high_peak_rss_mb",
+              "rss_idle_mb", "rss_streams_mb", "rss_per_stream_kb", "startup_empty_ms",
+              "cap_streaming_frac", "cap_open_s", "cap_rss_per_stream_kb", "cap_idle_cores", "cap_heartbeats_min")
     for target in (ADAPTER, RELAY):
         for key in always:
             assert "median" in document["results"][target][key], (target, key, document["results"][target][key])
-    for key in ("startup_mid_ms", "startup_large_ms"):
-        assert "median" in document["results"][ADAPTER][key]
+    for key in ("startup_mid_ms", "startup_large_ms", *BIG_KEYS):
+        assert "median" in document["results"][ADAPTER][key], (key, document["results"][ADAPTER][key])
+    for key in BIG_KEYS:
+        assert document["results"][RELAY][key]["na"].startswith("n/a: adapter only")
+    # Heartbeats still go out while streams wait on a silent runtime (1 s apart in the smoke run).
+    assert document["results"][ADAPTER]["cap_heartbeats_min"]["median"] >= 1
+    assert document["results"][ADAPTER]["cap_streaming_frac"]["median"] == 1.0
     assert "median" in document["results"][RUNTIME]["throughput_eps"]
     assert "median" in document["results"][RUNTIME]["interrupt_rt_ms"]
     # The interrupt column holds a round trip, or says plainly why not.
