@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
+from statemachine.exceptions import TransitionNotAllowed
 
 from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.protocol.inputs import ResumeEntry
@@ -176,6 +177,56 @@ def test_each_transition_moves_the_record_and_announces_its_events(row: tuple[st
     events = take(tm.restore(record)) or []
     assert record.state is target
     assert [event["type"] for event in events] == announced
+
+
+@pytest.mark.parametrize("state", list(ThreadState))
+def test_the_allowed_events_table_is_what_the_machine_itself_allows(state: ThreadState) -> None:
+    machine = tm.ThreadMachine(record_in(state))
+    assert tm.ALLOWED[state] == {event.id for event in machine.allowed_events}
+    for event in ("start_turn", "resume", "bind_task", "finish", "expire"):
+        assert tm.allowed(machine.record, event) is machine.allows(event) is tm.restore(machine.record).allows(event)
+
+
+@pytest.mark.parametrize("row", declared_transitions(), ids=lambda row: "-".join(part for part in row if part))
+def test_a_run_takes_each_transition_exactly_as_python_statemachine_does(row: tuple[str, str, str, str]) -> None:
+    make, take, _, _ = SCENARIOS[row]
+    by_library, by_run = make(), make()
+    assert take(tm.ThreadMachine(by_library)) == take(tm.restore(by_run))
+    assert by_run == by_library
+
+
+@pytest.mark.parametrize("state", list(ThreadState))
+@pytest.mark.parametrize("event", sorted({row[0] for row in declared_transitions()}))
+def test_a_transition_the_state_refuses_is_refused_the_same_way(state: ThreadState, event: str) -> None:
+    if tm.allowed(record_in(state), event) and event != "follow":
+        return
+    # ``follow`` from running needs its guard: without taken answers it is refused too.
+    outcomes = []
+    for machine in (tm.ThreadMachine(record_in(state)), tm.restore(record_in(state))):
+        try:
+            machine.send(event, binding=binding(), taken=())
+        except TransitionNotAllowed as exc:
+            outcomes.append(type(exc))
+        else:
+            outcomes.append(machine.record.state)
+    assert outcomes[0] == outcomes[1]
+
+
+def test_one_machine_carries_a_whole_run_like_a_fresh_one_per_transition() -> None:
+    reused_record, fresh_record = record_in(ThreadState.IDLE), record_in(ThreadState.IDLE)
+    machine = tm.restore(reused_record)
+    steps: list[Callable[[tm.ThreadMachine], Any]] = [
+        lambda m: tm.start_turn(m, binding("run-5")),
+        lambda m: tm.bind_task(m, "task-5", "session-5"),
+        lambda m: tm.interrupt(m, [permission("permission-5")], []),
+        lambda m: tm.resume(m, binding("run-6"), answers_to(m.record, allow(m.record.pending_interrupts[0]))),
+        lambda m: tm.accept(m, ["permission-5"]),
+        lambda m: tm.finish(m, []),
+    ]
+    for step in steps:
+        assert step(machine) == step(tm.restore(fresh_record))
+        assert reused_record.state is fresh_record.state
+    assert reused_record.state is ThreadState.IDLE and reused_record.applied_answers == fresh_record.applied_answers
 
 
 # -------------------------------------------------------------- refusals

@@ -19,7 +19,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ..protocol.events import Event
 from .expiry import ExpiryScheduler
-from .machine import ThreadMachine, restore
+from .machine import Machine, restore
 from .record import ThreadRecord, ThreadState
 from .store import Claim, PersistenceError, StoreUnavailable, ThreadStore
 
@@ -56,7 +56,7 @@ class ThreadShell:
 
     async def apply(
         self,
-        transition: Callable[Concatenate[ThreadMachine, _P], _R],
+        transition: Callable[Concatenate[Machine, _P], _R],
         *args: _P.args,
         **kwargs: _P.kwargs,
     ) -> _R:
@@ -70,7 +70,7 @@ class ThreadShell:
 
     async def apply_best_effort(
         self,
-        transition: Callable[Concatenate[ThreadMachine, _P], _R],
+        transition: Callable[Concatenate[Machine, _P], _R],
         *args: _P.args,
         **kwargs: _P.kwargs,
     ) -> _R:
