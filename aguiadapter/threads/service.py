@@ -107,14 +107,20 @@ class ThreadService:
         (``principal``: the verified caller, who owns the threads they start)."""
         thread_id = run_input.thread_id
         request = _request_of(run_input, digest, cwd, principal)
-        known = await self._load(thread_id)
-        if known is not None:
-            tm.preflight(known, request)
+        # Claimed first, so that the record is read once: under the claim it
+        # cannot change. The refusals that need no claim are checked on it
+        # all the same, before anything else happens to the thread.
         claim = await self._claim(thread_id, run_input.run_id)
         if claim is None:
+            known = await self._load(thread_id)
+            if known is not None:
+                tm.preflight(known, request)
             raise AdapterError(ErrorCode.THREAD_BUSY)
         try:
-            record = await self._load(thread_id) or _new_record(run_input, cwd, principal)
+            known = await self._load(thread_id)
+            if known is not None:
+                tm.preflight(known, request)
+            record = known or _new_record(run_input, cwd, principal)
             shell = ThreadShell(self.store, self.expiry, claim, record)
             await self._recover(shell)
             plan = tm.admit(record, request, self.clock())
