@@ -156,7 +156,6 @@ class RunDriver:
         self.stop_reason: StopReason | None = None
         self.ended = asyncio.Event()
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
-        self._keeper: asyncio.Task[None] | None = None
         #: Answers of this run the runtime took.
         self._accepted: set[str] = set()
         self._view_restored = False
@@ -215,7 +214,7 @@ class RunDriver:
             self._over = True
             events = [events[0], *self.translator.opening(), *missed, *self.translator.finish(), *events[1:]]
         else:
-            self._keeper = asyncio.create_task(shell.keep_claim(lambda: self.stop("lease_lost")))
+            shell.keep_claim(lambda: self.stop("lease_lost"))
             if plan.kind is not tm.PlanKind.TURN:
                 events += self.translator.opening() + self.translator.reopen_steps()
                 view = self.ticket.view
@@ -244,8 +243,7 @@ class RunDriver:
             try:
                 await self._drive()
             finally:
-                if self._keeper is not None:
-                    self._keeper.cancel()
+                self.shell.stop_keeping()
                 await self.shell.release()
                 self._log_run()
         self.ended.set()
@@ -589,8 +587,7 @@ class RunDriver:
             events = await self.shell.apply_best_effort(transition, *args)
         else:
             events = await self.shell.apply(transition, *args)
-        if self._keeper is not None:
-            self._keeper.cancel()
+        self.shell.stop_keeping()
         await self.shell.release()
         try:
             await self._emit(events)

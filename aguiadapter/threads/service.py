@@ -34,6 +34,7 @@ from . import machine as tm
 from .access import may_read
 from .driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
+from .leases import LeaseKeeper
 from .record import RunKind, ThreadRecord, ThreadState
 from .shell import EventSink, ThreadShell
 from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
@@ -68,6 +69,8 @@ class ThreadService:
         self.clock = clock
         self.context = RunContext(self.runtime, interrupt_ttl_seconds, clock, telemetry)
         self.expiry = ExpiryScheduler(store, self.expire_thread, clock=clock)
+        #: Renews the leases of every claim this process holds, from one loop.
+        self.leases = LeaseKeeper(store)
         #: Active runs by execution id, for the cancel route and shutdown.
         self.active: dict[str, RunDriver] = {}
         #: Set on server shutdown: active runs are cancelled and told so.
@@ -121,7 +124,7 @@ class ThreadService:
             if known is not None:
                 tm.preflight(known, request)
             record = known or _new_record(run_input, cwd, principal)
-            shell = ThreadShell(self.store, self.expiry, claim, record)
+            shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
             plan = tm.admit(record, request, self.clock())
             view: TaskView | None = None
@@ -286,7 +289,7 @@ class ThreadService:
             record = await self._load(thread_id)
             if record is None or record.execution_id != execution_id:
                 return "already_terminal"
-            shell = ThreadShell(self.store, self.expiry, claim, record)
+            shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
             if record.state not in (ThreadState.INTERRUPTED, ThreadState.RUNNING):
                 return "already_terminal"
@@ -321,7 +324,7 @@ class ThreadService:
             if record is None:
                 await self.expiry.cancel(thread_id)
                 return
-            shell = ThreadShell(self.store, self.expiry, claim, record)
+            shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
             deadline = record.next_deadline
             if record.state is not ThreadState.INTERRUPTED or deadline is None:
@@ -350,6 +353,7 @@ class ThreadService:
             driver.stop("shutdown")
         await asyncio.gather(*(_ended(driver, SHUTDOWN_WAIT_SECONDS) for driver in drivers))
         await self.expiry.close()
+        await self.leases.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         await self.store.close()

@@ -10,18 +10,17 @@ what the transition announced. Nothing here decides anything.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ..protocol.events import Event
 from .expiry import ExpiryScheduler
+from .leases import LeaseKeeper
 from .machine import Machine, restore
 from .record import ThreadRecord, ThreadState
-from .store import Claim, PersistenceError, StoreUnavailable, ThreadStore
+from .store import Claim, PersistenceError, ThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +46,16 @@ class EventSink(Protocol):
 class ThreadShell:
     """One claimed thread: its record, and the way transitions reach the store."""
 
-    def __init__(self, store: ThreadStore, expiry: ExpiryScheduler, claim: Claim, record: ThreadRecord) -> None:
+    def __init__(
+        self, store: ThreadStore, expiry: ExpiryScheduler, claim: Claim, record: ThreadRecord, leases: LeaseKeeper
+    ) -> None:
         self.store = store
         self.expiry = expiry
         self.claim = claim
         self.record = record
+        self.leases = leases
         self._released = False
+        self._kept = False
 
     async def apply(
         self,
@@ -101,37 +104,26 @@ class ThreadShell:
         """Give the claim back (once)."""
         if not self._released:
             self._released = True
+            self.leases.forget(self.claim)
             await self.store.release(self.claim)
 
     # -------------------------------------------------------------- leases
-    async def keep_claim(self, on_lost: Callable[[], Any] | None = None) -> None:
-        """Renew the claim's lease until cancelled. A store that does not
-        answer is retried until the lease would have run out; a lost lease
-        calls ``on_lost`` (writes would be refused anyway: the store checks
-        the claim's fencing token)."""
-        lease = self.store.lease_seconds
-        renewed_at = time.monotonic()
-        while not self._released:
-            await asyncio.sleep(lease / 3)
-            try:
-                kept = await self.store.renew(self.claim)
-            except StoreUnavailable:
-                if time.monotonic() - renewed_at < lease:
-                    continue
-                kept = False
-            if kept:
-                renewed_at = time.monotonic()
-                continue
-            log.error("thread %s: lease lost by %s", self.claim.thread_id, self.claim.run_id)
-            if on_lost is not None:
-                on_lost()
-            return
+    def keep_claim(self, on_lost: Callable[[], Any] | None = None) -> None:
+        """Have the process's lease keeper renew the claim until
+        :meth:`stop_keeping` or :meth:`release`; a lost lease calls
+        ``on_lost``."""
+        if not self._kept and not self._released:
+            self._kept = True
+            self.leases.hold(self.claim, on_lost)
+
+    def stop_keeping(self) -> None:
+        """The run no longer needs its lease renewed (idempotent)."""
+        if self._kept:
+            self._kept = False
+            self.leases.drop(self.claim)
 
     @contextlib.asynccontextmanager
     async def renewing(self) -> AsyncIterator[None]:
         """Keep the lease alive around slow calls to the runtime."""
-        keeper = asyncio.create_task(self.keep_claim())
-        try:
+        async with self.leases.holding(self.claim):
             yield
-        finally:
-            keeper.cancel()
