@@ -1,0 +1,102 @@
+"""What crash recovery relies on: every event goes out after the record it depends on.
+
+A sink reads the thread's file from disk at every emit (what a process
+started after a crash would find) and checks, for a turn, an interrupt and
+its resume against the demo runtime:
+
+- ``RUN_STARTED`` only once the stored record names the run;
+- no event of a task before the stored record has its task id;
+- after a resume's answer was taken, nothing before the stored record
+  has it applied;
+- ``RUN_FINISHED`` only once the stored record says how the run ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aguiadapter.a2a.client import A2AClient
+from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.protocol.digest import canonical_digest
+from aguiadapter.protocol.parsing import parse_run_input
+from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.threads.record import ThreadRecord, ThreadState, record_from_json
+from aguiadapter.threads.service import ThreadService
+from tests.support.adapter import run_body
+
+
+class StoredRecordSink:
+    """Records, for each emit, the events and the record on disk at that moment."""
+
+    def __init__(self, store: FileThreadStore, thread_id: str) -> None:
+        self.path = store.path_for(thread_id)
+        self.emits: list[tuple[list[dict[str, Any]], ThreadRecord]] = []
+
+    async def emit(self, events: list[dict[str, Any]]) -> None:
+        self.emits.append((list(events), record_from_json(self.path.read_bytes())))
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return [event for events, _ in self.emits for event in events]
+
+
+@pytest.fixture
+async def service(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[ThreadService]:
+    client = A2AClient(demo.url)
+    running = ThreadService(FileThreadStore(tmp_path / "state"), client)
+    await running.start()
+    try:
+        yield running
+    finally:
+        await running.shutdown()
+        await client.close()
+
+
+async def run(service: ThreadService, body: dict[str, Any]) -> StoredRecordSink:
+    run_input = parse_run_input(body)
+    ticket = await service.admit(run_input, canonical_digest(body), "en", body["forwardedProps"]["iacCode"]["cwd"])
+    assert isinstance(service.store, FileThreadStore)
+    sink = StoredRecordSink(service.store, run_input.thread_id)
+    await service.run(ticket, sink)
+    return sink
+
+
+def check_turn_order(sink: StoredRecordSink, run_id: str) -> None:
+    for events, stored in sink.emits:
+        for event in events:
+            if event["type"] == "RUN_STARTED":
+                assert stored.runs.get(run_id) is not None and stored.state is ThreadState.RUNNING, event
+            elif event["type"] == "RUN_FINISHED":
+                assert stored.state is not ThreadState.RUNNING and stored.runs[run_id].outcome, event
+            else:
+                assert stored.task_id is not None, f"{event['type']} went out before its task id was stored"
+
+
+@pytest.mark.parametrize("text", ["firehose 5", "tool", "think about it", "permission notes.txt"])
+async def test_a_turn_sends_nothing_before_the_record_it_depends_on(
+    service: ThreadService, workspace: Path, text: str
+) -> None:
+    body = run_body(thread_id=f"t-{text.split()[0]}", text=text, cwd=str(workspace))
+    sink = await run(service, body)
+    assert sink.events[0]["type"] == "RUN_STARTED" and sink.events[-1]["type"] == "RUN_FINISHED"
+    check_turn_order(sink, body["runId"])
+
+
+async def test_a_resume_sends_nothing_after_its_answer_was_taken_before_that_is_stored(
+    service: ThreadService, workspace: Path
+) -> None:
+    first = run_body(thread_id="t-resume", text="permission notes.txt", cwd=str(workspace))
+    asked = await run(service, first)
+    interrupt = asked.events[-1]["outcome"]["interrupts"][0]
+    resume = {**first, "runId": "run-resume", "messages": [],
+              "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]}
+    answered = await run(service, resume)
+    assert answered.events[-1]["type"] == "RUN_FINISHED"
+    check_turn_order(answered, "run-resume")
+    # The opening (RUN_STARTED and what the thread already knew) comes before the answer is sent.
+    for events, stored in answered.emits[1:]:
+        assert interrupt["id"] in stored.applied_answers, f"{[e['type'] for e in events]} before the answer was stored"
