@@ -365,15 +365,19 @@ class RunDriver:
                         await self._accept([accepting])
                         accepting = None
                 events: list[Event] = []
-                for result in batch:
-                    events += translator.feed(result)
+                try:
+                    for result in batch:
+                        events += translator.feed(result)
+                        if translator.outcome is not None:
+                            break
+                finally:
                     if translator.identity_changed:
                         translator.identity_changed = False
-                        # Written before any event of the task goes out: an
-                        # adapter that dies right after still finds its task.
+                        # Written before any event of the chunk goes out (once
+                        # for a chunk that names both the task and its
+                        # session): an adapter that dies right after still
+                        # finds its task.
                         await self.shell.apply(tm.bind_task, self.identity.task_id, self.identity.session_id)
-                    if translator.outcome is not None:
-                        break
                 await self._emit(events)
                 if recover_after_first:
                     recover_after_first = False
