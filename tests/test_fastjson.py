@@ -29,6 +29,13 @@ def test_both_encoders_write_the_same_bytes(event: dict[str, Any]) -> None:
     assert json.loads(fastjson.dumps(event)) == event
 
 
+@pytest.mark.parametrize("value", [*EVENTS, {"big": 2**70, "nested": EVENTS}])
+def test_indented_records_read_the_same_whichever_encoder_wrote_them(value: dict[str, Any]) -> None:
+    assert json.loads(fastjson.dumps_indented(value)) == json.loads(fastjson._stdlib_dumps_indented(value)) == value
+    if "big" not in value:
+        assert fastjson.dumps_indented(value) == fastjson._stdlib_dumps_indented(value)
+
+
 def test_without_orjson_the_standard_library_writes_the_same_bytes() -> None:
     # orjson is an optional extra: where it cannot be imported, the adapter
     # still starts and its streams do not change by a byte.

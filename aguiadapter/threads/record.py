@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import cattrs
 
+from ..fastjson import dumps_indented
 from ..runtime.envelope import InputEnvelope, envelope_of
 from ..translate.pipeline import PipelineState
 
@@ -149,8 +150,8 @@ _converter = cattrs.Converter(forbid_extra_keys=False)
 
 
 def record_to_json(record: ThreadRecord) -> bytes:
-    """Serialize a record (stable key order, UTF-8)."""
-    return json.dumps(_converter.unstructure(record), ensure_ascii=False, indent=1).encode()
+    """Serialize a record (stable key order, UTF-8, indented for a reader)."""
+    return dumps_indented(_converter.unstructure(record))
 
 
 def record_from_json(data: bytes) -> ThreadRecord:
