@@ -367,17 +367,15 @@ class RunDriver:
                 events: list[Event] = []
                 try:
                     for result in batch:
-                        events += translator.feed(result)
+                        produced = translator.feed(result)
+                        if produced and translator.identity_changed:
+                            await self._bind_task()
+                        events += produced
                         if translator.outcome is not None:
                             break
                 finally:
                     if translator.identity_changed:
-                        translator.identity_changed = False
-                        # Written before any event of the chunk goes out (once
-                        # for a chunk that names both the task and its
-                        # session): an adapter that dies right after still
-                        # finds its task.
-                        await self.shell.apply(tm.bind_task, self.identity.task_id, self.identity.session_id)
+                        await self._bind_task()
                 await self._emit(events)
                 if recover_after_first:
                     recover_after_first = False
@@ -394,6 +392,15 @@ class RunDriver:
         if accepting is not None:
             raise AnswerRefused("the runtime closed the answer's stream at once")
         return None
+
+    async def _bind_task(self) -> None:
+        """Store the task and session ids the run learned, before any event
+        that follows them goes out: an adapter that dies right after still
+        finds its task. Results that announce nothing wait for the next
+        one, so that a task and its session, named one result apart (as
+        iac-code does), cost one write."""
+        self.translator.identity_changed = False
+        await self.shell.apply(tm.bind_task, self.identity.task_id, self.identity.session_id)
 
     async def _follow(self) -> TurnOutcome | None:
         """Follow the task until it stops or asks for input: look at it, and
