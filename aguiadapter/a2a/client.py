@@ -145,6 +145,7 @@ async def iter_sse_batches(
     specification requires. LF and CRLF line ends are accepted; a line longer
     than ``max_line`` bytes raises :class:`A2AUnavailable`. Handing out a
     chunk's events together lets the relay write them to its client at once.
+    The list handed out is the caller's: it may empty it once done with it.
     """
     # Lines are split here rather than with StreamReader.readline(): one C-level
     # split per network chunk is cheaper, and readline() caps lines at 128 KiB
@@ -502,6 +503,9 @@ class A2AClient:
                                 raise
                             ended = _ends_stream(result, ended)
                             batch.append(result)
+                        # Decoded: the raw events need not wait, with the generator
+                        # that made them, until the caller wants the next chunk.
+                        chunk.clear()
                         yield batch
                 at_eof = True
             except _TRANSPORT_ERRORS as exc:

@@ -374,9 +374,14 @@ class RunDriver:
                         if translator.outcome is not None:
                             break
                 finally:
+                    # Translated: the decoded chunk (hundreds of KiB of objects
+                    # on a busy stream) is not kept while its events wait for
+                    # the record or for the client.
+                    batch.clear()
                     if translator.identity_changed:
                         await self._bind_task()
                 await self._emit(events)
+                del events
                 if recover_after_first:
                     recover_after_first = False
                     await self._recover_pipeline()
