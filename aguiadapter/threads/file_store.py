@@ -18,14 +18,17 @@ from pathlib import Path
 import aiofiles
 import aiofiles.os
 
+from .durable import GroupWriter
 from .slots import LocalRunSlots
 from .record import ThreadRecord, record_to_json
 from .store import Claim, CorruptRecord, PersistenceError, parse_stored_record
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()
-#: Threads for file reads and fsynced writes (I/O-bound: more than the cores).
+#: Threads for file reads (I/O-bound: more than the cores).
 FILE_WORKERS = 16
+#: Thread file names kept at hand (cleared when full).
+_PATH_CACHE = 8192
 
 _SAFE = re.compile(r"[^a-z0-9_-]+")
 
@@ -59,9 +62,13 @@ class FileThreadStore:
         self._deadlines: dict[str, float] | None = None
         self._deadline_lock = asyncio.Lock()
         self._lock_fd: int | None = None
-        # File work of its own threads: fsync blocks a thread for a while, and
-        # a burst of runs should not queue behind the loop's small default pool.
+        # File reads in threads of its own: a burst of runs should not queue
+        # behind the loop's small default pool.
         self._executor = ThreadPoolExecutor(max_workers=FILE_WORKERS, thread_name_prefix="aguiadapter-store")
+        # Durable writes go through one thread that makes them durable in groups.
+        self._writer = GroupWriter()
+        #: thread id -> its file (hashing and path joins cost more than a look-up).
+        self._paths: dict[str, str] = {}
 
     def location(self) -> str:
         """The folder that holds the thread files."""
@@ -95,6 +102,7 @@ class FileThreadStore:
     async def close(self) -> None:
         """Release the folder lock and the file threads."""
         self._executor.shutdown(wait=False)
+        self._writer.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -125,23 +133,32 @@ class FileThreadStore:
         """The file of a thread."""
         return self.threads_dir / thread_file_name(thread_id)
 
+    def _file_of(self, thread_id: str) -> str:
+        path = self._paths.get(thread_id)
+        if path is None:
+            if len(self._paths) >= _PATH_CACHE:
+                self._paths.clear()
+            path = self._paths[thread_id] = str(self.path_for(thread_id))
+        return path
+
     async def load(self, thread_id: str) -> ThreadRecord | None:
         """Read a thread's record, if it has one."""
-        path = self.path_for(thread_id)
+        path = self._file_of(thread_id)
+        name = os.path.basename(path)
         try:
             data = await _read_bytes(path, executor=self._executor)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise CorruptRecord(f"{path.name}: {exc.strerror}") from exc
-        return parse_stored_record(thread_id, data, path.name)
+            raise CorruptRecord(f"{name}: {exc.strerror}") from exc
+        return parse_stored_record(thread_id, data, name)
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Atomically replace the thread's file."""
         record.version += 1
         record.updated_at = time.time()
         try:
-            await self._write_atomic(self.path_for(record.thread_id), record_to_json(record))
+            await self._write_atomic(self._file_of(record.thread_id), record_to_json(record))
         except PersistenceError:
             record.version -= 1
             raise
@@ -158,7 +175,7 @@ class FileThreadStore:
             else:
                 changed[thread_id] = expires_at
             data = json.dumps(changed, sort_keys=True).encode()
-            await self._write_atomic(self.state_dir / "deadlines.json", data)
+            await self._write_atomic(str(self.state_dir / "deadlines.json"), data)
             self._deadlines = changed
 
     async def deadlines(self) -> dict[str, float]:
@@ -189,17 +206,16 @@ class FileThreadStore:
                 self._deadlines = {}
         return self._deadlines
 
-    async def _write_atomic(self, path: Path, data: bytes) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
+    async def _write_atomic(self, path: str, data: bytes) -> None:
+        folder, name = os.path.split(path)
+        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
         try:
             await self._ensure_dir()
-            # One trip to aiofiles' executor for the whole write: each step
-            # on its own (open, write, fsync, replace, fsync the folder) costs
-            # a thread hop, and the write sits on the way to a run's first event.
-            await _write_replace(tmp, path, data, executor=self._executor)
+            # Written, fsynced, renamed and the folder fsynced before this
+            # returns; writes that wait together share the folder fsync.
+            await self._writer.replace(tmp, path, data)
         except OSError as exc:
-            await _remove_quietly(tmp)
-            raise PersistenceError(f"cannot write {path.name}: {exc.strerror or exc}") from exc
+            raise PersistenceError(f"cannot write {name}: {exc.strerror or exc}") from exc
 
     async def claim(self, thread_id: str, run_id: str) -> Claim | None:
         """Claim in memory; the event loop serialises callers."""
@@ -247,24 +263,7 @@ def _make_private_dirs(path: Path) -> None:
     os.chmod(path, 0o700)
 
 
-def _write_replace_sync(tmp: Path, path: Path, data: bytes) -> None:
-    """Temp file (0600), fsync, atomic replace, fsync of the folder."""
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-_write_replace = aiofiles.os.wrap(_write_replace_sync)
-
-
-def _read_bytes_sync(path: Path) -> bytes:
+def _read_bytes_sync(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
 
@@ -272,16 +271,3 @@ def _read_bytes_sync(path: Path) -> bytes:
 _read_bytes = aiofiles.os.wrap(_read_bytes_sync)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-async def _remove_quietly(path: Path) -> None:
-    try:
-        await aiofiles.os.remove(path)
-    except OSError:
-        pass

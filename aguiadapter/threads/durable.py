@@ -1,0 +1,165 @@
+"""Durable file replacement, in groups: one writer thread for a store.
+
+Each write is a temp file (0600) written and fsynced, then an atomic
+rename over the target, then an fsync of the folder; the caller's await
+returns only once all of that is done, exactly as with a write of its own.
+The writer thread takes every write waiting when it wakes: it writes and
+fsyncs their temp files, renames them in the order they came, fsyncs each
+folder once for the group, and wakes the event loop once for the group.
+A lone write costs what it did through an executor, minus the executor's
+bookkeeping; many at once (a burst of runs) share folder fsyncs and
+wake-ups. A write that fails fails alone (its folder's fsync fails all the
+writes of that folder in the group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import threading
+from collections.abc import Sequence
+
+import attrs
+
+
+@attrs.define
+class _Write:
+    tmp: str
+    path: str
+    data: bytes
+    future: asyncio.Future[None]
+    loop: asyncio.AbstractEventLoop
+    error: OSError | None = None
+
+
+_STOP = object()
+
+
+class GroupWriter:
+    """Makes file replacements durable, in groups, from one thread."""
+
+    def __init__(self, name: str = "aguiadapter-writer") -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[_Write | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def replace(self, tmp: str, path: str, data: bytes) -> None:
+        """Write ``data`` to ``tmp``, fsync it, rename it to ``path`` and
+        fsync the folder; raises ``OSError`` when any of it failed."""
+        loop = asyncio.get_running_loop()
+        write = _Write(tmp, path, data, loop.create_future(), loop)
+        self._start()
+        self._queue.put(write)
+        await write.future
+
+    def close(self) -> None:
+        """Let the thread end once the writes already queued are done."""
+        with self._lock:
+            self._closed = True
+            if self._thread is not None:
+                self._queue.put(_STOP)
+
+    def _start(self) -> None:
+        if self._closed:
+            raise OSError("the store is closed")
+        if self._thread is not None:
+            return
+        with self._lock:
+            if self._closed:
+                raise OSError("the store is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            group: list[_Write] = []
+            stop = item is _STOP
+            if not stop:
+                group.append(item)  # type: ignore[arg-type]
+            while not stop:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                else:
+                    group.append(item)  # type: ignore[arg-type]
+            if group:
+                _write_group(group)
+                _report(group)
+            if stop:
+                return
+
+
+def _write_group(group: Sequence[_Write]) -> None:
+    for write in group:
+        try:
+            _write_synced(write.tmp, write.data)
+        except OSError as exc:
+            write.error = exc
+    folders: dict[str, list[_Write]] = {}
+    for write in group:
+        if write.error is not None:
+            continue
+        try:
+            os.replace(write.tmp, write.path)
+        except OSError as exc:
+            write.error = exc
+            continue
+        folders.setdefault(os.path.dirname(write.path) or ".", []).append(write)
+    for folder, writes in folders.items():
+        try:
+            _fsync_folder(folder)
+        except OSError as exc:
+            for write in writes:
+                write.error = exc
+    for write in group:
+        if write.error is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(write.tmp)
+
+
+def _write_synced(tmp: str, data: bytes) -> None:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _report(group: Sequence[_Write]) -> None:
+    """Wake each event loop once for its writes of the group."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Write]] = {}
+    for write in group:
+        by_loop.setdefault(write.loop, []).append(write)
+    for loop, writes in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a loop that closed meanwhile
+            loop.call_soon_threadsafe(_settle, writes)
+
+
+def _settle(writes: Sequence[_Write]) -> None:
+    for write in writes:
+        if write.future.done():
+            continue  # its caller was cancelled: the file is written all the same
+        if write.error is not None:
+            write.future.set_exception(write.error)
+        else:
+            write.future.set_result(None)
