@@ -116,6 +116,9 @@ async def run(request: web.Request) -> web.StreamResponse:
             ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
         except AdapterError as exc:
             return error_response(exc, language, request)
+        # The ticket holds what the run needs; the decoded body is not kept for
+        # as long as the stream stays open.
+        del payload, run_input
         return await _stream(request, service, ticket, language)
     finally:
         await limits.release(slot)
