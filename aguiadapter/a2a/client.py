@@ -218,6 +218,22 @@ def _decode_result(data: bytes) -> dict[str, Any]:
     raise A2AUnavailable("A2A runtime sent an event that is not a JSON-RPC response")
 
 
+def _decode_chunk(chunk: list[bytes], ended: bool) -> tuple[list[dict[str, Any]], bool, A2AError | None]:
+    """The results of a chunk's events, whether the stream may end after
+    them, and the error that stopped decoding (what came before it is kept).
+    A function of its own, so that no result stays referenced by the
+    stream's generator while it waits for the next chunk."""
+    batch: list[dict[str, Any]] = []
+    for data in chunk:
+        try:
+            result = _decode_result(data)
+        except A2AError as exc:
+            return batch, ended, exc
+        ended = _ends_stream(result, ended)
+        batch.append(result)
+    return batch, ended, None
+
+
 def _ends_stream(result: dict[str, Any], ended: bool) -> bool:
     """Whether the stream may end after ``result`` (A2A 1.0 has no ``final`` flag)."""
     holder = result.get("statusUpdate") or result.get("task")
@@ -493,19 +509,14 @@ class A2AClient:
             try:
                 async with aclosing(iter_sse_batches(resp.content)) as chunks:
                     async for chunk in chunks:
-                        batch: list[dict[str, Any]] = []
-                        for data in chunk:
-                            try:
-                                result = _decode_result(data)
-                            except A2AError:
-                                if batch:
-                                    yield batch  # what came before the error
-                                raise
-                            ended = _ends_stream(result, ended)
-                            batch.append(result)
+                        batch, ended, error = _decode_chunk(chunk, ended)
                         # Decoded: the raw events need not wait, with the generator
                         # that made them, until the caller wants the next chunk.
                         chunk.clear()
+                        if error is not None:
+                            if batch:
+                                yield batch  # what came before the error
+                            raise error
                         yield batch
                 at_eof = True
             except _TRANSPORT_ERRORS as exc:

@@ -364,22 +364,7 @@ class RunDriver:
                     if accepting is not None:
                         await self._accept([accepting])
                         accepting = None
-                events: list[Event] = []
-                try:
-                    for result in batch:
-                        produced = translator.feed(result)
-                        if produced and translator.identity_changed:
-                            await self._bind_task()
-                        events += produced
-                        if translator.outcome is not None:
-                            break
-                finally:
-                    # Translated: the decoded chunk (hundreds of KiB of objects
-                    # on a busy stream) is not kept while its events wait for
-                    # the record or for the client.
-                    batch.clear()
-                    if translator.identity_changed:
-                        await self._bind_task()
+                events = await self._translate(batch)
                 await self._emit(events)
                 del events
                 if recover_after_first:
@@ -397,6 +382,27 @@ class RunDriver:
         if accepting is not None:
             raise AnswerRefused("the runtime closed the answer's stream at once")
         return None
+
+    async def _translate(self, batch: list[dict[str, Any]]) -> list[Event]:
+        """The events of one chunk, once the record they depend on is
+        stored. The chunk is emptied: its decoded results (hundreds of KiB
+        of objects on a busy stream) are not kept while its events wait for
+        the record or for the client."""
+        translator = self.translator
+        events: list[Event] = []
+        try:
+            for result in batch:
+                produced = translator.feed(result)
+                if produced and translator.identity_changed:
+                    await self._bind_task()
+                events += produced
+                if translator.outcome is not None:
+                    break
+        finally:
+            batch.clear()
+            if translator.identity_changed:
+                await self._bind_task()
+        return events
 
     async def _bind_task(self) -> None:
         """Store the task and session ids the run learned, before any event
