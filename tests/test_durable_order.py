@@ -8,7 +8,9 @@ its resume against the demo runtime:
 - no event of a task before the stored record has its task id;
 - after a resume's answer was taken, nothing before the stored record
   has it applied;
-- ``RUN_FINISHED`` only once the stored record says how the run ended.
+- ``RUN_FINISHED`` only once the stored record says how the run ended;
+- a chunk whose task id cannot be stored sends nothing, and the run's
+  error closes nothing that chunk opened.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from aguiadapter.protocol.parsing import parse_run_input
 from aguiadapter.threads.file_store import FileThreadStore
 from aguiadapter.threads.record import ThreadRecord, ThreadState, record_from_json
 from aguiadapter.threads.service import ThreadService
+from aguiadapter.threads.store import PersistenceError
 from tests.support.adapter import run_body
+from tests.support.agui import check_order
 
 
 class StoredRecordSink:
@@ -100,3 +104,35 @@ async def test_a_resume_sends_nothing_after_its_answer_was_taken_before_that_is_
     # The opening (RUN_STARTED and what the thread already knew) comes before the answer is sent.
     for events, stored in answered.emits[1:]:
         assert interrupt["id"] in stored.applied_answers, f"{[e['type'] for e in events]} before the answer was stored"
+
+
+class FailsAfterStart(FileThreadStore):
+    """A disk that fills up once the turn is stored: the task id cannot be."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.saves = 0
+
+    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
+        self.saves += 1
+        if self.saves == 2:
+            raise PersistenceError("disk full")
+        await super().save(record, claim)
+
+
+@pytest.mark.parametrize("text", ["firehose 5", "think about it", "tool"])
+async def test_a_chunk_whose_task_cannot_be_stored_sends_nothing_and_closes_nothing(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, text: str
+) -> None:
+    client = A2AClient(demo.url)
+    service = ThreadService(FailsAfterStart(tmp_path / "failing"), client)
+    await service.start()
+    try:
+        body = run_body(thread_id="t-full", text=text, cwd=str(workspace))
+        sink = await run(service, body)
+    finally:
+        await service.shutdown()
+        await client.close()
+    assert [event["type"] for event in sink.events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert sink.events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
+    check_order(sink.events)

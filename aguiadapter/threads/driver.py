@@ -385,33 +385,38 @@ class RunDriver:
 
     async def _translate(self, batch: list[dict[str, Any]]) -> list[Event]:
         """The events of one chunk, once the record they depend on is
-        stored. The chunk is emptied: its decoded results (hundreds of KiB
-        of objects on a busy stream) are not kept while its events wait for
-        the record or for the client."""
+        stored. The chunk is translated whole and emptied before any write:
+        its decoded results (hundreds of KiB of objects on a busy stream)
+        are not kept while its events wait for the record or the client."""
         translator = self.translator
+        identity = self.identity
+        # Spans opened by this chunk are forgotten if its record cannot be
+        # stored: its events never go out, so nothing may close them.
+        spans = translator.spans.snapshot() if identity.task_id is None or identity.session_id is None else None
         events: list[Event] = []
         try:
             for result in batch:
-                produced = translator.feed(result)
-                if produced and translator.identity_changed:
-                    await self._bind_task()
-                events += produced
+                events += translator.feed(result)
                 if translator.outcome is not None:
                     break
         finally:
             batch.clear()
             if translator.identity_changed:
-                await self._bind_task()
+                await self._bind_task(spans)
         return events
 
-    async def _bind_task(self) -> None:
+    async def _bind_task(self, spans: tuple[object, ...] | None) -> None:
         """Store the task and session ids the run learned, before any event
-        that follows them goes out: an adapter that dies right after still
-        finds its task. Results that announce nothing wait for the next
-        one, so that a task and its session, named one result apart (as
-        iac-code does), cost one write."""
+        of the chunk that named them goes out (one write where iac-code names
+        the task and its session one result apart): an adapter that dies
+        right after still finds its task."""
         self.translator.identity_changed = False
-        await self.shell.apply(tm.bind_task, self.identity.task_id, self.identity.session_id)
+        try:
+            await self.shell.apply(tm.bind_task, self.identity.task_id, self.identity.session_id)
+        except BaseException:
+            if spans is not None:
+                self.translator.spans.restore(spans)
+            raise
 
     async def _follow(self) -> TurnOutcome | None:
         """Follow the task until it stops or asks for input: look at it, and

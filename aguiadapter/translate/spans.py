@@ -29,6 +29,22 @@ class SpanTracker:
         self.started_tools: set[str] = set()
         self.open_steps: list[str] = []
 
+    def snapshot(self) -> tuple[object, ...]:
+        """The open spans as they are now, for :meth:`restore`."""
+        return (self.text_id, dict(self.keyed_texts), self.reasoning_id, dict(self.open_tools),
+                set(self.started_tools), list(self.open_steps))
+
+    def restore(self, snapshot: tuple[object, ...]) -> None:
+        """Back to a :meth:`snapshot`: spans opened by events that were
+        never sent are forgotten (ids already given out stay used)."""
+        text_id, keyed, reasoning_id, tools, started, steps = snapshot
+        self.text_id = text_id  # type: ignore[assignment]
+        self.keyed_texts = keyed  # type: ignore[assignment]
+        self.reasoning_id = reasoning_id  # type: ignore[assignment]
+        self.open_tools = tools  # type: ignore[assignment]
+        self.started_tools = started  # type: ignore[assignment]
+        self.open_steps = steps  # type: ignore[assignment]
+
     def new_id(self, kind: str) -> str:
         """A message id unique within the thread (the prefix holds the run id)."""
         self._counter += 1
