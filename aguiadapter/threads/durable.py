@@ -4,12 +4,14 @@ Each write is a temp file (0600) written and fsynced, then an atomic
 rename over the target, then an fsync of the folder; the caller's await
 returns only once all of that is done, exactly as with a write of its own.
 The writer thread takes every write waiting when it wakes: it writes and
-fsyncs their temp files, renames them in the order they came, fsyncs each
-folder once for the group, and wakes the event loop once for the group.
-A lone write costs what it did through an executor, minus the executor's
-bookkeeping; many at once (a burst of runs) share folder fsyncs and
-wake-ups. A write that fails fails alone (its folder's fsync fails all the
-writes of that folder in the group).
+fsyncs their temp files (side by side in a few helper threads when there
+are several: the file system commits fsyncs that wait together at once),
+renames them in the order they came, fsyncs each folder once for the
+group, and wakes the event loop once for the group. A lone write costs
+what it did through an executor, minus the executor's bookkeeping; many at
+once (a burst of runs) share commits, folder fsyncs and wake-ups. A write
+that fails fails alone (its folder's fsync fails all the writes of that
+folder in the group).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import queue
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import attrs
 
@@ -35,6 +38,8 @@ class _Write:
 
 
 _STOP = object()
+#: Helper threads that fsync the temp files of a group side by side.
+SYNC_WORKERS = 8
 
 
 class GroupWriter:
@@ -46,6 +51,7 @@ class GroupWriter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._helpers: ThreadPoolExecutor | None = None
 
     async def replace(self, tmp: str, path: str, data: bytes) -> None:
         """Write ``data`` to ``tmp``, fsync it, rename it to ``path`` and
@@ -62,6 +68,13 @@ class GroupWriter:
             self._closed = True
             if self._thread is not None:
                 self._queue.put(_STOP)
+            else:
+                self._shut_helpers()
+
+    def _shut_helpers(self) -> None:
+        if self._helpers is not None:
+            self._helpers.shutdown(wait=False)
+            self._helpers = None
 
     def _start(self) -> None:
         if self._closed:
@@ -92,18 +105,31 @@ class GroupWriter:
                 else:
                     group.append(item)  # type: ignore[arg-type]
             if group:
-                _write_group(group)
+                self._write_group(group)
                 _report(group)
             if stop:
+                self._shut_helpers()
                 return
 
+    def _write_group(self, group: Sequence[_Write]) -> None:
+        if len(group) == 1:
+            _write_temp(group[0])
+        else:
+            if self._helpers is None:
+                self._helpers = ThreadPoolExecutor(SYNC_WORKERS, thread_name_prefix=f"{self._name}-sync")
+            list(self._helpers.map(_write_temp, group))
+        _replace_group(group)
 
-def _write_group(group: Sequence[_Write]) -> None:
-    for write in group:
-        try:
-            _write_synced(write.tmp, write.data)
-        except OSError as exc:
-            write.error = exc
+
+def _write_temp(write: _Write) -> None:
+    try:
+        _write_synced(write.tmp, write.data)
+    except OSError as exc:
+        write.error = exc
+
+
+def _replace_group(group: Sequence[_Write]) -> None:
+    """Rename the group's synced temp files in order, then fsync their folders."""
     folders: dict[str, list[_Write]] = {}
     for write in group:
         if write.error is not None:
