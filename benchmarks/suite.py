@@ -89,11 +89,11 @@ class Sizes:
     cost_rounds: int = 2
     cost_batch: int = 3
     cost_text: str = "firehose 1"
-    #: Idle capacity (9.): streams on a silent runtime, how long they wait, repetitions.
+    #: Idle capacity (10.): streams on a silent runtime, how long they wait, repetitions.
     cap_streams: int = 5
     cap_hold: float = 3.0
     cap_reps: int = 1
-    #: The heartbeat interval of the adapter in 9. and 10. (the default, 15 s, in full runs).
+    #: The heartbeat interval of the adapter in 10. and 11. (the default, 15 s, in full runs).
     cap_heartbeat: float = 1.0
     #: 10.: the one-process capacity check (adapter only).
     big_streams: int = 8
@@ -518,11 +518,11 @@ class Bench:
             self.results.add(target.key, "rss_per_stream_kb", (held - base) / opened / 1024)
 
     async def measure_capacity(self) -> None:
-        """9. and 10. Streams waiting on a silent runtime (``silent``: one text
+        """10. and 11. Streams waiting on a silent runtime (``silent``: one text
         delta, then nothing): how long it takes to open them all, memory per
         stream, CPU while they wait, and whether heartbeats still go out.
 
-        9. runs every AG-UI target with ``cap_streams`` streams; 10. runs the
+        10. runs every AG-UI target with ``cap_streams`` streams; 11. runs the
         adapter alone with ``big_streams`` (10,000 in a full run) to show that
         one process holds them. Each sample has a fresh runtime and target.
         Streams are opened ``open_in_flight`` at a time: a stream leaves that
@@ -1074,7 +1074,7 @@ def _notes(results: Results) -> list[str]:
                     + (f"; errors {fact['errors']}" if fact["errors"] else "")
                 )
         for reduced in details.get("big_reduced", []):
-            lines.append(f"10. measured {reduced['measured']:,} streams, not {reduced['wanted']:,}: the open-files "
+            lines.append(f"11. measured {reduced['measured']:,} streams, not {reduced['wanted']:,}: the open-files "
                          f"limit here is {reduced['fd_limit']:,} and each stream needs two sockets in the adapter")
     for other in (IAC, RELAY):
         for key in ("throughput_eps", "cpu_s_per_10k"):
