@@ -82,6 +82,20 @@ def settled_unreported() -> ThreadRecord:
     return record
 
 
+def parked() -> ThreadRecord:
+    """A run whose client went away, within the disconnect grace."""
+    record = record_in(ThreadState.RUNNING)
+    tm.park(tm.restore(record), NOW + 30)
+    return record
+
+
+def handed_off() -> ThreadRecord:
+    """A run whose replica shut down and left the runtime's task running."""
+    record = record_in(ThreadState.RUNNING)
+    tm.hand_off(tm.restore(record), NOW + 30)
+    return record
+
+
 def found(fate: TaskFate, *, taken: bool = False, waiting: bool = False, asks: tuple[Any, ...] = ()) -> Findings:
     statuses = {}
     if taken:
@@ -145,16 +159,23 @@ SCENARIOS: dict[tuple[str, str, str, str], Scenario] = {
     ("lose", "interrupted", "terminal", ""): (interrupted, tm.lose, ThreadState.TERMINAL, []),
     ("recover", "running", "interrupted", "waits_for_the_user"): (
         resuming, lambda m: tm.recover(m, found(TaskFate.ASKS, waiting=True), expires_at=NOW),
-        ThreadState.INTERRUPTED, []),
+        ThreadState.INTERRUPTED, ["RUN_ERROR"]),
     ("recover", "running", "running", "task_still_works"): (
         resuming, lambda m: tm.recover(m, found(TaskFate.WORKS, taken=True), expires_at=NOW),
-        ThreadState.RUNNING, []),
+        ThreadState.RUNNING, ["RUN_ERROR"]),
     ("recover", "running", "idle", "turn_ended"): (
         resuming, lambda m: tm.recover(m, found(TaskFate.TURN_ENDED, taken=True), expires_at=NOW),
-        ThreadState.IDLE, []),
+        ThreadState.IDLE, ["RUN_ERROR"]),
     ("recover", "running", "terminal", ""): (
         lambda: record_in(ThreadState.RUNNING), lambda m: tm.recover(m, found(TaskFate.GONE), expires_at=NOW),
-        ThreadState.TERMINAL, []),
+        ThreadState.TERMINAL, ["RUN_ERROR"]),
+    ("park", "running", "running", "relayed"): (
+        lambda: record_in(ThreadState.RUNNING), lambda m: tm.park(m, NOW + 30), ThreadState.RUNNING, []),
+    ("rejoin", "running", "running", "parked"): (parked, tm.rejoin, ThreadState.RUNNING, []),
+    ("hand_off", "running", "running", "relayed"): (
+        lambda: record_in(ThreadState.RUNNING), lambda m: tm.hand_off(m, NOW + 30), ThreadState.RUNNING, []),
+    ("adopt", "running", "running", "handed_over"): (
+        handed_off, lambda m: tm.adopt(m, NOW), ThreadState.RUNNING, []),
 }
 
 
@@ -466,3 +487,58 @@ def test_a_resume_the_runtime_cannot_decide_is_refused_and_changes_nothing() -> 
     with pytest.raises(AdapterError) as raised:
         inspected(InputStatus.UNKNOWN)
     assert raised.value.code is ErrorCode.A2A_UNAVAILABLE
+
+
+# ------------------------------------------------- runs without a client
+def test_a_parked_run_stays_running_and_a_rejoin_forgets_the_grace() -> None:
+    record = parked()
+    assert record.state is ThreadState.RUNNING and record.parked_until == NOW + 30
+    assert record.deadline is None, "the relaying process keeps the grace, no timer elsewhere"
+    tm.rejoin(tm.restore(record))
+    assert record.parked_until is None and record.active_run_id == "run-1"
+
+
+def test_a_handed_off_run_is_busy_for_new_requests_and_has_a_deadline() -> None:
+    record = handed_off()
+    assert record.deadline == NOW + 30, "the expiry timers of any replica end its grace"
+    assert refusal(record, request()) is ErrorCode.THREAD_BUSY
+    assert refusal(record, request(allow(permission()))) is ErrorCode.THREAD_BUSY
+
+
+def test_a_handed_off_run_is_adopted_within_its_grace_only() -> None:
+    late = handed_off()
+    with pytest.raises(TransitionNotAllowed):
+        tm.adopt(tm.restore(late), NOW + 30)
+    record = handed_off()
+    tm.adopt(tm.restore(record), NOW + 29)
+    assert not record.handed_off and record.parked_until is None and record.adoptions == 1
+    assert record.deadline is None
+    # An adopted run can be handed off again (another rolling restart), not adopted twice.
+    with pytest.raises(TransitionNotAllowed):
+        tm.adopt(tm.restore(record), NOW)
+    tm.hand_off(tm.restore(record), NOW + 60)
+    assert record.handed_off
+
+
+def test_a_handed_off_run_nobody_adopted_is_cancelled_like_a_client_that_left() -> None:
+    record = handed_off()
+    events = tm.cancel(tm.restore(record), "m")
+    assert [e["code"] for e in events] == ["CANCELLED"]
+    assert record.state is ThreadState.TERMINAL and not record.handed_off and record.parked_until is None
+
+
+def test_a_crash_during_the_grace_of_a_turn_is_a_dead_turn() -> None:
+    record = parked()
+    events = tm.recover(tm.restore(record), found(TaskFate.GONE), expires_at=NOW, describe=lambda code: code.name)
+    assert events == [{"type": "RUN_ERROR", "message": "EXECUTION_LOST", "code": "EXECUTION_LOST"}]
+    assert record.state is ThreadState.TERMINAL and record.parked_until is None
+
+
+def test_a_crash_during_the_grace_of_a_resume_is_settled_on_evidence_never_blindly() -> None:
+    record = resuming()
+    tm.park(tm.restore(record), NOW + 30)
+    events = tm.recover(tm.restore(record), found(TaskFate.WORKS, taken=True), expires_at=NOW)
+    assert record.state is ThreadState.RUNNING and record.parked_until is None
+    assert [e["code"] for e in events] == ["EXECUTION_LOST"]
+    # The retried answer follows the task that carries it.
+    assert tm.admit(record, request(allow(permission())), NOW).kind is tm.PlanKind.FOLLOW

@@ -12,7 +12,11 @@ States:
 
 - ``idle``: no run is active; a new user turn may start.
 - ``running``: a run streams, or (after a crash) the runtime's task carries
-  out answers it took while no stream of ours follows it.
+  out answers it took while no stream of ours follows it. A run whose
+  client went away may be *parked* for the disconnect grace (it goes on,
+  into its event log, until a client re-attaches or the grace ends), and a
+  parked run whose replica shut down is *handed off*: no process relays it
+  until a re-attach on any replica *adopts* it.
 - ``interrupted``: the runtime waits for the user; only a resume, a cancel
   or expiry moves the thread on.
 - ``terminal``: the last execution ended abnormally (failed, cancelled,
@@ -67,6 +71,19 @@ class ThreadRules:
         self.record = record
 
     # ------------------------------------------------------------ guards
+    def relayed(self) -> bool:
+        """A run that a process of ours relays."""
+        return self.record.active_run_id is not None and not self.record.handed_off
+
+    def parked(self) -> bool:
+        """A relayed run that waits for a client to re-attach."""
+        return self.record.parked_until is not None and not self.record.handed_off
+
+    def handed_over(self, now: float) -> bool:
+        """A handed-off run whose grace has not ended."""
+        until = self.record.parked_until
+        return self.record.handed_off and until is not None and now < until
+
     def carries_taken_answers(self) -> bool:
         """No stream follows the task, which carries answers it took."""
         return self.record.active_run_id is None and bool(self.record.unreported_answers())
@@ -200,7 +217,30 @@ class ThreadRules:
             record.runs[run_id].outcome = code.name
         record.active_run_id = None
         record.active_run_kind = RunKind.FOLLOW
+        record.parked_until = None
+        record.adoptions = 0
         return [ev.run_error(message, code.name)]
+
+    def on_park(self, until: float) -> None:
+        """The client went away; the run goes on for the grace."""
+        self.record.parked_until = until
+
+    def on_rejoin(self) -> None:
+        """A client re-attached to the parked run."""
+        self.record.parked_until = None
+
+    def on_hand_off(self, until: float) -> None:
+        """The relaying process stops (shutdown); the runtime's task goes on
+        and any replica may adopt the run until ``until``."""
+        self.record.handed_off = True
+        self.record.parked_until = until
+
+    def on_adopt(self, now: float) -> None:
+        """This process relays the handed-off run from now on."""
+        record = self.record
+        record.handed_off = False
+        record.parked_until = None
+        record.adoptions += 1
 
     def on_fail(self, code: ErrorCode, message: str) -> list[ev.Event]:
         return self._end_with_error(code, message)
@@ -214,8 +254,19 @@ class ThreadRules:
     def on_lose(self) -> None:
         self._end_with_error(ErrorCode.EXECUTION_LOST, "")
 
-    def on_recover(self, findings: Findings, target: State, expires_at: float) -> None:
-        """Settle a dead run the way the runtime says it went."""
+    def on_recover(
+        self, findings: Findings, target: State, expires_at: float, describe: Callable[[ErrorCode], str]
+    ) -> list[ev.Event]:
+        """Settle a dead run the way the runtime says it went; announce its
+        end (for its event log: no client listens to a dead run)."""
+        record = self.record
+        self._settle_dead(findings, target, expires_at)
+        code = ErrorCode.EXECUTION_LOST
+        if target.value is ThreadState.TERMINAL and record.last_error in ErrorCode.__members__:
+            code = ErrorCode[str(record.last_error)]
+        return [ev.run_error(describe(code), code.name)]
+
+    def _settle_dead(self, findings: Findings, target: State, expires_at: float) -> None:
         record = self.record
         kind = record.active_run_kind
         carried = {item.id: item for item in record.pending_interrupts} if kind is RunKind.RESUME else {}
@@ -230,6 +281,8 @@ class ThreadRules:
         if target.value is ThreadState.RUNNING:
             # The task carries the answers on; no stream follows it.
             record.active_run_id = None
+            record.parked_until = None
+            record.adoptions = 0
             return
         if target.value is ThreadState.INTERRUPTED:
             kept = {item.id for item in record.pending_interrupts}
@@ -265,6 +318,9 @@ class ThreadRules:
             record.runs[run_id].outcome = outcome
         record.active_run_id = None
         record.active_run_kind = None
+        record.parked_until = None
+        record.handed_off = False
+        record.adoptions = 0
         self._mark_reported()
         return run_id
 
@@ -303,6 +359,11 @@ class ThreadMachine(ThreadRules, StateMachine):
     fail = running.to(terminal)
     cancel = running.to(terminal) | interrupted.to(terminal)
     detach = running.to(running)
+    # A run without a client (disconnect grace, handoff at shutdown).
+    park = running.to(running, cond="relayed")
+    rejoin = running.to(running, cond="parked")
+    hand_off = running.to(running, cond="relayed")
+    adopt = running.to(running, cond="handed_over")
     # No run: time passes, or the runtime lost the waiting task.
     expire = interrupted.to(terminal)
     lose = interrupted.to(terminal)
@@ -463,6 +524,8 @@ class PlanKind(enum.Enum):
     EXPIRE = "expire"
     #: The runtime no longer has the waiting task.
     LOST = "lost"
+    #: Take over a run that another replica handed off (re-attach).
+    ADOPT = "adopt"
 
 
 @attrs.frozen
@@ -502,6 +565,9 @@ def admit(record: ThreadRecord, request: Request, now: float) -> Plan:
     check_owner(record, request.principal)
     check_idempotency(record, request)
     check_binding(record, request)
+    if record.handed_off:
+        # Alive in the runtime, waiting for a re-attach to adopt it.
+        raise AdapterError(ErrorCode.THREAD_BUSY)
     state = record.state
     if request.resume is None:
         if not allowed(record, "start_turn"):
@@ -695,10 +761,39 @@ def lose(machine: Machine) -> None:
     machine.send("lose")
 
 
-def recover(machine: Machine, findings: Findings, *, expires_at: float) -> None:
+def recover(
+    machine: Machine,
+    findings: Findings,
+    *,
+    expires_at: float,
+    describe: Callable[[ErrorCode], str] = lambda code: "",
+) -> list[ev.Event]:
     """Settle a run that died with its process; ``expires_at`` is the
-    deadline of interrupts the runtime raised meanwhile."""
-    machine.send("recover", findings=findings, expires_at=expires_at)
+    deadline of interrupts the runtime raised meanwhile. Announces the
+    ``RUN_ERROR`` that ends the dead run's event log (``describe`` words it)."""
+    return _events(machine.send("recover", findings=findings, expires_at=expires_at, describe=describe))
+
+
+def park(machine: Machine, until: float) -> None:
+    """The run's client went away; it goes on until ``until`` unless one
+    re-attaches (the disconnect grace)."""
+    machine.send("park", until=until)
+
+
+def rejoin(machine: Machine) -> None:
+    """A client re-attached to the parked run."""
+    machine.send("rejoin")
+
+
+def hand_off(machine: Machine, until: float) -> None:
+    """The relaying process shuts down and leaves the runtime's task running;
+    a re-attach on any replica may adopt the run until ``until``."""
+    machine.send("hand_off", until=until)
+
+
+def adopt(machine: Machine, now: float) -> None:
+    """This process takes over relaying a handed-off run."""
+    machine.send("adopt", now=now)
 
 
 def _events(result: Any) -> list[ev.Event]:

@@ -114,6 +114,14 @@ class ThreadRecord:
     applied_answers: dict[str, AppliedAnswer] = attrs.Factory(dict)
     #: The current execution's pipeline cursor (sequence, open steps).
     pipeline: PipelineState | None = None
+    #: The active run has no client (it went away, or its replica shut
+    #: down): the run is cancelled at this time unless a client re-attaches.
+    parked_until: float | None = None
+    #: No process relays the active run: its replica let it go at shutdown
+    #: and the next re-attach (on any replica) adopts it.
+    handed_off: bool = False
+    #: How many times the active run was adopted (keeps its message ids unique).
+    adoptions: int = 0
     updated_at: float = 0.0
     version: int = 0
     schema_version: int = RECORD_SCHEMA_VERSION
@@ -144,6 +152,18 @@ class ThreadRecord:
     def next_deadline(self) -> float | None:
         """When the first pending interrupt expires (``None``: nothing pending)."""
         return min((item.expires_at for item in self.pending_interrupts), default=None)
+
+    @property
+    def deadline(self) -> float | None:
+        """When the thread must be looked at without any request: its
+        interrupts expire (also while a resume carries answers to them), or
+        a handed-off run's grace ends."""
+        if self.state is ThreadState.INTERRUPTED:
+            return self.next_deadline
+        if self.state is not ThreadState.RUNNING:
+            return None
+        due = [at for at in (self.next_deadline, self.parked_until if self.handed_off else None) if at is not None]
+        return min(due, default=None)
 
 
 _converter = cattrs.Converter(forbid_extra_keys=False)

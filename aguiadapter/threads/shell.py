@@ -10,16 +10,16 @@ what the transition announced. Nothing here decides anything.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from ..protocol.events import Event
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
 from .machine import Machine, restore
-from .record import ThreadRecord, ThreadState
+from .record import ThreadRecord
 from .store import Claim, PersistenceError, ThreadStore
 
 log = logging.getLogger(__name__)
@@ -28,19 +28,16 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-#: States in which pending interrupts keep their expiry deadline.
-_WAITING = frozenset({ThreadState.INTERRUPTED, ThreadState.RUNNING})
-
-
 class SinkClosed(Exception):
     """The sink cannot take events any more (the client went away)."""
 
 
 class EventSink(Protocol):
-    """Where a run's AG-UI events go (the SSE response)."""
+    """Where a run's AG-UI events go (the SSE response of its request)."""
 
-    async def emit(self, events: list[Event]) -> None:
-        """Deliver events in order; raise :class:`SinkClosed` when closed."""
+    async def send(self, chunk: bytes, count: int) -> None:
+        """Deliver ``count`` events, framed as SSE in ``chunk``, in order;
+        raise :class:`SinkClosed` when closed."""
 
 
 class ThreadShell:
@@ -56,6 +53,9 @@ class ThreadShell:
         self.leases = leases
         self._released = False
         self._kept = False
+        #: One transition at a time: a run's relay and its grace watcher
+        #: both write the record, and a shared store fences by version.
+        self._lock = asyncio.Lock()
 
     async def apply(
         self,
@@ -65,11 +65,12 @@ class ThreadShell:
     ) -> _R:
         """Take a transition and write its outcome; a write that fails
         raises :class:`PersistenceError` and the caller announces nothing."""
-        before = self.record.state
-        result = transition(restore(self.record), *args, **kwargs)
-        await self.store.save(self.record, self.claim)
-        await self._follow_deadline(before)
-        return result
+        async with self._lock:
+            before = self.record.deadline
+            result = transition(restore(self.record), *args, **kwargs)
+            await self.store.save(self.record, self.claim)
+            await self._follow_deadline(before)
+            return result
 
     async def apply_best_effort(
         self,
@@ -79,25 +80,27 @@ class ThreadShell:
     ) -> _R:
         """Like :meth:`apply`, for a transition whose announcement must reach
         the client even when the record cannot be written (an error)."""
-        before = self.record.state
-        result = transition(restore(self.record), *args, **kwargs)
-        try:
-            await self.store.save(self.record, self.claim)
-        except PersistenceError as exc:
-            log.warning("thread %s: %s not persisted: %s", self.record.thread_id, self.record.state.value, exc)
-        else:
-            await self._follow_deadline(before)
-        return result
+        async with self._lock:
+            before = self.record.deadline
+            result = transition(restore(self.record), *args, **kwargs)
+            try:
+                await self.store.save(self.record, self.claim)
+            except PersistenceError as exc:
+                log.warning("thread %s: %s not persisted: %s", self.record.thread_id, self.record.state.value, exc)
+            else:
+                await self._follow_deadline(before)
+            return result
 
-    async def _follow_deadline(self, before: ThreadState) -> None:
-        # A resume keeps its interrupts' deadline until the runtime took the
-        # answers: if its process dies, the expiry timer is one of the
-        # requests that recover the thread.
+    async def _follow_deadline(self, before: float | None) -> None:
+        """Interrupts that expire (a resume keeps their deadline until the
+        runtime took the answers: if its process dies, the expiry timer is one
+        of the requests that recover the thread), and a handed-off run whose
+        grace ends, are looked at by the expiry timers of any replica."""
         record = self.record
-        deadline = record.next_deadline if record.state in _WAITING else None
+        deadline = record.deadline
         if deadline is not None:
             await self.expiry.schedule(record.thread_id, deadline)
-        elif before is ThreadState.INTERRUPTED or self.expiry.is_armed(record.thread_id):
+        elif before is not None or self.expiry.is_armed(record.thread_id):
             await self.expiry.cancel(record.thread_id)
 
     async def release(self) -> None:
