@@ -66,6 +66,18 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
     parser.add_argument("--interrupt-ttl-seconds", type=float, default=3600.0,
                         help="how long a pending interrupt may wait for its answer (default 1 h)")
+    parser.add_argument("--disconnect-grace-seconds", type=_seconds, metavar="S",
+                        default=_seconds_from(env, cfg.ENV_DISCONNECT_GRACE, 0.0),
+                        help="how long a run whose client vanished goes on, waiting for a re-attach "
+                        f"(default 0: cancel at once; or ${cfg.ENV_DISCONNECT_GRACE})")
+    parser.add_argument("--replay-retention-seconds", type=_seconds, metavar="S",
+                        default=_seconds_from(env, cfg.ENV_REPLAY_RETENTION, 600.0),
+                        help="how long an ended run can be replayed by a re-attach (default 600; "
+                        f"0 with no grace turns event ids off; or ${cfg.ENV_REPLAY_RETENTION})")
+    parser.add_argument("--run-log-max-events", type=_positive_int, default=10_000, metavar="N",
+                        help="events one run's log keeps at most (default 10000)")
+    parser.add_argument("--run-log-max-bytes", type=_positive_int, default=8 * 1024 * 1024, metavar="B",
+                        help="bytes one run's log keeps at most (default 8 MiB, at least 1024)")
     parser.add_argument("--log-level", default="INFO",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--log-format", default="text", choices=("text", "json"),
@@ -107,6 +119,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {text}")
+    return value
+
+
+def _seconds_from(env: Mapping[str, str], name: str, default: float) -> float:
+    """A duration from the environment (empty means unset); a bad value is a usage error."""
+    raw = env.get(name) or ""
+    try:
+        return _seconds(raw) if raw else default
+    except argparse.ArgumentTypeError as exc:
+        raise SystemExit(f"aguiadapter: {name}: {exc}") from None
+
+
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> cfg.Config:
     """Turn parsed options (and the environment) into a :class:`Config`."""
     config_dir = args.config_dir or cfg.default_config_dir(env)
@@ -135,6 +166,10 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         jwt=jwt,
         max_active_runs=args.max_active_runs,
         max_active_runs_per_user=args.max_active_runs_per_user,
+        disconnect_grace_seconds=args.disconnect_grace_seconds,
+        replay_retention_seconds=args.replay_retention_seconds,
+        run_log_max_events=args.run_log_max_events,
+        run_log_max_bytes=args.run_log_max_bytes,
     )
 
 
@@ -186,6 +221,7 @@ async def serve(
 ) -> None:
     """Run the server until SIGINT or SIGTERM."""
     from .web.app import create_app
+    from .web.keys import BACKEND
     from .web.server import AdapterRunner
 
     child = None
@@ -207,7 +243,17 @@ async def serve(
         # tenth of the CPU per relayed event, more with OpenTelemetry loaded).
         gc.freeze()
         _print_banner(app, site, config)
-        await _wait_for_signal()
+        signals = _Signals()
+        try:
+            await signals.next()
+            service = app[BACKEND].service
+            if service is not None and service.can_hand_off and service.active:
+                # Rolling restart: let other replicas adopt the runs in flight.
+                print(f"aguiadapter: draining {len(service.active)} run(s) for up to "
+                      f"{config.disconnect_grace_seconds:g} s (signal again to cancel them)", flush=True)
+                await service.drain(signals.second)
+        finally:
+            signals.close()
         print("aguiadapter: shutting down", flush=True)
     finally:
         await runner.cleanup()
@@ -244,13 +290,23 @@ def _auth_summary(config: cfg.Config) -> str:
     return "bearer token required" if config.auth_token else "none"
 
 
-async def _wait_for_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
+class _Signals:
+    """SIGINT and SIGTERM: the first one stops (or drains), a second one
+    ends the drain."""
+
+    def __init__(self) -> None:
+        self.first = asyncio.Event()
+        self.second = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+            self._loop.add_signal_handler(sig, self._got)
+
+    def _got(self) -> None:
+        (self.second if self.first.is_set() else self.first).set()
+
+    async def next(self) -> None:
+        await self.first.wait()
+
+    def close(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._loop.remove_signal_handler(sig)

@@ -29,6 +29,8 @@ ENV_JWT_JWKS_FILE = "IAC_CODE_AGUI_JWT_JWKS_FILE"
 ENV_JWT_ISSUER = "IAC_CODE_AGUI_JWT_ISSUER"
 ENV_JWT_AUDIENCE = "IAC_CODE_AGUI_JWT_AUDIENCE"
 ENV_JWT_PRINCIPAL_CLAIM = "IAC_CODE_AGUI_JWT_PRINCIPAL_CLAIM"
+ENV_DISCONNECT_GRACE = "IAC_CODE_AGUI_DISCONNECT_GRACE_SECONDS"
+ENV_REPLAY_RETENTION = "IAC_CODE_AGUI_REPLAY_RETENTION_SECONDS"
 
 
 @attrs.frozen
@@ -79,6 +81,15 @@ class Config:
     max_active_runs: int | None = None
     #: Runs streaming at once per principal (or per ``userId`` without JWTs); ``None``: no limit.
     max_active_runs_per_user: int | None = None
+    #: How long a run whose client vanished goes on, waiting for a re-attach
+    #: (0: cancelled at once, as the protocol reference says).
+    disconnect_grace_seconds: float = 0.0
+    #: How long an ended run can still be replayed (0 with no grace: no
+    #: event ids, no re-attach).
+    replay_retention_seconds: float = 600.0
+    #: The bounds of one run's event log.
+    run_log_max_events: int = 10_000
+    run_log_max_bytes: int = 8 * 1024 * 1024
 
     def __attrs_post_init__(self) -> None:
         if self.auth_token and self.jwt is not None:
@@ -90,6 +101,16 @@ class Config:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, not {value}")
+        for name in ("disconnect_grace_seconds", "replay_retention_seconds"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
+        if self.run_log_max_events < 1 or self.run_log_max_bytes < 1024:
+            raise ValueError("run_log_max_events must be at least 1 and run_log_max_bytes at least 1024")
+
+    @property
+    def resumable(self) -> bool:
+        """Whether runs keep an event log (ids, re-attach)."""
+        return self.replay_retention_seconds > 0 or self.disconnect_grace_seconds > 0
 
 
 def default_config_dir(env: Mapping[str, str] = os.environ) -> Path:

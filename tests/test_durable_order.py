@@ -30,7 +30,7 @@ from aguiadapter.threads.record import ThreadRecord, ThreadState, record_from_js
 from aguiadapter.threads.service import ThreadService
 from aguiadapter.threads.store import PersistenceError
 from tests.support.adapter import run_body
-from tests.support.agui import check_order
+from tests.support.agui import check_order, parse_sse
 
 
 class StoredRecordSink:
@@ -40,8 +40,10 @@ class StoredRecordSink:
         self.path = store.path_for(thread_id)
         self.emits: list[tuple[list[dict[str, Any]], ThreadRecord]] = []
 
-    async def emit(self, events: list[dict[str, Any]]) -> None:
-        self.emits.append((list(events), record_from_json(self.path.read_bytes())))
+    async def send(self, chunk: bytes, count: int) -> None:
+        events, _ = parse_sse(chunk)
+        assert len(events) == count
+        self.emits.append((events, record_from_json(self.path.read_bytes())))
 
     @property
     def events(self) -> list[dict[str, Any]]:

@@ -112,7 +112,7 @@ async def test_a_silent_runtime_gets_heartbeats(tmp_path: Path, workspace: Path)
     finally:
         await running.close()
         await quiet.close()
-    assert chunks.startswith(b"data: {\"type\":\"RUN_STARTED\"")
+    assert chunks.startswith(b"id: 1\ndata: {\"type\":\"RUN_STARTED\"")
 
 
 async def test_a_client_that_disconnects_gets_its_a2a_task_cancelled(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from aguiadapter.config import JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
-from tests.support.agui import check_stream
+from tests.support.agui import check_stream, parse_sse
 from tests.support.eventually import eventually
 from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer, write_jwks
 
@@ -42,8 +41,8 @@ class OpenRun:
         return self
 
     def execution_id(self) -> str:
-        block = next(b for b in self.raw.decode().split("\n\n") if SESSION_EVENT.decode() in b)
-        return str(json.loads(block.removeprefix("data: "))["value"]["executionId"])
+        events, _ = parse_sse(self.raw.rsplit(b"\n\n", 1)[0] + b"\n\n")
+        return str(next(e for e in events if e.get("name") == SESSION_EVENT.decode())["value"]["executionId"])
 
     async def finish(self) -> list[dict[str, Any]]:
         self.raw += await asyncio.wait_for(self.resp.read(), 10)

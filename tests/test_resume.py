@@ -16,7 +16,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
 from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.agui import texts, types
+from tests.support.agui import parse_sse, texts, types
 from tests.support.eventually import eventually
 
 
@@ -308,7 +308,7 @@ async def test_a_resume_sent_the_moment_run_finished_arrives_finds_the_thread_fr
         seen = b""
         while b'"RUN_FINISHED"' not in seen or not seen.endswith(b"\n\n"):
             seen += await resp.content.readany()
-        finished = json.loads(seen.rstrip().rsplit(b"\n\n", 1)[-1][len(b"data: "):])
+        finished = parse_sse(seen)[0][-1]
         (interrupt,) = finished["outcome"]["interrupts"]
         # The first response is still open here.
         reply = await adapter.run(resume_body("t-quick", workspace, allow(interrupt)))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
 
 import attrs
+from statemachine.exceptions import TransitionNotAllowed
 
 from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
@@ -35,13 +36,17 @@ from ..telemetry import QUIET, Telemetry
 from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
 from . import machine as tm
-from .record import PendingInterrupt, ThreadRecord
+from .record import PendingInterrupt, RunKind, ThreadRecord
+from .run_log import LogBroken, RunLog, RunLogs, UnloggedRun
 from .shell import EventSink, SinkClosed, ThreadShell
 from .store import PersistenceError
 
+#: How often a run without a client looks whether one re-attached.
+GRACE_POLL_SECONDS: Final = 1.0
+
 log = logging.getLogger(__name__)
 
-StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost"]
+StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost", "handoff"]
 
 #: How many times a run subscribes to its task again when a stream ends early.
 FOLLOW_ROUNDS: Final = 5
@@ -65,6 +70,10 @@ class RunContext:
     clock: Callable[[], float] = time.time
     #: Where runs report their metrics and spans (nothing by default).
     telemetry: Telemetry = QUIET
+    #: Where runs write their events (``None``: no re-attach, no ids).
+    logs: RunLogs | None = None
+    #: How long a run whose client vanished goes on (0: cancel at once).
+    grace_seconds: float = 0.0
 
 
 @attrs.define
@@ -106,7 +115,7 @@ class LostTask(AdapterError):
 class RunDriver:
     """Carries one admitted run from its opening to its last event."""
 
-    def __init__(self, context: RunContext, ticket: Ticket, sink: EventSink) -> None:
+    def __init__(self, context: RunContext, ticket: Ticket, sink: EventSink | None) -> None:
         self.context = context
         self.ticket = ticket
         self.shell = ticket.shell
@@ -139,13 +148,22 @@ class RunDriver:
             for envelope in self.envelopes.values()
             if envelope.tool_use_id
         }
+        adopting = ticket.plan.kind is tm.PlanKind.ADOPT
         self.translator = RunTranslator(
             self.identity,
             known_session=continuing,
             pipeline=record.pipeline if continuing else None,
             resumed_tools=resumed_tools,
             known_inputs=tuple(self.envelopes.values()),
+            span_prefix=f"{self.identity.run_id}.{record.adoptions + 1}" if adopting else None,
         )
+        #: The run's event log (what a re-attached client reads).
+        self.log: RunLog = UnloggedRun()
+        #: Watches for a re-attach while the run has no client.
+        self._grace: asyncio.Task[None] | None = None
+        #: Set on shutdown: the client was let go; the run waits to be adopted.
+        self.draining = False
+        self._ending: asyncio.Task[None] | None = None
         self.started = time.monotonic()
         self.report = context.telemetry.run(
             thread_id=record.thread_id, run_id=self.identity.run_id, execution_id=self.identity.execution_id,
@@ -165,11 +183,72 @@ class RunDriver:
 
     # ------------------------------------------------------------- control
     def stop(self, reason: StopReason) -> None:
-        """Stop relaying; the run then ends as cancelled."""
+        """Stop relaying; the run then ends as cancelled (``handoff``: it is
+        left to another replica). A client that went away while there is a
+        disconnect grace only parks the run."""
+        if reason == "disconnect" and self.context.grace_seconds > 0 and self.stop_reason is None:
+            self._client_left()
+            return
         if self.stop_reason is None:
             self.stop_reason = reason
         if self._inner is not None:
             self._inner.cancel()
+
+    def _client_left(self) -> None:
+        """The client vanished: go on without it for the grace."""
+        self.sink = None
+        if self._grace is None and not self.ended.is_set():
+            self._grace = asyncio.create_task(self._mind_the_grace())
+
+    def drain(self, until: float) -> None:
+        """Shutdown: let the client go (it re-attaches elsewhere with its
+        last event id) and go on relaying into the log until another replica
+        adopts the run (:meth:`hand_off`) or ``until``."""
+        self.draining = True
+        sink, self.sink = self.sink, None
+        end = getattr(sink, "end", None)
+        if end is not None:
+            self._ending = asyncio.create_task(end())
+        if self._grace is not None:
+            self._grace.cancel()
+        self._grace = asyncio.create_task(self._drain_until(until))
+
+    def hand_off(self) -> None:
+        """Another replica asks for this draining run: stop relaying it."""
+        if self.draining:
+            self.stop("handoff")
+
+    async def _drain_until(self, until: float) -> None:
+        await asyncio.sleep(max(until - self.context.clock(), 0.0))
+        self.stop("shutdown")
+
+    async def _mind_the_grace(self) -> None:
+        """Park the run; rejoin while a client reads its log; cancel it when
+        nobody did for the whole grace."""
+        logs, shell, clock = self.context.logs, self.shell, self.context.clock
+        record, ident = shell.record, self.identity
+        try:
+            while not self.ended.is_set():
+                watched = logs is not None and await logs.watched(ident.thread_id, ident.run_id)
+                if watched:
+                    if record.parked_until is not None:
+                        await shell.apply(tm.rejoin)
+                    await asyncio.sleep(GRACE_POLL_SECONDS)
+                    continue
+                if record.parked_until is None:
+                    await shell.apply(tm.park, clock() + self.context.grace_seconds)
+                remaining = (record.parked_until or 0.0) - clock()
+                if remaining <= 0:
+                    log.info("run %s: no client came back within the grace", ident.run_id)
+                    self._grace = None
+                    self.stop_reason = self.stop_reason or "disconnect"
+                    if self._inner is not None:
+                        self._inner.cancel()
+                    return
+                await asyncio.sleep(min(GRACE_POLL_SECONDS, remaining))
+        except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
+            # The run ended meanwhile, or the store failed: the run reports that itself.
+            log.warning("run %s: disconnect grace not kept: %r", ident.run_id, exc)
 
     def message(self, code: ErrorCode) -> str:
         """The caller-language message of an error code."""
@@ -184,8 +263,16 @@ class RunDriver:
         shell = self.shell
         # What a report repeats of the turn its answers let go on.
         missed: list[Event] = []
+        logs = self.context.logs
         try:
-            if plan.kind is tm.PlanKind.REPORT:
+            if logs is not None:
+                self.log = await logs.open(
+                    self.identity.thread_id, self.identity.run_id, continuing=plan.kind is tm.PlanKind.ADOPT
+                )
+            if plan.kind is tm.PlanKind.ADOPT:
+                events = []
+                await shell.apply(tm.adopt, self.context.clock())
+            elif plan.kind is tm.PlanKind.REPORT:
                 code = self.ticket.record.last_error
                 message = self.message(ErrorCode[code]) if code and code in ErrorCode.__members__ else ""
                 missed = await self._missed(self.identity.task_id) if self.identity.task_id else []
@@ -200,7 +287,7 @@ class RunDriver:
                 events = await shell.apply(tm.announce, binding)
             else:
                 events = await shell.apply(tm.follow, binding, plan.taken)
-        except PersistenceError as exc:
+        except (PersistenceError, LogBroken) as exc:
             await shell.release()
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
         except BaseException:
@@ -215,7 +302,11 @@ class RunDriver:
             events = [events[0], *self.translator.opening(), *missed, *self.translator.finish(), *events[1:]]
         else:
             shell.keep_claim(lambda: self.stop("lease_lost"))
-            if plan.kind is not tm.PlanKind.TURN:
+            if plan.kind is tm.PlanKind.ADOPT:
+                # The run's start is in its log already; its client reads it there.
+                events += self.translator.reopen_steps()
+                self._client_left()
+            elif plan.kind is not tm.PlanKind.TURN:
                 events += self.translator.opening() + self.translator.reopen_steps()
                 view = self.ticket.view
                 if view is not None and view.pipeline is not None:
@@ -244,6 +335,8 @@ class RunDriver:
                 await self._drive()
             finally:
                 self.shell.stop_keeping()
+                if self._grace is not None:
+                    self._grace.cancel()
                 await self.shell.release()
                 self._log_run()
         self.ended.set()
@@ -251,7 +344,7 @@ class RunDriver:
     async def _drive(self) -> None:
         if self._over:
             return
-        if self.sink is None or self.stop_reason is not None:
+        if self.stop_reason is not None or (self.sink is None and self._grace is None and not self.draining):
             self.stop_reason = self.stop_reason or "disconnect"
             await self._abandon()
             return
@@ -263,11 +356,17 @@ class RunDriver:
                 self.stop_reason = "disconnect"
                 await self._abandon()
                 raise
+            if self.stop_reason == "handoff":
+                await asyncio.shield(self._let_go())
+                return
             await self._abandon()
             return
         except SinkClosed:
             self.stop_reason = "disconnect"
             await self._abandon()
+            return
+        except LogBroken as exc:
+            await self._lost_log(exc)
             return
         except _RUN_ERRORS as exc:
             await self._end_by_error(exc)
@@ -309,6 +408,8 @@ class RunDriver:
             return await self._follow()
         if plan.kind is tm.PlanKind.ANNOUNCE:
             return TurnOutcome("interrupt", inputs=plan.asks)
+        if plan.kind is tm.PlanKind.ADOPT:
+            return await self._follow()
         if plan.kind is tm.PlanKind.RESUME:
             outcome = await self._answer(plan.answers)
             if outcome is not None and not outcome.unconfirmed:
@@ -492,8 +593,19 @@ class RunDriver:
         return events
 
     async def _emit(self, events: list[Event]) -> None:
-        if events and self.sink is not None:
-            await self.sink.emit(events)
+        """Write events to the run's log, then what the log framed to the
+        client (a client that vanished parks the run when there is a grace)."""
+        if not events:
+            return
+        chunk = await self.log.append(events)
+        sink = self.sink
+        if sink is not None:
+            try:
+                await sink.send(chunk, len(events))
+            except SinkClosed:
+                if self.context.grace_seconds <= 0 or self.draining:
+                    raise
+                self._client_left()
 
     # -------------------------------------------------------------- endings
     async def _conclude(self, outcome: TurnOutcome | None) -> None:
@@ -541,7 +653,7 @@ class RunDriver:
             # Nothing was applied: the interrupts stay pending and retryable.
             await self._refuse_answer(ErrorCode.A2A_UNAVAILABLE if isinstance(exc, AnswerRefused) else code)
             return
-        if code is ErrorCode.A2A_UNAVAILABLE and self.ticket.plan.kind is not tm.PlanKind.TURN:
+        if code is ErrorCode.A2A_UNAVAILABLE and not self._is_turn():
             # The runtime may be carrying out what it took; look again later.
             self._note_error(code)
             await self._close_spans()
@@ -592,13 +704,42 @@ class RunDriver:
         if self.stop_reason == "disconnect":
             self._outcome_name = "disconnected"
         if lease_lost:
-            # Another replica owns the thread now: its record is not ours to write.
+            # Another replica owns the thread now: its record and the run's
+            # log are not ours to write; only our own client is told.
+            self.log = UnloggedRun()
             await self._close_spans()
             await self._emit([{"type": "RUN_ERROR", "message": self.message(code), "code": code.name}])
             return
         await self.context.runtime.cancel_task(self.identity.task_id)
         await self._close_spans()
         await self._end(tm.cancel, self.message(code), best_effort=True)
+
+    async def _let_go(self) -> None:
+        """Shutdown handoff: close what this process opened (in the log),
+        record that the run waits to be adopted, free the thread. The
+        runtime's task goes on."""
+        self._outcome_name = "handed_off"
+        await self._close_spans()
+        until = self.context.clock() + self.context.grace_seconds
+        try:
+            await self.shell.apply(tm.hand_off, until)
+        except PersistenceError as exc:
+            log.error("run %s: handoff not recorded, the run is cancelled: %s", self.identity.run_id, exc)
+            await self.context.runtime.cancel_task(self.identity.task_id)
+            return
+        self.shell.stop_keeping()
+        await self.shell.release()
+        log.info("run %s handed off; task %s goes on", self.identity.run_id, self.identity.task_id)
+
+    async def _lost_log(self, exc: LogBroken) -> None:
+        """The log cannot be written (its store failed, or another replica
+        writes this run now): nothing more can reach a client in order."""
+        log.error("run %s: event log not written: %s", self.identity.run_id, exc)
+        self.log = UnloggedRun()
+        # As for a lost lease: the record is not written and the task not
+        # cancelled; the next request that touches the thread recovers it.
+        self.stop_reason = "lease_lost"
+        await self._abandon()
 
     async def _close_spans(self) -> None:
         try:
@@ -620,6 +761,13 @@ class RunDriver:
             await self._emit(events)
         except SinkClosed:
             log.info("run %s ended after its client left", self.identity.run_id)
+
+    def _is_turn(self) -> bool:
+        """A new user turn (or an adopted one): nothing decided rides on it."""
+        kind = self.ticket.plan.kind
+        if kind is tm.PlanKind.ADOPT:
+            return self.shell.record.active_run_kind in (RunKind.TURN, None)
+        return kind is tm.PlanKind.TURN
 
     def _note_error(self, code: ErrorCode) -> None:
         self._outcome_name = code.name

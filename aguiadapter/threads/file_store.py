@@ -21,6 +21,7 @@ import aiofiles.os
 from .durable import GroupWriter
 from .slots import LocalRunSlots
 from .record import ThreadRecord, record_to_json
+from .run_log import LogBounds, MemoryRunLogs
 from .store import Claim, CorruptRecord, PersistenceError, parse_stored_record
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,16 @@ class FileThreadStore:
 
     def on_cancel(self, callback: Callable[[str], None]) -> None:
         """One process: no other replica publishes cancels."""
+
+    async def publish_attach(self, execution_id: str) -> None:
+        """One process: no other replica holds a run to hand over."""
+
+    def on_attach(self, callback: Callable[[str], None]) -> None:
+        """One process: no other replica asks for a run."""
+
+    def run_logs(self, bounds: LogBounds) -> MemoryRunLogs:
+        """Run logs live in this process, which owns the state folder."""
+        return MemoryRunLogs(bounds)
 
     async def due_deadlines(self, now: float) -> list[str]:
         """Deadlines that passed (the local timers usually got there first)."""

@@ -40,6 +40,8 @@ from redis.exceptions import RedisError
 
 from .record import ThreadRecord, record_to_json
 from .redis_limits import RedisRunSlots
+from .redis_run_log import RedisRunLogs
+from .run_log import LogBounds
 from .store import Claim, PersistenceError, StoreUnavailable, parse_stored_record
 
 log = logging.getLogger(__name__)
@@ -163,6 +165,11 @@ class Keys:
         """The pub/sub channel of cross-replica cancels."""
         return f"{self.prefix}cancel"
 
+    @property
+    def attach_channel(self) -> str:
+        """The pub/sub channel of re-attaches (a draining replica hands its run over)."""
+        return f"{self.prefix}attach"
+
 
 # ------------------------------------------------------------------ URLs
 def split_store_url(url: str) -> tuple[str, RedisSettings]:
@@ -238,6 +245,7 @@ class RedisThreadStore:
         self._save_script = self._client.register_script(_SAVE)
         self._sweep_script = self._client.register_script(_SWEEP)
         self._callbacks: list[Callable[[str], None]] = []
+        self._attach_callbacks: list[Callable[[str], None]] = []
         self._listener: asyncio.Task[None] | None = None
         self._closing = False
         #: Set while the cancel listener is subscribed (tests wait on it).
@@ -412,6 +420,21 @@ class RedisThreadStore:
         """Call ``callback(execution_id)`` for every published cancel."""
         self._callbacks.append(callback)
 
+    async def publish_attach(self, execution_id: str) -> None:
+        """Tell every replica a client re-attached to this execution's run."""
+        try:
+            await _bounded(self._client.publish(self.keys.attach_channel, execution_id))
+        except _ERRORS as exc:
+            log.warning("re-attach of %s not published: %s", execution_id, _why(exc))
+
+    def on_attach(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(execution_id)`` for every published re-attach."""
+        self._attach_callbacks.append(callback)
+
+    def run_logs(self, bounds: LogBounds) -> RedisRunLogs:
+        """Run logs as Redis streams (``docs/redis-layout.md``)."""
+        return RedisRunLogs(self._client, self.settings.prefix, bounds)
+
     async def _listen_forever(self) -> None:
         """Listen, and after any failure listen again (backing off while Redis
         stays away); cancels published in the gap are lost."""
@@ -431,17 +454,20 @@ class RedisThreadStore:
     async def _listen_once(self) -> None:
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         try:
-            await pubsub.subscribe(self.keys.cancel_channel)
+            await pubsub.subscribe(self.keys.cancel_channel, self.keys.attach_channel)
             self.listening.set()
+            attach = self.keys.attach_channel.encode()
             while not self._closing:
-                message = await pubsub.get_message(timeout=1.0)
+                message = await pubsub.get_message(timeout=0.25)
                 if message is not None and message.get("type") == "message":
-                    self._dispatch(_text(message["data"]))
+                    channel = message.get("channel")
+                    callbacks = self._attach_callbacks if channel == attach else self._callbacks
+                    self._dispatch(_text(message["data"]), callbacks)
         finally:
             await _close_quietly(pubsub)
 
-    def _dispatch(self, execution_id: str) -> None:
-        for callback in list(self._callbacks):
+    def _dispatch(self, execution_id: str, callbacks: list[Callable[[str], None]]) -> None:
+        for callback in list(callbacks):
             try:
                 callback(execution_id)
             except Exception:

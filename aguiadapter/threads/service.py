@@ -20,13 +20,15 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Final, Literal
 
 from ..a2a.client import A2AClient, A2AError
 from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
-from ..protocol.inputs import RunAgentInput, latest_user_message
+from ..i18n import render
+from ..protocol.events import Event
+from ..protocol.inputs import ForwardedProps, IacCodeProps, RunAgentInput, latest_user_message
 from ..runtime.evidence import Findings, TaskFate, TaskView, assess, input_status, waiting_inputs
 from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
@@ -36,6 +38,7 @@ from .driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
 from .record import RunKind, ThreadRecord, ThreadState
+from .run_log import LogBounds, LogBroken, RunLogs, Truncated
 from .shell import EventSink, ThreadShell
 from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
 
@@ -49,6 +52,19 @@ SWEEP_SECONDS: Final = 5.0
 CANCEL_WAIT_SECONDS: Final = 5.0
 #: How long shutdown waits for each run to end.
 SHUTDOWN_WAIT_SECONDS: Final = 1.0
+#: How often a re-attach asks the replica holding a run to hand it over.
+HANDOVER_POLL_SECONDS: Final = 0.1
+
+
+class Draining(AdapterError):
+    """``SERVER_DRAINING``: this replica shuts down; another one serves at once."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.SERVER_DRAINING)
+
+    def response_headers(self) -> dict[str, str]:
+        """``Retry-After: 1``: a load balancer has another replica by then."""
+        return {"Retry-After": "1"}
 
 
 class ThreadService:
@@ -62,12 +78,18 @@ class ThreadService:
         interrupt_ttl_seconds: float = 3600.0,
         clock: Callable[[], float] = time.time,
         telemetry: Telemetry = QUIET,
+        grace_seconds: float = 0.0,
+        log_bounds: LogBounds | None = None,
     ) -> None:
         self.store = store
         self.client = client
         self.runtime = IacCodeRuntime(client)
         self.clock = clock
-        self.context = RunContext(self.runtime, interrupt_ttl_seconds, clock, telemetry)
+        #: The runs' event logs (``None``: no ids, no re-attach).
+        self.logs: RunLogs | None = store.run_logs(log_bounds) if log_bounds is not None else None
+        self.context = RunContext(
+            self.runtime, interrupt_ttl_seconds, clock, telemetry, logs=self.logs, grace_seconds=grace_seconds
+        )
         self.expiry = ExpiryScheduler(store, self.expire_thread, clock=clock)
         #: Renews the leases of every claim this process holds, from one loop.
         self.leases = LeaseKeeper(store)
@@ -75,7 +97,22 @@ class ThreadService:
         self.active: dict[str, RunDriver] = {}
         #: Set on server shutdown: active runs are cancelled and told so.
         self.closing = False
+        #: Set on the first SIGTERM with a handoff possible: no new run is
+        #: admitted, active runs wait for another replica to adopt them.
+        self.draining = False
         self._sweeper: asyncio.Task[None] | None = None
+        #: Re-attaches that look for the run's holder, and adopted runs.
+        self._background: set[asyncio.Task[None]] = set()
+
+    @property
+    def resumable(self) -> bool:
+        """Whether clients can re-attach to runs (the event logs are on)."""
+        return self.logs is not None
+
+    @property
+    def can_hand_off(self) -> bool:
+        """Whether a shutdown can leave runs to other replicas."""
+        return self.logs is not None and self.context.grace_seconds > 0 and self.store.kind != "file"
 
     @property
     def interrupt_ttl_seconds(self) -> float:
@@ -87,6 +124,7 @@ class ThreadService:
         interrupt expiry from the stored deadlines and start the sweeper."""
         await self.store.start()
         self.store.on_cancel(lambda execution_id: self.stop_run(execution_id, "cancel"))
+        self.store.on_attach(self._asked_for)
         await self.expiry.start()
         self._sweeper = asyncio.create_task(self._sweep_deadlines())
 
@@ -108,6 +146,8 @@ class ThreadService:
     ) -> Ticket:
         """Check a request against the thread and claim the thread for it
         (``principal``: the verified caller, who owns the threads they start)."""
+        if self.draining:
+            raise Draining()
         thread_id = run_input.thread_id
         request = _request_of(run_input, digest, cwd, principal)
         # Claimed first, so that the record is read once: under the claim it
@@ -211,6 +251,15 @@ class ThreadService:
         record = shell.record
         if record.state is not ThreadState.RUNNING:
             return
+        if record.handed_off:
+            if record.parked_until is not None and record.parked_until > self.clock():
+                return  # alive in the runtime, waiting to be adopted
+            # Nobody re-attached within the grace: cancelled, as a client that left.
+            log.info("thread %s: handed-off run %s not adopted in time", record.thread_id, record.active_run_id)
+            async with shell.renewing():
+                await self.runtime.cancel_task(record.task_id)
+            await self._settle(shell, tm.cancel, render(ErrorCode.CANCELLED.message_id, "en"))
+            return
         kind = record.active_run_kind or RunKind.TURN
         if kind is RunKind.TURN:
             # Nothing the person decided rides on a turn: a client that is
@@ -235,26 +284,146 @@ class ThreadService:
             record.thread_id, kind.value, record.task_id, findings.fate.value,
             {key: value.value for key, value in findings.statuses.items()},
         )
-        await self._settle(shell, tm.recover, findings, expires_at=self.clock() + self.interrupt_ttl_seconds)
+        await self._settle(
+            shell, tm.recover, findings, expires_at=self.clock() + self.interrupt_ttl_seconds, describe=_describe
+        )
 
     async def _settle(self, shell: ThreadShell, transition: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Take a transition outside any run; what it announces ends the
+        event log of the run it settled (no client listens to that run)."""
+        run_id = shell.record.active_run_id
         try:
-            await shell.apply(transition, *args, **kwargs)
+            events = await shell.apply(transition, *args, **kwargs)
         except PersistenceError as exc:
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
+        if run_id is not None and events and self.logs is not None:
+            await self._close_log(shell.record.thread_id, run_id, events)
+
+    async def _close_log(self, thread_id: str, run_id: str, events: list[Event]) -> None:
+        assert self.logs is not None
+        try:
+            await self.logs.append_once(thread_id, run_id, events)
+        except (LogBroken, StoreUnavailable, PersistenceError, OSError) as exc:  # the record is settled
+            log.warning("run %s: end not written to its event log: %s", run_id, exc)
 
     # ------------------------------------------------------------------ runs
     async def run(self, ticket: Ticket, sink: EventSink) -> None:
         """Open the run (failures before the stream raise) and drive it to the end."""
         driver = RunDriver(self.context, ticket, sink)
         await driver.open()
-        execution_id = ticket.execution_id
+        await self._drive(driver)
+
+    # ------------------------------------------------------------ re-attach
+    async def thread(self, thread_id: str) -> ThreadRecord | None:
+        """A thread's record as stored (the status route reads nothing else)."""
+        return await self._load(thread_id)
+
+    async def attach(self, thread_id: str, run_id: str, cursor: int) -> AsyncIterator[bytes]:
+        """A client re-attaches to a run: its events after ``cursor``, then
+        live until its end. Refusals raise before anything is read; a run
+        that no process relays is adopted (handed off) or settled (dead)."""
+        if self.draining:
+            raise Draining()
+        record = await self._load(thread_id)
+        if record is None:
+            raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
+        # ACCESS (issue 15): once threads have owners, a thread the caller
+        # may not read answers exactly like an unknown one, here:
+        #     if not may_read(record, principal): raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
+        logs = self.logs
+        if logs is None or run_id not in record.runs or not await logs.exists(thread_id, run_id):
+            raise AdapterError(ErrorCode.RUN_NOT_FOUND)
+        reader = logs.read(thread_id, run_id, cursor)
+        try:
+            first = await anext(reader)
+        except Truncated as exc:
+            raise AdapterError(ErrorCode.EVENTS_TRUNCATED) from exc
+        except StopAsyncIteration:
+            first = b""
+        if record.state is ThreadState.RUNNING and record.active_run_id == run_id and record.execution_id:
+            self._in_background(self._see_relayed(thread_id, run_id, record.execution_id))
+        return _prepend(first, reader)
+
+    async def _see_relayed(self, thread_id: str, run_id: str, execution_id: str) -> None:
+        """Make sure a process relays the re-attached run: the one that
+        holds it does (a draining one is asked to let go); a handed-off run
+        is adopted here; a dead one is settled, which ends its log."""
+        if execution_id in self.active:
+            return
+        deadline = time.monotonic() + self.store.lease_seconds + 1.0
+        asked_at = 0.0
+        while time.monotonic() < deadline:
+            claim = await self._claim(thread_id, f"attach-{run_id}")
+            if claim is not None:
+                await self._take_over(claim, run_id)
+                return
+            if time.monotonic() - asked_at >= 1.0:
+                asked_at = time.monotonic()
+                await self.store.publish_attach(execution_id)
+            await asyncio.sleep(HANDOVER_POLL_SECONDS)
+            record = await self._load(thread_id)
+            if record is None or record.active_run_id != run_id or record.state is not ThreadState.RUNNING:
+                return
+
+    async def _take_over(self, claim: Claim, run_id: str) -> None:
+        adopted = False
+        try:
+            record = await self._load(claim.thread_id)
+            if record is None or record.active_run_id != run_id or record.state is not ThreadState.RUNNING:
+                return
+            shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
+            if tm.restore(record).handed_over(self.clock()):
+                ticket = Ticket(_adopted_input(record), "", "en", shell, tm.Plan(tm.PlanKind.ADOPT), _new_id())
+                driver = RunDriver(self.context, ticket, None)
+                await driver.open()  # releases the claim if it fails
+                adopted = True
+                self._in_background(self._drive(driver))
+                log.info("thread %s: run %s adopted", record.thread_id, run_id)
+                return
+            await self._recover(shell)
+        finally:
+            if not adopted:
+                await self.store.release(claim)
+
+    async def _drive(self, driver: RunDriver) -> None:
+        execution_id = driver.ticket.execution_id
         self.active[execution_id] = driver
         try:
             await driver.drive()
         finally:
             if self.active.get(execution_id) is driver:
                 del self.active[execution_id]
+
+    def _asked_for(self, execution_id: str) -> None:
+        """Another replica has a client for this run: a draining holder lets go."""
+        driver = self.active.get(execution_id)
+        if driver is not None:
+            driver.hand_off()
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def drain(self, stop: asyncio.Event) -> None:
+        """First SIGTERM: admit nothing more, let every client go with the id
+        of its last event, and keep relaying until each run is adopted by
+        another replica, ends, or the grace runs out (``stop``: a second
+        signal; the remaining runs are then cancelled by :meth:`shutdown`)."""
+        self.draining = True
+        until = self.clock() + self.context.grace_seconds
+        drivers = list(self.active.values())
+        for driver in drivers:
+            driver.drain(until)
+        if not drivers:
+            return
+        ended: asyncio.Future[Any] = asyncio.gather(*(driver.ended.wait() for driver in drivers))
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({ended, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            ended.cancel()
 
     def stop_run(self, execution_id: str, reason: StopReason) -> None:
         """Stop an active run (its client left, or the server stops)."""
@@ -326,13 +495,17 @@ class ThreadService:
                 return
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
-            deadline = record.next_deadline
-            if record.state is not ThreadState.INTERRUPTED or deadline is None:
+            deadline = record.deadline
+            if deadline is None:
                 await self.expiry.cancel(thread_id)
             elif deadline > self.clock():
                 await self.expiry.schedule(thread_id, deadline)
-            else:
+            elif record.state is ThreadState.INTERRUPTED:
                 await self._expire(shell)
+            elif record.handed_off and record.parked_until is not None:
+                await self.expiry.schedule(thread_id, record.parked_until)
+            else:
+                await self.expiry.cancel(thread_id)
         except (CorruptRecord, PersistenceError, StoreUnavailable, AdapterError) as exc:
             log.warning("thread %s: expiry not applied: %s", thread_id, exc)
         finally:
@@ -356,6 +529,10 @@ class ThreadService:
         await self.leases.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
+        for task in list(self._background):
+            task.cancel()
+        if self.logs is not None:
+            await self.logs.close()
         await self.store.close()
 
 
@@ -398,3 +575,27 @@ def _new_turn_message(run_input: RunAgentInput, record: ThreadRecord) -> dict[st
 
 def _new_id() -> str:
     return f"exec-{uuid.uuid4()}"
+
+
+def _describe(code: ErrorCode) -> str:
+    """The words of a RUN_ERROR that only an event log hears."""
+    return render(code.message_id, "en")
+
+
+def _adopted_input(record: ThreadRecord) -> RunAgentInput:
+    """The identity of a handed-off run, as the driver takes it: the run's
+    ids and workspace, no message (an adopted run only follows its task)."""
+    props = IacCodeProps(
+        schema_version=1, ros_invocation_id=record.ros_invocation_id or "", cwd=record.cwd, user_id=record.user_id,
+    )
+    return RunAgentInput(
+        thread_id=record.thread_id, run_id=record.active_run_id or "", messages=(),
+        forwarded_props=ForwardedProps(iac_code=props),
+    )
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    async for chunk in rest:
+        yield chunk

@@ -16,10 +16,8 @@ from typing import Protocol
 import attrs
 
 from .record import ThreadRecord, record_from_json
+from .run_log import LogBounds, RunLogs
 from .slots import RunSlots
-
-
-
 
 
 class PersistenceError(Exception):
@@ -82,6 +80,16 @@ class ThreadStore(Protocol):
 
     def on_cancel(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(execution_id)`` for cancels published by any replica."""
+
+    async def publish_attach(self, execution_id: str) -> None:
+        """A client re-attached to this execution's run: the replica that
+        relays it while shutting down hands it over."""
+
+    def on_attach(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(execution_id)`` for re-attaches on any replica."""
+
+    def run_logs(self, bounds: LogBounds) -> RunLogs:
+        """Where this store keeps the runs' event logs."""
 
     async def ping(self) -> bool:
         """Whether the store answers (for /health)."""

@@ -70,6 +70,7 @@ class RunTranslator:
         pipeline: pl.PipelineState | None = None,
         resumed_tools: dict[str, str] | None = None,
         known_inputs: tuple[InputEnvelope, ...] = (),
+        span_prefix: str | None = None,
     ) -> None:
         self.identity = identity
         #: Inputs announced before, whose first sighting lends what a re-listing drops.
@@ -80,7 +81,9 @@ class RunTranslator:
         self._resumed_tools = resumed_tools or {}
         #: The thread's pipeline cursor; advanced in place, saved with the record.
         self.pipeline = pipeline if pipeline is not None else pl.PipelineState()
-        self.spans = SpanTracker(f"{identity.run_id}")
+        #: Message ids start with the run id (``span_prefix``: a run adopted
+        #: from another process, whose ids must not repeat the first ones).
+        self.spans = SpanTracker(span_prefix or f"{identity.run_id}")
         self.outcome: TurnOutcome | None = None
         #: Set when a task or session id was learned; the service persists it.
         self.identity_changed = False

@@ -13,9 +13,10 @@ from ..config import Config
 from ..telemetry import Telemetry
 from ..threads.file_store import FileThreadStore
 from ..threads.limits import AdmissionLimits
+from ..threads.run_log import LogBounds
 from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
-from . import handlers
+from . import handlers, thread_routes
 from .auth import authenticator_for
 from .http_errors import json_errors
 from .keys import AUTH, BACKEND, CONFIG, TELEMETRY, Backend
@@ -58,6 +59,9 @@ def create_app(
     app.router.add_post("/", handlers.run)
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
     app.router.add_get("/openapi.json", handlers.openapi)
+    app.router.add_get("/capabilities", thread_routes.capabilities)
+    app.router.add_get("/threads/{threadId}", thread_routes.thread_status)
+    app.router.add_get("/threads/{threadId}/runs/{runId}/events", thread_routes.run_events)
     if config.metrics:
         app.router.add_get("/metrics", handlers.metrics)
     app.cleanup_ctx.append(_runtime_context(config, store, telemetry))
@@ -99,6 +103,8 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             client,
             interrupt_ttl_seconds=config.interrupt_ttl_seconds,
             telemetry=telemetry,
+            grace_seconds=config.disconnect_grace_seconds,
+            log_bounds=_log_bounds(config),
         )
         started.limits = AdmissionLimits(threads.run_slots(), config.max_active_runs, config.max_active_runs_per_user)
         try:
@@ -138,6 +144,13 @@ def _metrics_listener(host: str, port: int):  # type: ignore[no-untyped-def]
 
 def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def _log_bounds(config: Config) -> LogBounds | None:
+    """The run logs' bounds, or ``None`` when re-attach is off."""
+    if not config.resumable:
+        return None
+    return LogBounds(config.run_log_max_events, config.run_log_max_bytes, config.replay_retention_seconds)
 
 
 def _configured_store(config: Config) -> ThreadStore:

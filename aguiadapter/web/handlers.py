@@ -84,15 +84,20 @@ async def health(request: web.Request) -> web.Response:
     """Open health check with protocol and runtime reachability."""
     client, service = backend(request)
     reachable, store_ok = await asyncio.gather(client.health(), service.store.ping())
+    status = "ok" if reachable and store_ok else "degraded"
+    if service.draining:
+        status = "draining"
     return web.json_response(
         {
-            "status": "ok" if reachable and store_ok else "degraded",
+            "status": status,
             "protocol": "ag-ui",
             "protocolVersion": "1.0",
             "serverVersion": __version__,
             "a2a": {"url": client.url, "reachable": reachable},
             "store": {"kind": service.store.kind, "reachable": store_ok},
-        }
+        },
+        # A draining replica tells the load balancer to send it nothing new.
+        status=503 if service.draining else 200,
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from ..protocol.events import HEARTBEAT, Event, encode_sse
+from ..protocol.events import HEARTBEAT
 from ..threads.shell import SinkClosed
 
 SSE_HEADERS = {
@@ -55,20 +55,33 @@ class SseWriter:
         """Whether headers went out (errors must then be ``RUN_ERROR``)."""
         return self.response.prepared
 
-    async def emit(self, events: list[Event]) -> None:
-        """Write events as one chunk."""
+    async def send(self, chunk: bytes, count: int) -> None:
+        """Write ``count`` events already framed as SSE (with their ids)."""
         if self._gone:
             raise ClientGone()
         if not self.response.prepared:
             await self._prepare()
         try:
-            await self.response.write(encode_sse(events))
+            await self.response.write(chunk)
         except (ConnectionError, RuntimeError) as exc:
             # The caller learns it from this exception; no callback needed.
             self._gone = True
             raise ClientGone() from exc
-        self.events_sent += len(events)
+        self.events_sent += count
         self._last_write = asyncio.get_running_loop().time()
+
+    async def end(self) -> None:
+        """Finish the stream now (shutdown: the client re-attaches with the
+        id of the last event it got); later events are not ours to send."""
+        self._gone = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+        if self.response.prepared:
+            try:
+                await self.response.write_eof()
+            except (ConnectionError, RuntimeError):
+                pass
 
     async def close(self) -> None:
         """Stop the watcher and finish the response."""
@@ -80,6 +93,11 @@ class SseWriter:
                 await self.response.write_eof()
             except (ConnectionError, RuntimeError):
                 pass
+
+    async def open(self) -> None:
+        """Send the headers now (a stream whose events may never come)."""
+        if not self.response.prepared:
+            await self._prepare()
 
     async def _prepare(self) -> None:
         await self.response.prepare(self.request)

@@ -153,7 +153,8 @@ class OpenStream:
     def session(self) -> dict[str, Any]:
         """The session event seen so far."""
         block = next(b for b in self.raw.decode().split("\n\n") if "iac-code.session.v1" in b)
-        return dict(json.loads(block.removeprefix("data: "))["value"])
+        data = next(line for line in block.split("\n") if line.startswith("data: "))
+        return dict(json.loads(data.removeprefix("data: "))["value"])
 
 
 @asynccontextmanager

@@ -18,21 +18,37 @@ from pydantic import TypeAdapter
 _EVENT = TypeAdapter(Event)
 
 
-def parse_sse(body: bytes) -> tuple[list[dict[str, Any]], list[str]]:
-    """Split an SSE body into its JSON events and its comment lines."""
+def parse_sse_ids(body: bytes) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Split an SSE body into its JSON events, their ``id:`` values (one per
+    event: a run's events all carry one, growing) and its comment lines."""
     text = body.decode()
     assert "\r" not in text, "SSE must use LF line endings only"
     events: list[dict[str, Any]] = []
+    ids: list[str] = []
     comments: list[str] = []
     for block in text.split("\n\n"):
         if not block:
             continue
         lines = block.split("\n")
         data = [line[len("data: ") :] for line in lines if line.startswith("data: ")]
+        given = [line[len("id: ") :] for line in lines if line.startswith("id: ")]
         comments.extend(line for line in lines if line.startswith(":"))
-        assert len(data) + sum(line.startswith(":") for line in lines) == len(lines), block
+        assert len(data) + len(given) + sum(line.startswith(":") for line in lines) == len(lines), block
         if data:
             events.append(json.loads("\n".join(data)))
+            ids.extend(given)
+        else:
+            assert not given, "an id on a comment (heartbeats carry none)"
+    if ids:
+        assert len(ids) == len(events), "every event of a run carries an id"
+        numbers = [int(value) for value in ids]
+        assert numbers == sorted(set(numbers)), f"ids must grow: {ids}"
+    return events, ids, comments
+
+
+def parse_sse(body: bytes) -> tuple[list[dict[str, Any]], list[str]]:
+    """Split an SSE body into its JSON events and its comment lines."""
+    events, _, comments = parse_sse_ids(body)
     return events, comments
 
 

@@ -1,0 +1,137 @@
+"""Routes that read threads and runs: status, re-attach, capabilities.
+
+``GET /threads/{threadId}`` answers from the thread's record alone (no
+runtime call), so that a reloaded page can show a pending approval again.
+``GET /threads/{threadId}/runs/{runId}/events`` re-attaches to a run: the
+events after the client's cursor (``Last-Event-ID``, or ``?after=``), then
+live ones until the run's terminal event. ``GET /capabilities`` is the AG-UI
+``AgentCapabilities`` document of this server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+from ..errors import AdapterError, ErrorCode
+from ..protocol.events import ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT
+from ..threads.record import ThreadRecord, ThreadState
+from ..threads.run_log import parse_cursor
+from ..version import __version__
+from .handlers import authenticate
+from .http_errors import error_response, request_language
+from .keys import CONFIG, backend
+from .sse import ClientGone, SseWriter
+
+
+def thread_view(record: ThreadRecord) -> dict[str, Any]:
+    """What a client may know of a thread: ids, state, what it waits for."""
+    view: dict[str, Any] = {"threadId": record.thread_id, "state": record.state.value}
+    if record.execution_id is not None:
+        view["executionId"] = record.execution_id
+    if record.ros_invocation_id is not None:
+        view["rosInvocationId"] = record.ros_invocation_id
+    if record.state is ThreadState.RUNNING and record.active_run_id is not None:
+        view["activeRunId"] = record.active_run_id
+    view["pendingInterrupts"] = [item.interrupt for item in record.pending_interrupts]
+    if record.state is ThreadState.TERMINAL and record.last_error is not None:
+        view["lastError"] = {"code": record.last_error}
+    return view
+
+
+async def thread_status(request: web.Request) -> web.Response:
+    """``GET /threads/{threadId}``: the thread's state, from its record."""
+    _, service = backend(request)
+    language = request_language(request)
+    try:
+        await authenticate(request)
+        record = await service.thread(request.match_info["threadId"])
+        # ACCESS (issue 15): a thread the caller may not read answers 404 too:
+        #     if record is not None and not may_read(record, principal): record = None
+        if record is None:
+            raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
+    except AdapterError as exc:
+        return error_response(exc, language, request)
+    return web.json_response(thread_view(record), headers={"Cache-Control": "no-store"})
+
+
+async def run_events(request: web.Request) -> web.StreamResponse:
+    """``GET /threads/{threadId}/runs/{runId}/events``: re-attach to a run."""
+    config = request.config_dict[CONFIG]
+    _, service = backend(request)
+    language = request_language(request)
+    try:
+        await authenticate(request)
+        raw = request.headers.get("Last-Event-ID") or request.query.get("after")
+        try:
+            cursor = parse_cursor(raw)
+        except ValueError as exc:
+            raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_event_cursor") from exc
+        chunks = await service.attach(request.match_info["threadId"], request.match_info["runId"], cursor)
+    except AdapterError as exc:
+        return error_response(exc, language, request)
+    writer = SseWriter(request, heartbeat_seconds=config.heartbeat_seconds)
+
+    async def pump() -> None:
+        async for chunk in chunks:
+            await writer.send(chunk, chunk.count(b"\n\n"))
+        if not writer.prepared:
+            # Nothing after the cursor, and the run is over: an empty stream.
+            await writer.open()
+
+    pumping = asyncio.ensure_future(pump())
+    # A client that leaves while the run is quiet is noticed by the heartbeat watcher.
+    writer.on_disconnect = pumping.cancel
+    try:
+        await pumping
+    except (asyncio.CancelledError, ClientGone):
+        if not pumping.cancelled() and not isinstance(pumping.exception(), ClientGone):
+            raise
+    finally:
+        pumping.cancel()
+        await chunks.aclose()  # type: ignore[attr-defined]
+        await writer.close()
+    return writer.response
+
+
+async def capabilities(request: web.Request) -> web.Response:
+    """``GET /capabilities``: the AG-UI ``AgentCapabilities`` of this server (open)."""
+    _, service = backend(request)
+    config = request.config_dict[CONFIG]
+    document: dict[str, Any] = {
+        "identity": {
+            "name": "aguiadapter",
+            "type": "a2a",
+            "description": "AG-UI in front of an A2A 1.0 agent runtime (iac-code).",
+            "version": __version__,
+        },
+        "transport": {
+            "streaming": True,
+            "websocket": False,
+            "httpBinary": False,
+            "pushNotifications": False,
+            "resumable": service.resumable,
+        },
+        "tools": {"supported": True, "clientProvided": False},
+        "state": {"snapshots": False, "deltas": False, "persistentState": True},
+        "reasoning": {"supported": True, "streaming": True, "encrypted": False},
+        "multimodal": {"input": {"image": True, "audio": False, "video": False, "pdf": False, "file": False}},
+        "humanInTheLoop": {"supported": True, "approvals": True, "interrupts": True, "approveWithEdits": False},
+        "custom": {
+            "iacCode": {
+                "customEvents": [SESSION_EVENT, ARTIFACT_EVENT, TOOL_PROGRESS_EVENT, PIPELINE_EVENT],
+                "cancel": "/extensions/iac-code/v1/executions/{executionId}/cancel",
+                "threadStatus": "/threads/{threadId}",
+                "reattach": "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
+                "disconnectGraceSeconds": config.disconnect_grace_seconds,
+                "replayRetentionSeconds": config.replay_retention_seconds if service.resumable else 0,
+                "interruptTtlSeconds": config.interrupt_ttl_seconds,
+            }
+        },
+    }
+    custom = document["custom"]["iacCode"]
+    if custom["reattach"] is None:
+        del custom["reattach"]
+    return web.json_response(document)
