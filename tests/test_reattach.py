@@ -1,0 +1,234 @@
+"""Streams that survive a dropped connection (file store, one process).
+
+Real sockets on loopback: a client reads part of a run, its TCP connection
+is aborted, and it re-attaches with ``Last-Event-ID`` (or ``?after=``). The
+two halves joined must be one valid AG-UI stream with every event once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from ag_ui.core.capabilities import AgentCapabilities
+
+from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.agui import check_stream, parse_sse_ids, texts
+from tests.support.eventually import eventually
+from tests.support.reattach import joined, read_then_cut, reattach
+
+
+async def started(tmp_path: Path, demo: DemoRuntime, **config: Any) -> RunningAdapter:
+    return await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),), **config)
+
+
+def task_states(demo: DemoRuntime) -> list[str]:
+    return [task.state for task in demo.state.tasks.values()]
+
+
+async def get_json(adapter: RunningAdapter, path: str) -> tuple[int, Any]:
+    async with adapter.session.get(adapter.url + path) as resp:
+        return resp.status, await resp.json()
+
+
+async def test_a_cut_connection_re_attaches_and_misses_nothing(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    adapter = await started(tmp_path, demo, disconnect_grace_seconds=10.0)
+    try:
+        body = run_body(thread_id="t-cut", text="slow 2", cwd=str(workspace))
+        first = await read_then_cut(adapter.url, body, events=6)
+        assert first.last_id is not None
+        await asyncio.sleep(0.6)  # the run goes on meanwhile, into its log
+        status, rest = await reattach(adapter.url, "t-cut", body["runId"], first.last_id)
+        assert status == 200
+        events = joined(first, rest)
+        assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+        assert texts(events) == "".join(f"tick {n}. " for n in range(1, 11)), "every delta, once, in order"
+        (state,) = task_states(demo)
+        assert state != "TASK_STATE_CANCELED", "the runtime's task ran once, to its end"
+        # The same cursor through ?after= (clients that cannot set headers) gives the same rest.
+        status, again = await reattach(adapter.url, "t-cut", body["runId"], first.last_id, query=True)
+        assert (status, again) == (200, rest)
+    finally:
+        await adapter.close()
+
+
+async def test_a_run_that_ended_replays_to_its_terminal_event_and_closes(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    body = run_body(thread_id="t-ended", text="tool", cwd=str(workspace))
+    whole = (await adapter.run(body)).body
+    status, replay = await reattach(adapter.url, "t-ended", body["runId"], None)
+    assert (status, replay) == (200, whole), "from the start: the very same bytes"
+    events, ids, _ = parse_sse_ids(whole)
+    status, tail = await reattach(adapter.url, "t-ended", body["runId"], ids[2])
+    assert status == 200 and parse_sse_ids(tail)[0] == events[3:]
+    status, nothing = await reattach(adapter.url, "t-ended", body["runId"], ids[-1])
+    assert (status, nothing) == (200, b"")
+
+
+async def test_without_a_grace_a_cut_still_cancels_the_task_and_the_log_says_so(
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    body = run_body(thread_id="t-nograce", text="slow 20", cwd=str(workspace))
+    first = await read_then_cut(adapter.url, body, events=4)
+    await eventually(lambda: task_states(demo) == ["TASK_STATE_CANCELED"], "the task is cancelled at once")
+    status, rest = await reattach(adapter.url, "t-nograce", body["runId"], first.last_id)
+    events = joined(first, rest)
+    assert status == 200 and events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CANCELLED"
+
+
+async def test_with_a_grace_and_no_re_attach_the_task_is_cancelled_after_the_grace(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    adapter = await started(tmp_path, demo, disconnect_grace_seconds=1.5)
+    try:
+        body = run_body(thread_id="t-grace", text="slow 30", cwd=str(workspace))
+        await read_then_cut(adapter.url, body, events=4)
+        cut_at = time.monotonic()
+        status, view = await get_json(adapter, "threads/t-grace")
+        assert status == 200 and view["state"] == "running" and view["activeRunId"] == body["runId"]
+        await asyncio.sleep(1.0)
+        assert task_states(demo) == ["TASK_STATE_WORKING"], "within the grace the run goes on"
+        await eventually(lambda: task_states(demo) == ["TASK_STATE_CANCELED"], "cancelled after the grace")
+        assert time.monotonic() - cut_at >= 1.4
+        status, view = await get_json(adapter, "threads/t-grace")
+        assert view["state"] == "terminal" and view["lastError"] == {"code": "CANCELLED"}
+    finally:
+        await adapter.close()
+
+
+async def test_a_re_attached_client_that_leaves_again_gets_a_new_grace(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    adapter = await started(tmp_path, demo, disconnect_grace_seconds=1.0)
+    try:
+        body = run_body(thread_id="t-twice", text="slow 4", cwd=str(workspace))
+        first = await read_then_cut(adapter.url, body, events=4)
+        url = f"{adapter.url}threads/t-twice/runs/{body['runId']}/events"
+        async with aiohttp.ClientSession() as session:
+            resp = await session.get(url, headers={"Last-Event-ID": first.last_id or ""})
+            raw = b""
+            started_at = time.monotonic()
+            while time.monotonic() - started_at < 1.6:  # longer than the grace: the reader keeps it alive
+                raw += await asyncio.wait_for(resp.content.readany(), 5)
+            assert task_states(demo) == ["TASK_STATE_WORKING"]
+            resp.connection.transport.abort()  # type: ignore[union-attr]
+            resp.release()
+        await eventually(lambda: task_states(demo) == ["TASK_STATE_CANCELED"], "cancelled a grace after it left")
+    finally:
+        await adapter.close()
+
+
+async def test_unknown_threads_runs_and_cursors_are_refused_with_documented_codes(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    body = run_body(thread_id="t-known", text="hello", cwd=str(workspace))
+    assert (await adapter.run(body)).status == 200
+    cases = [
+        ("threads/nobody/runs/run-1/events", {}, 404, "THREAD_NOT_FOUND"),
+        ("threads/t-known/runs/run-unknown/events", {}, 404, "RUN_NOT_FOUND"),
+        (f"threads/t-known/runs/{body['runId']}/events", {"Last-Event-ID": "x1"}, 400, "INVALID_INPUT"),
+        ("threads/nobody", {}, 404, "THREAD_NOT_FOUND"),
+    ]
+    for path, headers, status, code in cases:
+        async with adapter.session.get(adapter.url + path, headers=headers) as resp:
+            assert resp.status == status, path
+            assert (await resp.json())["error"]["code"] == code
+
+
+async def test_an_ended_run_past_its_retention_is_not_found(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    adapter = await started(tmp_path, demo, replay_retention_seconds=0.5)
+    try:
+        body = run_body(thread_id="t-old", text="hello", cwd=str(workspace))
+        assert (await adapter.run(body)).status == 200
+        assert (await reattach(adapter.url, "t-old", body["runId"], None))[0] == 200
+        await asyncio.sleep(0.6)
+        status, reply = await reattach(adapter.url, "t-old", body["runId"], None)
+        assert status == 404 and b"RUN_NOT_FOUND" in reply
+    finally:
+        await adapter.close()
+
+
+async def test_a_full_log_keeps_its_newest_events_and_refuses_a_cursor_it_dropped(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    adapter = await started(tmp_path, demo, run_log_max_events=40)
+    try:
+        body = run_body(thread_id="t-full", text="firehose 200", cwd=str(workspace))
+        whole = (await adapter.run(body)).events()
+        status, reply = await reattach(adapter.url, "t-full", body["runId"], "1")
+        assert status == 410 and b"EVENTS_TRUNCATED" in reply, "never a replay with a hole"
+        status, tail = await reattach(adapter.url, "t-full", body["runId"], str(len(whole) - 1))
+        assert status == 200 and parse_sse_ids(tail)[0] == whole[-1:]
+    finally:
+        await adapter.close()
+
+
+async def test_with_ids_off_streams_are_plain_and_re_attach_is_not_offered(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    adapter = await started(tmp_path, demo, replay_retention_seconds=0.0)
+    try:
+        body = run_body(thread_id="t-plain", text="hello", cwd=str(workspace))
+        reply = await adapter.run(body)
+        check_stream(reply.body)
+        assert b"\nid: " not in reply.body and not reply.body.startswith(b"id: ")
+        status, capabilities = await get_json(adapter, "capabilities")
+        assert status == 200 and capabilities["transport"]["resumable"] is False
+        assert (await reattach(adapter.url, "t-plain", body["runId"], None))[0] == 404
+    finally:
+        await adapter.close()
+
+
+async def test_the_thread_route_shows_a_pending_interrupt_again_even_after_a_restart(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    adapter = await started(tmp_path, demo)
+    try:
+        reply = await adapter.run(run_body(thread_id="t-ask", text="permission notes.txt", cwd=str(workspace)))
+        events = reply.events()
+        (interrupt,) = events[-1]["outcome"]["interrupts"]
+        session = next(e["value"] for e in events if e.get("name") == "iac-code.session.v1")
+        status, view = await get_json(adapter, "threads/t-ask")
+    finally:
+        await adapter.close()
+    assert status == 200
+    assert view == {
+        "threadId": "t-ask",
+        "state": "interrupted",
+        "executionId": session["executionId"],
+        "rosInvocationId": "invocation-1",
+        "pendingInterrupts": [interrupt],
+    }
+    assert "expiresAt" in interrupt
+    restarted = await started(tmp_path, demo)
+    try:
+        assert await get_json(restarted, "threads/t-ask") == (200, view), "the record alone answers"
+        # The page resumes from what the route showed, and the run goes on.
+        resume = run_body(thread_id="t-ask", text=None, cwd=str(workspace))
+        resume["resume"] = [{"interruptId": view["pendingInterrupts"][0]["id"], "status": "resolved",
+                             "payload": {"decision": "allow_once"}}]
+        assert (await restarted.run(resume)).events()[-1]["outcome"] == {"type": "success"}
+        status, after = await get_json(restarted, "threads/t-ask")
+        assert after["state"] == "idle" and after["pendingInterrupts"] == []
+    finally:
+        await restarted.close()
+
+
+async def test_the_capabilities_document_is_agui_agent_capabilities(adapter: RunningAdapter) -> None:
+    status, document = await get_json(adapter, "capabilities")
+    assert status == 200
+    parsed = AgentCapabilities.model_validate(document)
+    assert parsed.model_extra == {} and parsed.transport is not None and parsed.transport.model_extra == {}
+    assert document["transport"] == {"streaming": True, "websocket": False, "httpBinary": False,
+                                     "pushNotifications": False, "resumable": True}
+    assert document["humanInTheLoop"]["interrupts"] is True
+    assert "iac-code.pipeline.v1" in document["custom"]["iacCode"]["customEvents"]
