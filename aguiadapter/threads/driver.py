@@ -209,6 +209,7 @@ class RunDriver:
         end = getattr(sink, "end", None)
         if end is not None:
             self._ending = asyncio.create_task(end())
+            log.info("run %s: client let go (shutdown)", self.identity.run_id)
         if self._grace is not None:
             self._grace.cancel()
         self._grace = asyncio.create_task(self._drain_until(until))

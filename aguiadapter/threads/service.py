@@ -359,6 +359,7 @@ class ThreadService:
                 return
             if time.monotonic() - asked_at >= 1.0:
                 asked_at = time.monotonic()
+                log.info("run %s: asking its holder to hand it over", run_id)
                 await self.store.publish_attach(execution_id)
             await asyncio.sleep(HANDOVER_POLL_SECONDS)
             record = await self._load(thread_id)
@@ -397,13 +398,19 @@ class ThreadService:
     def _asked_for(self, execution_id: str) -> None:
         """Another replica has a client for this run: a draining holder lets go."""
         driver = self.active.get(execution_id)
-        if driver is not None:
+        if driver is not None and driver.draining:
+            log.info("run %s: a client re-attached elsewhere; handing it over", driver.identity.run_id)
             driver.hand_off()
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("re-attach work failed: %r", task.exception(), exc_info=task.exception())
 
     async def drain(self, stop: asyncio.Event) -> None:
         """First SIGTERM: admit nothing more, let every client go with the id

@@ -78,10 +78,16 @@ class SseWriter:
             self._watcher.cancel()
             self._watcher = None
         if self.response.prepared:
+            self.response.force_close()
             try:
                 await self.response.write_eof()
             except (ConnectionError, RuntimeError):
                 pass
+            # The request's handler goes on (the run does): a keep-alive client
+            # must not queue its next request behind it on this connection.
+            transport = self.request.transport
+            if transport is not None:
+                transport.close()
 
     async def close(self) -> None:
         """Stop the watcher and finish the response."""

@@ -1,0 +1,119 @@
+"""Re-attach across replicas, and rolling restarts that cut no answer.
+
+Adapter processes share one redis-server; a run's events go to a Redis
+stream any replica reads. A client cut from one replica re-attaches on
+another; a replica that gets SIGTERM lets its clients go and leaves its
+runs to be adopted by the replica they re-attach to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from pathlib import Path
+
+import aiohttp
+
+from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.adapter import run_body
+from tests.support.agui import texts
+from tests.support.eventually import eventually
+from tests.support.reattach import SSE, joined, read_then_cut, reattach, whole_events
+
+from .conftest import StartReplicas
+from .redis_server import RedisServer
+from .replicas import health, interrupts_of, post
+
+TICKS = "".join(f"tick {n}. " for n in range(1, 16))
+
+
+def cancels(demo: DemoRuntime) -> int:
+    return demo.state.total_cancel_calls
+
+
+async def test_a_client_cut_from_one_replica_re_attaches_on_another(
+    start_replicas: StartReplicas, redis_server: RedisServer, demo: DemoRuntime, workspace: Path,
+) -> None:
+    first, second = await start_replicas(2, redis_server.url, "--disconnect-grace-seconds", "10")
+    body = run_body(thread_id="t-moved", text="slow 3", cwd=str(workspace))
+    half = await read_then_cut(first.url, body, events=6)
+    status, rest = await reattach(second.url, "t-moved", body["runId"], half.last_id)
+    assert status == 200
+    events = joined(half, rest)
+    assert events[-1]["type"] == "RUN_FINISHED" and texts(events) == TICKS
+    assert cancels(demo) == 0 and len(demo.state.tasks) == 1
+
+
+async def test_a_replica_stopped_mid_answer_hands_its_run_to_the_one_the_client_re_attaches_to(
+    start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
+    demo: DemoRuntime, workspace: Path,
+) -> None:
+    first, second = await start_replicas(2, redis_server.url, "--disconnect-grace-seconds", "20")
+    body = run_body(thread_id="t-roll", text="slow 3", cwd=str(workspace))
+    async with http.post(first.url, data=json.dumps(body), headers=SSE) as resp:
+        raw = b""
+        while raw.count(b"TEXT_MESSAGE_CONTENT") < 3:
+            raw += await asyncio.wait_for(resp.content.readany(), 10)
+        assert first.process is not None
+        first.process.send_signal(signal.SIGTERM)
+        # The stopping replica ends the stream without a terminal event.
+        raw += await asyncio.wait_for(resp.read(), 10)
+    half = whole_events(raw)
+    assert b"RUN_FINISHED" not in half.raw and b"RUN_ERROR" not in half.raw
+    draining = await http.get(first.url + "health")
+    assert draining.status == 503 and (await draining.json())["status"] == "draining"
+    status, rest = await reattach(second.url, "t-roll", body["runId"], half.last_id)
+    assert status == 200
+    events = joined(half, rest)
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    assert texts(events) == TICKS, "the rest of the answer, nothing twice"
+    assert cancels(demo) == 0 and len(demo.state.tasks) == 1, "the runtime's task ran once, not cancelled"
+    await asyncio.to_thread(first.process.wait, 5)
+    assert "handed off" in first.log() and "adopted" in second.log()
+
+
+async def test_a_second_signal_cancels_what_is_still_draining(
+    start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
+    demo: DemoRuntime, workspace: Path,
+) -> None:
+    (only,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "30")
+    body = run_body(thread_id="t-twice", text="slow 30", cwd=str(workspace))
+    async with http.post(only.url, data=json.dumps(body), headers=SSE) as resp:
+        raw = b""
+        while b"TEXT_MESSAGE_CONTENT" not in raw:
+            raw += await asyncio.wait_for(resp.content.readany(), 10)
+        assert only.process is not None
+        only.process.send_signal(signal.SIGTERM)
+        await eventually(lambda: "draining" in only.log(), "the replica drains")
+        only.process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(only.process.wait, 5)
+    await eventually(lambda: [t.state for t in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"],
+                     "cancelled as before the drain existed")
+
+
+async def test_the_thread_route_on_another_replica_shows_the_pending_interrupt(
+    start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession, workspace: Path,
+) -> None:
+    first, second = await start_replicas(2, redis_server.url)
+    reply = await post(http, first.url, run_body(thread_id="t-seen", text="permission notes.txt", cwd=str(workspace)))
+    (interrupt,) = interrupts_of(reply.events())
+    async with http.get(second.url + "threads/t-seen") as resp:
+        view = await resp.json()
+    assert resp.status == 200 and view["state"] == "interrupted" and view["pendingInterrupts"] == [interrupt]
+    # An ended run replays from any replica too.
+    status, replay = await reattach(second.url, "t-seen", reply.events()[0]["runId"], None)
+    assert (status, replay) == (200, reply.body)
+
+
+async def test_a_replica_with_nothing_streaming_exits_within_a_second_of_sigterm(
+    start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
+) -> None:
+    (only,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "30")
+    assert (await health(http, only.url))["status"] == "ok"
+    assert only.process is not None
+    began = time.monotonic()
+    only.process.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(only.process.wait, 5)
+    assert time.monotonic() - began < 1.0
