@@ -97,8 +97,12 @@ async def test_with_a_grace_and_no_re_attach_the_task_is_cancelled_after_the_gra
         assert task_states(demo) == ["TASK_STATE_WORKING"], "within the grace the run goes on"
         await eventually(lambda: task_states(demo) == ["TASK_STATE_CANCELED"], "cancelled after the grace")
         assert time.monotonic() - cut_at >= 1.4
-        status, view = await get_json(adapter, "threads/t-grace")
-        assert view["state"] == "terminal" and view["lastError"] == {"code": "CANCELLED"}
+
+        async def settled() -> Any:
+            view = (await get_json(adapter, "threads/t-grace"))[1]
+            return view if view["state"] == "terminal" else None
+
+        assert (await eventually(settled, "the thread ends"))["lastError"] == {"code": "CANCELLED"}
     finally:
         await adapter.close()
 
