@@ -37,9 +37,9 @@ from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, Tur
 from ..translate.pipeline import PipelineState
 from . import machine as tm
 from .record import PendingInterrupt, RunKind, ThreadRecord
-from .run_log import LogBroken, RunLog, RunLogs, UnloggedRun
+from .run_log import DetachedRun, LogBroken, RunLog, RunLogs, UnloggedRun
 from .shell import EventSink, SinkClosed, ThreadShell
-from .store import PersistenceError
+from .store import PersistenceError, StoreUnavailable
 
 #: How often a run without a client looks whether one re-attached.
 GRACE_POLL_SECONDS: Final = 1.0
@@ -288,9 +288,12 @@ class RunDriver:
                 events = await shell.apply(tm.announce, binding)
             else:
                 events = await shell.apply(tm.follow, binding, plan.taken)
-        except (PersistenceError, LogBroken) as exc:
+        except PersistenceError as exc:
             await shell.release()
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
+        except StoreUnavailable as exc:
+            await shell.release()
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
         except BaseException:
             await shell.release()
             raise
@@ -365,9 +368,6 @@ class RunDriver:
         except SinkClosed:
             self.stop_reason = "disconnect"
             await self._abandon()
-            return
-        except LogBroken as exc:
-            await self._lost_log(exc)
             return
         except _RUN_ERRORS as exc:
             await self._end_by_error(exc)
@@ -598,11 +598,22 @@ class RunDriver:
         client (a client that vanished parks the run when there is a grace)."""
         if not events:
             return
-        chunk = await self.log.append(events)
+        try:
+            chunk = await self.log.append(events)
+        except LogBroken as exc:
+            # Re-attach is lost for this run, not the run: its client gets
+            # these and the rest with ids that go on; whether the run can
+            # go on is for its record's writes (and its lease) to say.
+            log.error("run %s: event log not written, no re-attach from here: %s", self.identity.run_id, exc)
+            self.log = self._detached()
+            chunk = await self.log.append(events)
+        await self._send(chunk, len(events))
+
+    async def _send(self, chunk: bytes, count: int) -> None:
         sink = self.sink
         if sink is not None:
             try:
-                await sink.send(chunk, len(events))
+                await sink.send(chunk, count)
             except SinkClosed:
                 if self.context.grace_seconds <= 0 or self.draining:
                     raise
@@ -707,7 +718,7 @@ class RunDriver:
         if lease_lost:
             # Another replica owns the thread now: its record and the run's
             # log are not ours to write; only our own client is told.
-            self.log = UnloggedRun()
+            self.log = self._detached()
             await self._close_spans()
             await self._emit([{"type": "RUN_ERROR", "message": self.message(code), "code": code.name}])
             return
@@ -732,16 +743,6 @@ class RunDriver:
         await self.shell.release()
         log.info("run %s handed off; task %s goes on", self.identity.run_id, self.identity.task_id)
 
-    async def _lost_log(self, exc: LogBroken) -> None:
-        """The log cannot be written (its store failed, or another replica
-        writes this run now): nothing more can reach a client in order."""
-        log.error("run %s: event log not written: %s", self.identity.run_id, exc)
-        self.log = UnloggedRun()
-        # As for a lost lease: the record is not written and the task not
-        # cancelled; the next request that touches the thread recovers it.
-        self.stop_reason = "lease_lost"
-        await self._abandon()
-
     async def _close_spans(self) -> None:
         try:
             await self._emit(self.translator.finish())
@@ -762,6 +763,12 @@ class RunDriver:
             await self._emit(events)
         except SinkClosed:
             log.info("run %s ended after its client left", self.identity.run_id)
+
+    def _detached(self) -> RunLog:
+        """The log from now on, for a run whose log is no longer ours to write."""
+        if isinstance(self.log, (UnloggedRun, DetachedRun)):
+            return self.log
+        return DetachedRun(self.log.last_id)
 
     def _is_turn(self) -> bool:
         """A new user turn (or an adopted one): nothing decided rides on it."""

@@ -135,6 +135,24 @@ class UnloggedRun:
         return encode_sse(events)
 
 
+class DetachedRun:
+    """What a run's own client still gets once its log can no longer be
+    written (its store failed, or another replica owns the run now): the
+    ids go on where the log stopped, so the stream keeps one id per event,
+    and nothing is kept."""
+
+    readers = 0
+
+    def __init__(self, last_id: int) -> None:
+        self.last_id = last_id
+
+    async def append(self, events: list[Event]) -> bytes:
+        """The SSE bytes of ``events``, numbered after the last ones."""
+        first = self.last_id + 1
+        self.last_id += len(events)
+        return frame(events, first)
+
+
 # ------------------------------------------------------------------ memory
 class MemoryRunLog:
     """One run's events in this process's memory."""
