@@ -29,6 +29,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from ..protocol.events import Event
 from .run_log import TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, tail_after
+from .store import StoreUnavailable
 
 #: The TTL of a stream whose run has not ended (a day).
 LIVE_TTL_MS: Final = 86_400_000
@@ -169,7 +170,7 @@ class RedisRunLogs:
                 if time.monotonic() - watched_at >= 1.0:
                     watched_at = time.monotonic()
                     await self._call(client.set(watch, 1, px=WATCH_TTL_MS))
-                answer = await asyncio.wait_for(
+                answer = await self._call(
                     client.xread({key: last_entry}, count=500, block=BLOCK_MS), _CALL_TIMEOUT + BLOCK_MS / 1000
                 )
                 entries = _entries_of(answer)
@@ -185,7 +186,7 @@ class RedisRunLogs:
         """Whether a reader on any replica refreshed its presence lately."""
         try:
             return bool(await self._call(self._client.exists(self._watch(thread_id, run_id))))
-        except _ERRORS:
+        except StoreUnavailable:
             return True  # cannot tell: do not cancel a run for a Redis hiccup
 
     async def append_once(self, thread_id: str, run_id: str, events: list[Event]) -> None:
@@ -200,5 +201,9 @@ class RedisRunLogs:
     async def close(self) -> None:
         """The client belongs to the store, which closes it."""
 
-    async def _call(self, call: Any) -> Any:
-        return await asyncio.wait_for(call, _CALL_TIMEOUT)
+    async def _call(self, call: Any, timeout: float = _CALL_TIMEOUT) -> Any:
+        """One Redis call; :class:`StoreUnavailable` when Redis does not answer."""
+        try:
+            return await asyncio.wait_for(call, timeout)
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {exc or type(exc).__name__}") from exc

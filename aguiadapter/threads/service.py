@@ -331,15 +331,17 @@ class ThreadService:
         # may not read answers exactly like an unknown one, here:
         #     if not may_read(record, principal): raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
         logs = self.logs
-        if logs is None or run_id not in record.runs or not await logs.exists(thread_id, run_id):
-            raise AdapterError(ErrorCode.RUN_NOT_FOUND)
-        reader = logs.read(thread_id, run_id, cursor)
         try:
+            if logs is None or run_id not in record.runs or not await logs.exists(thread_id, run_id):
+                raise AdapterError(ErrorCode.RUN_NOT_FOUND)
+            reader = logs.read(thread_id, run_id, cursor)
             first = await anext(reader)
         except Truncated as exc:
             raise AdapterError(ErrorCode.EVENTS_TRUNCATED) from exc
         except StopAsyncIteration:
             first = b""
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
         if record.state is ThreadState.RUNNING and record.active_run_id == run_id and record.execution_id:
             self._in_background(self._see_relayed(thread_id, run_id, record.execution_id))
         return _prepend(first, reader)

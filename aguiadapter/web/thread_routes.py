@@ -11,6 +11,7 @@ live ones until the run's terminal event. ``GET /capabilities`` is the AG-UI
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from aiohttp import web
@@ -19,11 +20,14 @@ from ..errors import AdapterError, ErrorCode
 from ..protocol.events import ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT
 from ..threads.record import ThreadRecord, ThreadState
 from ..threads.run_log import parse_cursor
+from ..threads.store import StoreUnavailable
 from ..version import __version__
 from .handlers import authenticate
 from .http_errors import error_response, request_language
 from .keys import CONFIG, backend
 from .sse import ClientGone, SseWriter
+
+log = logging.getLogger(__name__)
 
 
 def thread_view(record: ThreadRecord) -> dict[str, Any]:
@@ -75,8 +79,14 @@ async def run_events(request: web.Request) -> web.StreamResponse:
     writer = SseWriter(request, heartbeat_seconds=config.heartbeat_seconds)
 
     async def pump() -> None:
-        async for chunk in chunks:
-            await writer.send(chunk, chunk.count(b"\n\n"))
+        try:
+            async for chunk in chunks:
+                await writer.send(chunk, chunk.count(b"\n\n"))
+        except StoreUnavailable as exc:
+            # The stream ends without its terminal event: the client comes
+            # back with the id of the last one it got.
+            log.warning("re-attach to %s ended early: %s", request.match_info["runId"], exc)
+            return
         if not writer.prepared:
             # Nothing after the cursor, and the run is over: an empty stream.
             await writer.open()
