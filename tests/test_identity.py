@@ -19,6 +19,7 @@ from aguiadapter.config import JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
+from tests.support.reattach import joined, read_then_cut, reattach
 from tests.support.tokens import (
     AUDIENCE,
     ISSUER,
@@ -160,6 +161,62 @@ async def test_alice_resumes_her_interrupt_after_a_restart(
         assert sum(demo.state.tool_runs.values()) == 1
     finally:
         await second.close()
+
+
+async def get(adapter: RunningAdapter, path: str, headers: dict[str, str]) -> Reply:
+    async with adapter.session.get(adapter.url + path, headers=headers) as resp:
+        return Reply(resp.status, dict(resp.headers), await resp.read())
+
+
+async def test_another_users_thread_and_run_read_exactly_like_unknown_ones(
+    secured: RunningAdapter, key: SigningKey, workspace: Path
+) -> None:
+    alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
+    body = run_body(thread_id="t-read", text="permission notes.txt", cwd=str(workspace), run_id="r1")
+    first = await secured.run(body, alice)
+    interrupt, _ = interrupted(first)
+
+    mine = await get(secured, "threads/t-read", alice)
+    assert mine.status == 200 and mine.json()["pendingInterrupts"] == [interrupt]
+    replay = await get(secured, "threads/t-read/runs/r1/events", alice)
+    assert (replay.status, replay.body) == (200, first.body)
+
+    # Bob: the status route and the re-attach route answer as for a thread that never was.
+    for path, unknown in [("threads/t-read", "threads/t-never"),
+                          ("threads/t-read/runs/r1/events", "threads/t-never/runs/r1/events"),
+                          ("threads/t-read/runs/r1/events?after=2", "threads/t-never/runs/r1/events?after=2")]:
+        theirs, nothing = await get(secured, path, bob), await get(secured, unknown, bob)
+        assert theirs.status == nothing.status == 404, path
+        assert theirs.json() == nothing.json() and code_of(theirs) == "THREAD_NOT_FOUND"
+        assert theirs.headers["Content-Type"] == nothing.headers["Content-Type"]
+    # Without a token, nothing is read either.
+    for path in ("threads/t-read", "threads/t-read/runs/r1/events"):
+        anonymous = await get(secured, path, {})
+        assert anonymous.status == 401 and code_of(anonymous) == "UNAUTHORIZED"
+        assert anonymous.headers["WWW-Authenticate"].startswith("Bearer ")
+
+
+async def test_another_user_cannot_keep_a_run_alive_by_re_attaching(
+    tmp_path: Path, demo: DemoRuntime, jwks_file: Path, key: SigningKey, workspace: Path
+) -> None:
+    adapter = await start(tmp_path, demo, jwks_file, disconnect_grace_seconds=30.0)
+    try:
+        alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
+        body = run_body(thread_id="t-live", text="slow 20", cwd=str(workspace))
+        half = await read_then_cut(adapter.url, body, events=4, headers=alice)
+        status, refused = await reattach(adapter.url, "t-live", body["runId"], half.last_id, headers=bob)
+        assert status == 404 and json.loads(refused)["error"]["code"] == "THREAD_NOT_FOUND"
+        assert (await get(adapter, "threads/t-live", bob)).status == 404
+        # Alice picks her run up where her connection broke, and it is still hers to cancel.
+        view = (await get(adapter, "threads/t-live", alice)).json()
+        assert view["state"] == "running" and view["activeRunId"] == body["runId"]
+        cancel = await adapter.post(CANCEL.format(view["executionId"]), cancel_body("t-live"), alice)
+        assert cancel.json()["status"] == "cancelled"
+        status, rest = await reattach(adapter.url, "t-live", body["runId"], half.last_id, headers=alice)
+        events = joined(half, rest)
+        assert status == 200 and events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CANCELLED"
+    finally:
+        await adapter.close()
 
 
 async def test_a_body_user_id_must_be_the_verified_user(secured: RunningAdapter, key: SigningKey, workspace: Path) -> None:

@@ -314,22 +314,24 @@ class ThreadService:
         await self._drive(driver)
 
     # ------------------------------------------------------------ re-attach
-    async def thread(self, thread_id: str) -> ThreadRecord | None:
-        """A thread's record as stored (the status route reads nothing else)."""
-        return await self._load(thread_id)
+    async def thread(self, thread_id: str, principal: str | None = None) -> ThreadRecord | None:
+        """A thread's record as stored (the status route reads nothing else);
+        ``None`` for an unknown thread and for someone else's alike."""
+        record = await self._load(thread_id)
+        return record if record is not None and may_read(record, principal) else None
 
-    async def attach(self, thread_id: str, run_id: str, cursor: int) -> AsyncIterator[bytes]:
+    async def attach(
+        self, thread_id: str, run_id: str, cursor: int, principal: str | None = None
+    ) -> AsyncIterator[bytes]:
         """A client re-attaches to a run: its events after ``cursor``, then
-        live until its end. Refusals raise before anything is read; a run
+        live until its end. Refusals raise before anything is read (someone
+        else's thread is ``THREAD_NOT_FOUND``, as an unknown one); a run
         that no process relays is adopted (handed off) or settled (dead)."""
         if self.draining:
             raise Draining()
-        record = await self._load(thread_id)
+        record = await self.thread(thread_id, principal)
         if record is None:
             raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
-        # ACCESS (issue 15): once threads have owners, a thread the caller
-        # may not read answers exactly like an unknown one, here:
-        #     if not may_read(record, principal): raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
         logs = self.logs
         try:
             if logs is None or run_id not in record.runs or not await logs.exists(thread_id, run_id):

@@ -50,10 +50,8 @@ async def thread_status(request: web.Request) -> web.Response:
     _, service = backend(request)
     language = request_language(request)
     try:
-        await authenticate(request)
-        record = await service.thread(request.match_info["threadId"])
-        # ACCESS (issue 15): a thread the caller may not read answers 404 too:
-        #     if record is not None and not may_read(record, principal): record = None
+        principal = await authenticate(request)
+        record = await service.thread(request.match_info["threadId"], principal)
         if record is None:
             raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
     except AdapterError as exc:
@@ -67,13 +65,13 @@ async def run_events(request: web.Request) -> web.StreamResponse:
     _, service = backend(request)
     language = request_language(request)
     try:
-        await authenticate(request)
+        principal = await authenticate(request)
         raw = request.headers.get("Last-Event-ID") or request.query.get("after")
         try:
             cursor = parse_cursor(raw)
         except ValueError as exc:
             raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_event_cursor") from exc
-        chunks = await service.attach(request.match_info["threadId"], request.match_info["runId"], cursor)
+        chunks = await service.attach(request.match_info["threadId"], request.match_info["runId"], cursor, principal)
     except AdapterError as exc:
         return error_response(exc, language, request)
     writer = SseWriter(request, heartbeat_seconds=config.heartbeat_seconds)
