@@ -201,3 +201,34 @@ async def test_the_cancel_route_recovers_first_and_then_cancels(
         await second.close()
     assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
     assert sum(demo.state.tool_runs.values()) == 0
+
+
+async def test_the_thread_route_settles_a_dead_resume_before_it_answers(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    """A page reloaded after the adapter died mid-resume sees what the runtime
+    says, not a run nobody streams: the interrupt waiting again when its
+    answer never arrived, a settled thread when the runtime took it."""
+    first = await start_adapter(tmp_path / "state", demo.url)
+    try:
+        never = await interrupted(first, "t-seen-never", workspace)
+        await interrupted(first, "t-seen-took", workspace)
+    finally:
+        await first.close()
+    await die_mid_resume(tmp_path / "state", "t-seen-never")
+    await die_mid_resume(tmp_path / "state", "t-seen-took", runtime=demo.url)
+    second = await start_adapter(tmp_path / "state", demo.url)
+    try:
+        async with second.session.get(second.url + "threads/t-seen-never") as resp:
+            waiting = await resp.json()
+        assert waiting["state"] == "interrupted" and waiting["pendingInterrupts"] == [never]
+        assert "activeRunId" not in waiting
+        async with second.session.get(second.url + "threads/t-seen-took") as resp:
+            settled = await resp.json()
+        assert settled["state"] == "idle" and settled["pendingInterrupts"] == []
+        # The page resumes what it was shown; the answer runs once.
+        events = (await second.run(resume_body("t-seen-never", workspace, waiting["pendingInterrupts"][0]))).events()
+        assert events[-1]["outcome"] == {"type": "success"}
+    finally:
+        await second.close()
+    assert sum(demo.state.tool_runs.values()) == 2 and demo.state.cancel_calls == {}

@@ -315,10 +315,32 @@ class ThreadService:
 
     # ------------------------------------------------------------ re-attach
     async def thread(self, thread_id: str, principal: str | None = None) -> ThreadRecord | None:
-        """A thread's record as stored (the status route reads nothing else);
-        ``None`` for an unknown thread and for someone else's alike."""
+        """A thread's record (``None`` for an unknown thread and for someone
+        else's alike), once a run that died with its process is settled."""
         record = await self._load(thread_id)
-        return record if record is not None and may_read(record, principal) else None
+        if record is None or not may_read(record, principal):
+            return None
+        if record.state is ThreadState.RUNNING and record.execution_id not in self.active:
+            return await self._settled(record)
+        return record
+
+    async def _settled(self, record: ThreadRecord) -> ThreadRecord:
+        """A running thread that no run of this process streams: a replica
+        that holds it says so by its claim; otherwise its run died with its
+        process, and it is settled first, as any request settles it, so that
+        a reloaded page sees the interrupt again rather than a dead run."""
+        claim = await self._claim(record.thread_id, "status")
+        if claim is None:
+            return record
+        try:
+            current = await self._load(record.thread_id) or record
+            try:
+                await self._recover(ThreadShell(self.store, self.expiry, claim, current, self.leases))
+            except AdapterError as exc:
+                log.warning("thread %s: its dead run not settled yet: %s", record.thread_id, exc)
+            return current
+        finally:
+            await self.store.release(claim)
 
     async def attach(
         self, thread_id: str, run_id: str, cursor: int, principal: str | None = None

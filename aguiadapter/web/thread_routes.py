@@ -1,7 +1,9 @@
 """Routes that read threads and runs: status, re-attach, capabilities.
 
-``GET /threads/{threadId}`` answers from the thread's record alone (no
-runtime call), so that a reloaded page can show a pending approval again.
+``GET /threads/{threadId}`` answers from the thread's record, so that a
+reloaded page can show a pending approval again (a run left ``running`` by
+a process that died is settled first, as any request settles it: that is
+the only time it asks the runtime).
 ``GET /threads/{threadId}/runs/{runId}/events`` re-attaches to a run: the
 events after the client's cursor (``Last-Event-ID``, or ``?after=``), then
 live ones until the run's terminal event. ``GET /capabilities`` is the AG-UI
@@ -46,7 +48,7 @@ def thread_view(record: ThreadRecord) -> dict[str, Any]:
 
 
 async def thread_status(request: web.Request) -> web.Response:
-    """``GET /threads/{threadId}``: the thread's state, from its record."""
+    """``GET /threads/{threadId}``: the thread's state, from its record (no secret in it)."""
     _, service = backend(request)
     language = request_language(request)
     try:
