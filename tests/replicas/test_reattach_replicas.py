@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
 from pathlib import Path
 
 import aiohttp
@@ -107,13 +106,13 @@ async def test_the_thread_route_on_another_replica_shows_the_pending_interrupt(
     assert (status, replay) == (200, reply.body)
 
 
-async def test_a_replica_with_nothing_streaming_exits_within_a_second_of_sigterm(
+async def test_a_replica_with_nothing_streaming_stops_at_sigterm_without_draining(
     start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
 ) -> None:
+    """How fast it exits is measured by the benchmark suite (python -m benchmarks.shutdown)."""
     (only,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "30")
     assert (await health(http, only.url))["status"] == "ok"
     assert only.process is not None
-    began = time.monotonic()
     only.process.send_signal(signal.SIGTERM)
-    await asyncio.to_thread(only.process.wait, 5)
-    assert time.monotonic() - began < 1.0
+    assert await asyncio.to_thread(only.process.wait, 10) == 0
+    assert "shutting down" in only.log() and "draining" not in only.log(), "nothing to hand over, no grace waited"
