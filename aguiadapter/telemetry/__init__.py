@@ -46,7 +46,7 @@ __all__ = [
     "tracing_wanted",
 ]
 
-RunOutcome = Literal["success", "interrupt", "error", "cancelled", "disconnected", "reported"]
+RunOutcome = Literal["success", "interrupt", "error", "cancelled", "disconnected", "reported", "handed_off"]
 _PLAIN_OUTCOMES: Final[dict[str, RunOutcome]] = {
     "success": "success",
     "interrupt": "interrupt",
@@ -55,12 +55,15 @@ _PLAIN_OUTCOMES: Final[dict[str, RunOutcome]] = {
     # run sent nothing to the runtime, so it counts apart from the runs that
     # did (the end it reported is that earlier run's, not this one's).
     "report": "reported",
+    # Shutdown left the run to the replica its client re-attaches to: that
+    # one counts it again, by how it ends.
+    "handed_off": "handed_off",
 }
 
 
 def run_outcome(ended: str) -> tuple[RunOutcome, str | None]:
     """The outcome and error code of a run, from the word its log line uses:
-    ``success``, ``interrupt``, ``disconnected``, ``report``, or the code of
+    ``success``, ``interrupt``, ``disconnected``, ``report``, ``handed_off``, or the code of
     its ``RUN_ERROR``. A run that follows a task (a retried answer the runtime
     had taken) ends with one of these words like any other run."""
     plain = _PLAIN_OUTCOMES.get(ended)

@@ -21,7 +21,7 @@ from prometheus_client.process_collector import ProcessCollector
 from ..version import __version__
 
 #: How a run can end (the ``outcome`` label of the run families).
-RUN_OUTCOMES: Final = ("success", "interrupt", "error", "cancelled", "disconnected", "reported")
+RUN_OUTCOMES: Final = ("success", "interrupt", "error", "cancelled", "disconnected", "reported", "handed_off")
 #: The runtime requests the adapter makes (the ``method`` label): JSON-RPC
 #: methods, and the plain routes of iac-code by HTTP method and path.
 A2A_METHODS: Final = (
@@ -62,7 +62,8 @@ class AdapterMetrics:
             "aguiadapter_runs",
             "Runs ended, by outcome: success, interrupt (waits for answers), error (RUN_ERROR), "
             "cancelled (cancel route or shutdown), disconnected (the client left), "
-            "reported (a retried answer was told how the run that carried it had ended).",
+            "reported (a retried answer was told how the run that carried it had ended), "
+            "handed_off (left running at shutdown for another replica to adopt).",
             ["outcome"],
             registry=registry,
         )

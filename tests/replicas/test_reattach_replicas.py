@@ -70,7 +70,7 @@ async def test_a_replica_stopped_mid_answer_hands_its_run_to_the_one_the_client_
     assert texts(events) == TICKS, "the rest of the answer, nothing twice"
     assert cancels(demo) == 0 and len(demo.state.tasks) == 1, "the runtime's task ran once, not cancelled"
     await asyncio.to_thread(first.process.wait, 5)
-    assert "handed off" in first.log() and "adopted" in second.log()
+    assert "handed off" in first.log() and "outcome=handed_off" in first.log() and "adopted" in second.log()
 
 
 async def test_a_second_signal_cancels_what_is_still_draining(
