@@ -16,73 +16,22 @@ tool call, which is when the exclusion has to go.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import shutil
 import socket
-import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.agui import check_stream, parse_sse
+from tests.support.agui import parse_sse
+from tests.support.validation import findings, run_validator, validate
 
 from .conftest import drive, iac_props
 
 #: Rules excluded per capture: none (see the AGUI207 section of tests/interop/README.md).
 AGUI207_ONLY: tuple[str, ...] = ()
-VALIDATE_TIMEOUT = 60.0
-
-
-def validator_cli() -> list[str]:
-    """The ``ag-ui-validate`` console script of the running interpreter's environment."""
-    beside = Path(sys.executable).with_name("ag-ui-validate")
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("ag-ui-validate")
-    if found:
-        return [found]
-    return [sys.executable, "-c", "import sys; from ag_ui_validate.cli import main; sys.exit(main())"]
-
-
-async def run_validator(path: Path, *options: str) -> tuple[int, dict[str, Any], str]:
-    """Run the CLI on a capture: (exit code, its --json report, its human report)."""
-    async def once(*extra: str) -> tuple[int, bytes, bytes]:
-        proc = await asyncio.create_subprocess_exec(
-            *validator_cli(), str(path), "--max-warnings", "0", "--no-color", *options, *extra,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), VALIDATE_TIMEOUT)
-        assert proc.returncode is not None
-        return proc.returncode, out, err
-
-    (code, out, err), (json_code, json_out, _) = await asyncio.gather(once(), once("--json"))
-    assert code == json_code, (code, json_code)
-    assert code in (0, 1), f"ag-ui-validate failed to run ({code}): {err.decode()}"
-    return code, json.loads(json_out), out.decode() + err.decode()
-
-
-def findings(report: dict[str, Any]) -> set[str]:
-    """The rules that fired at warning or error level."""
-    return {d["rule"] for d in report["diagnostics"] if d["severity"] in ("error", "warning")}
-
-
-async def validate(directory: Path, name: str, body: bytes, excluded: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """Write ``name.sse`` and judge it three ways; returns its events."""
-    path = directory / f"{name}.sse"
-    path.write_bytes(body)
-    options = [opt for rule in excluded for opt in ("--off", rule)]
-    code, _report, text = await run_validator(path, *options)
-    assert code == 0, f"ag-ui-validate {path.name} --max-warnings 0 {' '.join(options)}:\n{text}"
-    events, _ = parse_sse(body)
-    assert_valid_agui(events, max_warnings=0, severity_overrides={rule: "off" for rule in excluded})
-    check_stream(body)
-    return events
 
 
 def run_of(workspace: Path, thread_id: str, text: str | None) -> dict[str, Any]:
