@@ -11,6 +11,9 @@
 //     "headers": {...},                       optional extra request headers
 //     "resumeVariant": "as-is",               optional, see rewriteResumedRun()
 //     "tamper": "none",                       optional, see tamper()
+//     "resumable": false,                     optional: the agent's fetch is the browser
+//                                             example's resumableFetch (re-attaches a run
+//                                             whose connection broke, with Last-Event-ID)
 //     "steps": [ step, ... ]
 //   }
 // and a step is one of
@@ -34,6 +37,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { randomUUID } from "node:crypto";
 import { HttpAgent, buildResumeArray } from "@ag-ui/client";
+import { resumableFetch } from "../../examples/browser/static/resumable-fetch.mjs";
 
 const require = createRequire(import.meta.url);
 
@@ -96,12 +100,20 @@ function sseOf(event) {
 
 function makeFetch(plan, exchanges, knownToolCalls) {
   return async (url, init) => {
-    const exchange = { request: JSON.parse(init.body), status: null, contentType: null, body: "", rewritten: null };
+    const exchange = {
+      method: (init.method ?? "GET").toUpperCase(),
+      request: typeof init.body === "string" ? JSON.parse(init.body) : null,
+      lastEventId: new Headers(init.headers).get("last-event-id"),
+      status: null,
+      contentType: null,
+      body: "",
+      rewritten: null,
+    };
     exchanges.push(exchange);
     const response = await fetch(url, init);
     exchange.status = response.status;
     exchange.contentType = response.headers.get("content-type");
-    const isResume = Array.isArray(exchange.request.resume) && exchange.request.resume.length > 0;
+    const isResume = Array.isArray(exchange.request?.resume) && exchange.request.resume.length > 0;
     const variant = plan.resumeVariant ?? "as-is";
     const tampering = (plan.tamper ?? "none") !== "none";
     if (!response.ok || !response.body || ((variant === "as-is" || !isResume) && !tampering)) {
@@ -216,12 +228,17 @@ async function main() {
 
   const exchanges = [];
   const knownToolCalls = new Map(); // toolCallId -> {name, args}, from every run seen
+  const reattaches = [];
+  const transport = () => {
+    const recorded = makeFetch(plan, exchanges, knownToolCalls);
+    return plan.resumable ? resumableFetch({ fetch: recorded, onReattach: (seen) => reattaches.push(seen) }) : recorded;
+  };
   const newAgent = () =>
     new HttpAgent({
       url: plan.url,
       threadId: plan.threadId,
       headers: plan.headers ?? {},
-      fetch: makeFetch(plan, exchanges, knownToolCalls),
+      fetch: transport(),
     });
   let agent = newAgent();
   let savedInterrupts = [];
@@ -307,6 +324,8 @@ async function main() {
       record.sse = exchange.body;
       record.rewrittenSse = exchange.rewritten;
     }
+    // Every request of the step: the run's POST, then any re-attach (resumable).
+    record.exchanges = exchanges.slice(before).map(({ method, lastEventId, status, body }) => ({ method, lastEventId, status, body }));
     record.pendingInterruptsAfter = structuredClone(agent.pendingInterrupts);
     steps.push(record);
   }
@@ -330,6 +349,7 @@ async function main() {
     pendingInterrupts: agent.pendingInterrupts,
     errors,
     verificationErrors: steps.filter((s) => s.verificationError).map((s) => s.error),
+    reattaches,
     console: consoleLines,
   };
   process.stdout.write(`${JSON.stringify(summary)}\n`);

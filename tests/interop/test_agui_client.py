@@ -18,7 +18,11 @@ from typing import Any
 import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
-from tests.support.adapter import RunningAdapter
+from tests.support.adapter import RunningAdapter, start_adapter
+from tests.support.agui import parse_sse_ids
+from tests.support.flaky_link import flaky_link
+from tests.support.reattach import joined, whole_events
+from tests.support.validation import validate
 
 from .conftest import client_warnings, drive, iac_props
 
@@ -68,6 +72,9 @@ async def test_a_normal_turn(node: str, adapter: RunningAdapter, demo: DemoRunti
     assert 'You said: "hello"' in texts_of(summary)[0]
     assert summary["pendingInterrupts"] == [] and summary["toolCalls"] == []
     assert sent_texts(demo) == ["hello"]
+    # The client verified a stream whose every event carries an id: ids change nothing for it.
+    events, ids, _ = parse_sse_ids(run["sse"].encode())
+    assert len(ids) == len(events) == len(run["eventTypes"])
 
 
 @pytest.mark.parametrize("word", ["tool", "think"])
@@ -250,6 +257,40 @@ async def test_the_clients_verification_rejects_a_broken_stream(
     summary = await drive(node, adapter.url, f"i-{tamper}", iac_props(workspace), [{"say": "hello"}], tamper=tamper)
     (error,) = summary["verificationErrors"]
     assert error["message"].startswith(complaint)
+    (run,) = runs(summary)
+    assert "\nid: " in run["rewrittenSse"], "verification is on for streams that carry ids"
+
+
+async def test_a_dropped_connection_is_re_attached_and_the_client_verifies_the_joined_stream(
+    node: str, tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    """The browser example's resumableFetch under HttpAgent: the link breaks
+    mid-answer, the fetch re-attaches with Last-Event-ID, and the agent gets
+    one stream, every event once, that verifyEvents and ag-ui-validate accept."""
+    adapter = await start_adapter(tmp_path / "state", demo.url, disconnect_grace_seconds=30.0)
+    try:
+        port = int(adapter.url.rstrip("/").rsplit(":", 1)[1])
+        async with flaky_link(port, b"tick 4.") as link:
+            summary = await drive(node, f"http://127.0.0.1:{link.port}/", "i-drop", iac_props(workspace),
+                                  [{"say": "slow 2"}], resumable=True)
+            assert link.cut.is_set(), "the link broke"
+    finally:
+        await adapter.close()
+    accepted(summary)
+    assert summary["errors"] == []
+    (run,) = runs(summary)
+    post, again = run["exchanges"]
+    assert (post["method"], again["method"], again["status"]) == ("POST", "GET", 200)
+    half = whole_events(post["body"].encode())
+    assert again["lastEventId"] == half.last_id is not None
+    assert summary["reattaches"] == [{"threadId": "i-drop", "runId": run["runId"], "lastEventId": half.last_id,
+                                      "attempt": 1}]
+    events = joined(half, again["body"].encode())
+    assert [e["type"] for e in events] == run["eventTypes"], "the agent saw the joined stream, nothing else"
+    await validate(tmp_path, "dropped-joined", half.raw + again["body"].encode())
+    assert run["outcome"] == {"type": "success"}
+    assert texts_of(summary) == ["".join(f"tick {n}. " for n in range(1, 11))]
+    assert len(demo.state.tasks) == 1 and demo.state.total_cancel_calls == 0, "one task, never cancelled"
 
 
 # ---------------------------- AGUI207: a resumed run's result for a tool of the run before

@@ -1,0 +1,152 @@
+// A fetch for @ag-ui/client's HttpAgent whose runs survive a dropped connection.
+//
+//   new HttpAgent({ url, threadId, fetch: resumableFetch({ onReattach }) })
+//
+// Every event of an aguiadapter run carries an SSE id (an opaque cursor).
+// This fetch hands the agent a run's stream one whole event at a time and
+// remembers the id of the last one. When the connection breaks before the
+// run's RUN_FINISHED or RUN_ERROR (a network drop, a proxy that gives up, a
+// replica that shuts down and closes its streams), it re-attaches with
+// GET <adapter>/threads/{threadId}/runs/{runId}/events and Last-Event-ID,
+// and the agent reads on: the events after that id, once each, in order.
+// Nothing else changes: a request that is not a run, a refusal (an HTTP
+// error before the stream) and a stream without ids pass through as they are.
+//
+// Plain ES module without dependencies: the browser example serves it as is,
+// and tests/interop/drive.mjs gives it to @ag-ui/client in Node.
+
+const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
+
+// What a whole SSE block says: its id, and whether its event ends the run.
+function blockInfo(block) {
+  let id = null;
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith("id:")) id = line.slice(line.startsWith("id: ") ? 4 : 3);
+    else if (line.startsWith("data:")) data.push(line.slice(line.startsWith("data: ") ? 6 : 5));
+  }
+  let terminal = false;
+  if (data.length) {
+    try {
+      terminal = TERMINAL.has(JSON.parse(data.join("\n")).type);
+    } catch {
+      // Not ours to judge: the agent's own parser will say what is wrong.
+    }
+  }
+  return { id, terminal, isEvent: data.length > 0 };
+}
+
+function runOf(url, init) {
+  if ((init?.method ?? "GET").toUpperCase() !== "POST" || typeof init?.body !== "string") return null;
+  try {
+    const { threadId, runId } = JSON.parse(init.body);
+    if (typeof threadId !== "string" || typeof runId !== "string") return null;
+    const base = new URL(String(url), globalThis.location?.href);
+    const path = `threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/events`;
+    return { threadId, runId, events: new URL(path, base.href.endsWith("/") ? base : `${base.href}/`) };
+  } catch {
+    return null;
+  }
+}
+
+const pause = (ms, signal) =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+
+export function resumableFetch({ fetch: inner = globalThis.fetch.bind(globalThis), attempts = 8, delayMs = 250, onReattach } = {}) {
+  return async (url, init = {}) => {
+    const response = await inner(url, init);
+    const run = runOf(url, init);
+    const streaming = (response.headers.get("content-type") ?? "").startsWith("text/event-stream");
+    if (!run || !response.ok || !response.body || !streaming) return response;
+
+    const signal = init.signal;
+    const sent = new Headers(init.headers);
+    const encoder = new TextEncoder();
+    let reader = response.body.getReader();
+
+    const body = new ReadableStream({
+      async start(controller) {
+        let lastId = null;
+        let forwarded = 0;
+        let tries = 0;
+        for (;;) {
+          let decoder = new TextDecoder();
+          let pending = "";
+          let ended = false;
+          try {
+            for (;;) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              pending += decoder.decode(value, { stream: true });
+              for (let at = pending.indexOf("\n\n"); at >= 0; at = pending.indexOf("\n\n")) {
+                const block = pending.slice(0, at + 2);
+                pending = pending.slice(at + 2);
+                const info = blockInfo(block);
+                if (info.isEvent) {
+                  forwarded += 1;
+                  tries = 0;
+                  if (info.id !== null) lastId = info.id;
+                }
+                controller.enqueue(encoder.encode(block));
+                if (info.terminal) ended = true;
+              }
+              if (ended) break;
+            }
+          } catch (error) {
+            if (signal?.aborted) {
+              controller.error(error);
+              return;
+            }
+          }
+          if (ended) {
+            controller.close();
+            return;
+          }
+          // The stream stopped before the run's end. Without ids there is no
+          // place to come back to once something was shown.
+          if (forwarded > 0 && lastId === null) {
+            controller.error(new TypeError("the run's stream broke and carries no event ids to resume from"));
+            return;
+          }
+          reader = null;
+          while (reader === null) {
+            tries += 1;
+            if (tries > attempts || signal?.aborted) {
+              controller.error(new TypeError(`the run's stream broke and could not be re-attached (${tries - 1} tries)`));
+              return;
+            }
+            if (tries > 1) await pause(delayMs * (tries - 1), signal);
+            onReattach?.({ threadId: run.threadId, runId: run.runId, lastEventId: lastId, attempt: tries });
+            const headers = new Headers({ Accept: "text/event-stream" });
+            if (lastId !== null) headers.set("Last-Event-ID", lastId);
+            if (sent.has("authorization")) headers.set("Authorization", sent.get("authorization"));
+            try {
+              const again = await inner(run.events.href, { method: "GET", headers, signal });
+              if (again.ok && again.body) {
+                reader = again.body.getReader();
+              } else if (again.status >= 400 && again.status < 500) {
+                // Unknown run, past its retention, someone else's: nothing to resume.
+                const detail = await again.text().catch(() => "");
+                controller.error(new TypeError(`the run could not be re-attached: HTTP ${again.status} ${detail}`));
+                return;
+              }
+              // 5xx (a replica that drains says 503): try again, elsewhere or later.
+            } catch {
+              // Still no network: try again.
+            }
+          }
+        }
+      },
+      cancel(reason) {
+        return reader?.cancel(reason);
+      },
+    });
+    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+}
