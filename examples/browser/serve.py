@@ -11,12 +11,14 @@ browser bundle of ``@ag-ui/client`` 1.0.0 (rebuild it with
 ``npm ci --prefix tests/interop && node tests/interop/build-browser.mjs``).
 
 Try ``hello``, ``think``, ``tool``, ``permission notes.txt`` (Approve / Deny)
-and ``question``.
+and ``question``; reload the page while an approval waits, or drop the
+connection during ``slow 10``: the page picks the thread and the answer up.
 """
 
 from __future__ import annotations
 
 import argparse
+import mimetypes
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,18 +28,27 @@ from aiohttp import web
 from aguiadapter.config import Config
 from aguiadapter.web.app import create_app
 
+# static/resumable-fetch.mjs is an ES module: browsers load it only as JavaScript.
+mimetypes.add_type("text/javascript", ".mjs")
+
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
 NO_CACHE = {"Cache-Control": "no-cache"}
 
 
 def build_app(
-    *, state_dir: Path, workspace: Path, a2a_url: str | None = None, a2a_token: str | None = None
+    *,
+    state_dir: Path,
+    workspace: Path,
+    a2a_url: str | None = None,
+    a2a_token: str | None = None,
+    disconnect_grace_seconds: float = 30.0,
 ) -> web.Application:
     """The page, its settings and the adapter under ``/agui/``.
 
     The page sends ``workspace`` as ``forwardedProps.iacCode.cwd``; it is also
-    the only workspace the adapter accepts.
+    the only workspace the adapter accepts. A run whose connection drops goes
+    on for ``disconnect_grace_seconds`` (the page re-attaches to it).
     """
     workspace = workspace.resolve()
     settings: dict[str, Any] = {"aguiUrl": "/agui/", "cwd": str(workspace)}
@@ -53,7 +64,10 @@ def build_app(
     app.router.add_get("/config.json", page_config)
     app.router.add_static("/static/", STATIC, show_index=False, append_version=False)
     adapter = create_app(
-        Config(state_dir=state_dir, a2a_url=a2a_url, a2a_token=a2a_token, allowed_cwds=(str(workspace),))
+        Config(
+            state_dir=state_dir, a2a_url=a2a_url, a2a_token=a2a_token, allowed_cwds=(str(workspace),),
+            disconnect_grace_seconds=disconnect_grace_seconds,
+        )
     )
     app.add_subapp("/agui/", adapter)
     return app
@@ -69,6 +83,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--workspace", type=Path, default=None, help="the cwd the page sends (default: a new temporary folder)"
     )
+    parser.add_argument(
+        "--disconnect-grace-seconds", type=float, default=30.0,
+        help="how long a run whose connection dropped waits for the page to re-attach (default 30; 0: cancel it)",
+    )
     return parser.parse_args(argv)
 
 
@@ -77,7 +95,10 @@ def main(argv: list[str] | None = None) -> None:
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="agui-browser-state-"))
     workspace = args.workspace or Path(tempfile.mkdtemp(prefix="agui-browser-workspace-"))
     workspace.mkdir(parents=True, exist_ok=True)
-    app = build_app(state_dir=state_dir, workspace=workspace, a2a_url=args.a2a_url, a2a_token=args.a2a_token)
+    app = build_app(
+        state_dir=state_dir, workspace=workspace, a2a_url=args.a2a_url, a2a_token=args.a2a_token,
+        disconnect_grace_seconds=args.disconnect_grace_seconds,
+    )
     print(f"  workspace: {workspace}\n  state:     {state_dir}", flush=True)
     web.run_app(app, host=args.host, port=args.port, print=_printer(args.host), shutdown_timeout=1.0)
 

@@ -3,11 +3,15 @@
 //   node browser.mjs - < job.json
 //
 // job: {"url": "http://127.0.0.1:PORT/", "chromium": "/usr/bin/chromium",
-//       "userDataDir": "<a fresh folder>", "screenshot": "<png path>"}
-// It types `hello` and waits for the reply, then `permission x.txt`, clicks
-// Approve and waits for the tool's result and the closing reply. It prints one
-// JSON document: what the page shows, what the page logged, every URL it
-// asked for, and the error if a step failed (exit status 0 either way).
+//       "userDataDir": "<a fresh folder>", "screenshot": "<png path>", "flow": "chat"}
+// flow "chat" (the default) types `hello` and waits for the reply, then
+// `permission x.txt`, clicks Approve and waits for the tool's result and the
+// closing reply. "reload" asks `permission r.txt`, reloads the page while the
+// approval waits, and approves on the card the reloaded page shows. "drop"
+// types `slow 3` and waits for the whole answer (the test breaks the
+// connection on the way). It prints one JSON document: what the page shows,
+// what the page logged, every URL it asked for, and the error if a step
+// failed (exit status 0 either way).
 import { readFileSync } from "node:fs";
 import { chromium } from "playwright-core";
 
@@ -49,6 +53,53 @@ async function say(page, text) {
   await page.click("[data-testid=send]");
 }
 
+async function chat(page) {
+  await say(page, "hello");
+  await waitForText(page, "assistant", 'You said: "hello"');
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("hello answered");
+
+  await say(page, "permission x.txt");
+  const approve = page.getByRole("button", { name: "Approve" });
+  await approve.waitFor();
+  await page.getByRole("button", { name: "Deny" }).waitFor();
+  report.interrupt = await page.textContent("[data-testid=interrupt]");
+  report.steps.push("interrupt shown");
+  await approve.click();
+  await waitForText(page, "tool-result", "Successfully wrote");
+  await waitForText(page, "assistant", "x.txt was written");
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("approved and finished");
+}
+
+async function reload(page) {
+  await say(page, "permission r.txt");
+  await page.getByRole("button", { name: "Approve" }).waitFor();
+  report.steps.push("interrupt shown");
+  await page.reload();
+  await page.waitForSelector("[data-testid=status][data-state=waiting]");
+  const approve = page.getByRole("button", { name: "Approve" });
+  await approve.waitFor();
+  report.interrupt = await page.textContent("[data-testid=interrupt]");
+  report.steps.push("interrupt shown again after the reload");
+  await approve.click();
+  await waitForText(page, "tool-result", "Successfully wrote");
+  await waitForText(page, "assistant", "r.txt was written");
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("approved and finished");
+}
+
+async function drop(page) {
+  await say(page, "slow 3");
+  await waitForText(page, "note", "Connection lost");
+  report.steps.push("connection lost");
+  await waitForText(page, "assistant", "tick 15.");
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("answer complete");
+}
+
+const FLOWS = { chat, reload, drop };
+
 const context = await chromium.launchPersistentContext(job.userDataDir, {
   executablePath: job.chromium,
   headless: true,
@@ -67,23 +118,7 @@ try {
   await page.goto(job.url);
   await page.waitForSelector("[data-testid=status][data-state=ready]");
   report.steps.push("loaded");
-
-  await say(page, "hello");
-  await waitForText(page, "assistant", 'You said: "hello"');
-  await page.waitForSelector("[data-testid=status][data-state=ready]");
-  report.steps.push("hello answered");
-
-  await say(page, "permission x.txt");
-  const approve = page.getByRole("button", { name: "Approve" });
-  await approve.waitFor();
-  await page.getByRole("button", { name: "Deny" }).waitFor();
-  report.interrupt = await page.textContent("[data-testid=interrupt]");
-  report.steps.push("interrupt shown");
-  await approve.click();
-  await waitForText(page, "tool-result", "Successfully wrote");
-  await waitForText(page, "assistant", "x.txt was written");
-  await page.waitForSelector("[data-testid=status][data-state=ready]");
-  report.steps.push("approved and finished");
+  await FLOWS[job.flow ?? "chat"](page);
 } catch (error) {
   report.error = String(error?.stack ?? error);
 } finally {

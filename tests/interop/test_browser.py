@@ -17,12 +17,14 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 
 from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.flaky_link import flaky_link
 
 from .conftest import HERE, run_node
 
@@ -73,6 +75,64 @@ async def test_a_person_chats_and_approves_a_permission(
     assert all(url.startswith(page_url) for url in report["requests"]), report["requests"]
     assert report["pageErrors"] == [] and report["console"] == []
     assert screenshot.stat().st_size > 10_000
+
+
+def browser_job(url: str, chromium: str, tmp_path: Path, flow: str) -> dict[str, Any]:
+    return {"url": url, "chromium": chromium, "userDataDir": str(tmp_path / f"profile-{flow}"),
+            "screenshot": str(tmp_path / f"browser-{flow}.png"), "flow": flow}
+
+
+def failure(report: dict[str, Any]) -> str:
+    return f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}\nconsole: {report['console']}"
+
+
+async def test_a_reloaded_page_shows_the_pending_approval_again_and_resumes_it(
+    chromium: str, node: str, page_url: str, demo: DemoRuntime, tmp_path: Path
+) -> None:
+    report = await run_node(node, HERE / "browser.mjs", browser_job(page_url, chromium, tmp_path, "reload"),
+                            timeout=150.0)
+    assert report["error"] is None, failure(report)
+    assert report["steps"] == ["loaded", "interrupt shown", "interrupt shown again after the reload",
+                               "approved and finished"]
+    # What the reloaded page shows: only what it learnt from GET /threads/{threadId}, then the resumed run.
+    shown = [(item["role"], item["text"]) for item in report["transcript"]]
+    assert [role for role, _ in shown] == ["note", "interrupt", "tool-call", "tool-result", "assistant"], shown
+    assert "Allow once?" in report["interrupt"] and "Approve" in report["interrupt"]
+    assert shown[2][1].startswith("write_file(") and "Successfully wrote" in shown[3][1]
+    assert "r.txt was written" in shown[4][1]
+    assert sum(demo.state.tool_runs.values()) == 1
+    assert any("/agui/threads/browser-" in url for url in report["requests"]), "the page asked for its thread"
+    assert report["pageErrors"] == [] and report["console"] == []
+
+
+async def test_a_dropped_connection_resumes_the_answer_in_the_page(
+    chromium: str, node: str, tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    app = load_serve().build_app(state_dir=tmp_path / "state", workspace=workspace, a2a_url=demo.url)
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        async with flaky_link(runner.addresses[0][1], b"tick 6.") as link:
+            url = f"http://127.0.0.1:{link.port}/"
+            report = await run_node(node, HERE / "browser.mjs", browser_job(url, chromium, tmp_path, "drop"),
+                                    timeout=150.0)
+            assert link.cut.is_set(), "the connection broke mid-answer"
+    finally:
+        await runner.cleanup()
+    assert report["error"] is None, failure(report)
+    assert report["steps"] == ["loaded", "connection lost", "answer complete"]
+    shown = [(item["role"], item["text"]) for item in report["transcript"]]
+    assert [role for role, _ in shown] == ["user", "assistant", "note"], shown
+    assert shown[1][1] == "".join(f"tick {n}. " for n in range(1, 16)), "every delta once, in order"
+    assert len(demo.state.tasks) == 1 and demo.state.total_cancel_calls == 0, "one run, never cancelled"
+    reattached = [u for u in report["requests"] if "/events" in u]
+    assert len(reattached) == 1 and "/agui/threads/browser-" in reattached[0]
+    # The browser's own word for the broken stream, and nothing from the page.
+    assert report["pageErrors"] == []
+    (broken,) = report["console"]
+    assert broken["type"] == "error" and broken["text"].startswith("Failed to load resource: net::ERR_"), broken
 
 
 async def test_serve_py_runs_on_its_own_with_the_embedded_runtime(tmp_path: Path) -> None:

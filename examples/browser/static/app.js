@@ -5,7 +5,14 @@
 // button answers it through the client's own resume support: the agent keeps
 // the interrupts in agent.pendingInterrupts, buildResumeArray() answers every
 // one of them, and runAgent({runId, forwardedProps, resume}) sends the answer.
+//
+// Two things survive here what usually ends a chat: a dropped connection
+// (the agent's fetch is resumableFetch, which re-attaches to the run with the
+// id of the last event it got) and a reload (the thread id is kept in
+// sessionStorage; GET /threads/{threadId} says whether it waits for an
+// answer, and its pendingInterrupts become the agent's again).
 import { HttpAgent, buildResumeArray } from "./agui-client.js";
+import { resumableFetch } from "./resumable-fetch.mjs";
 
 const $ = (selector) => document.querySelector(selector);
 const log = $("[data-testid=log]");
@@ -15,7 +22,20 @@ const send = $("[data-testid=send]");
 const status = $("[data-testid=status]");
 
 const config = await (await fetch("/config.json")).json();
-const agent = new HttpAgent({ url: config.aguiUrl, threadId: `browser-${crypto.randomUUID()}` });
+// The thread this tab talks on, kept across reloads once a run was sent on it.
+const THREAD_KEY = "aguiadapter-example-thread";
+const savedThread = sessionStorage.getItem(THREAD_KEY);
+const agent = new HttpAgent({
+  url: config.aguiUrl,
+  threadId: savedThread ?? `browser-${crypto.randomUUID()}`,
+  fetch: resumableFetch({
+    onReattach: ({ attempt }) => {
+      if (attempt === 1) add("note", "Connection lost: picking the answer up where it broke off…");
+      setStatus("reconnecting", "Reconnecting…");
+    },
+    onReattached: () => setStatus("running", "The agent is working…"),
+  }),
+});
 // One rosInvocationId per user turn; the resume of that turn's interrupts reuses it.
 let invocation = crypto.randomUUID();
 
@@ -140,6 +160,7 @@ function showInterrupt(interrupt) {
 }
 
 async function run(parameters) {
+  sessionStorage.setItem(THREAD_KEY, agent.threadId);
   setStatus("running", "The agent is working…");
   try {
     await agent.runAgent({ runId: crypto.randomUUID(), forwardedProps: forwardedProps(), ...parameters }, view);
@@ -172,4 +193,28 @@ form.addEventListener("submit", async (event) => {
   await run({});
 });
 
-setStatus("ready", "Ready");
+// A reloaded page: what does its thread wait for? (A run still going is
+// waited for; its reply was shown to the page that sent it.)
+async function pickUp() {
+  for (;;) {
+    const response = await fetch(`${config.aguiUrl}threads/${encodeURIComponent(agent.threadId)}`);
+    if (!response.ok) return;
+    const thread = await response.json();
+    if (thread.state === "running") {
+      setStatus("running", "The agent is still working on this thread…");
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      continue;
+    }
+    if (thread.state === "interrupted" && thread.pendingInterrupts.length) {
+      invocation = thread.rosInvocationId ?? invocation;
+      agent.pendingInterrupts = thread.pendingInterrupts;
+      add("note", "Picked up where you left: the agent waits for your answer.");
+      for (const interrupt of thread.pendingInterrupts) showInterrupt(interrupt);
+      setStatus("waiting", "Waiting for your answer");
+      return "waiting";
+    }
+    return;
+  }
+}
+
+if (!savedThread || (await pickUp()) !== "waiting") setStatus("ready", "Ready");

@@ -58,7 +58,17 @@ const pause = (ms, signal) =>
     });
   });
 
-export function resumableFetch({ fetch: inner = globalThis.fetch.bind(globalThis), attempts = 8, delayMs = 250, onReattach } = {}) {
+// Options: fetch (the one to wrap), attempts and delayMs (how often and how
+// patiently to try a re-attach), onReattach({threadId, runId, lastEventId,
+// attempt}) before each try, onReattached({threadId, runId, lastEventId})
+// once the run streams again.
+export function resumableFetch({
+  fetch: inner = globalThis.fetch.bind(globalThis),
+  attempts = 8,
+  delayMs = 250,
+  onReattach,
+  onReattached,
+} = {}) {
   return async (url, init = {}) => {
     const response = await inner(url, init);
     const run = runOf(url, init);
@@ -76,7 +86,7 @@ export function resumableFetch({ fetch: inner = globalThis.fetch.bind(globalThis
         let forwarded = 0;
         let tries = 0;
         for (;;) {
-          let decoder = new TextDecoder();
+          const decoder = new TextDecoder();
           let pending = "";
           let ended = false;
           try {
@@ -130,6 +140,7 @@ export function resumableFetch({ fetch: inner = globalThis.fetch.bind(globalThis
               const again = await inner(run.events.href, { method: "GET", headers, signal });
               if (again.ok && again.body) {
                 reader = again.body.getReader();
+                onReattached?.({ threadId: run.threadId, runId: run.runId, lastEventId: lastId });
               } else if (again.status >= 400 && again.status < 500) {
                 // Unknown run, past its retention, someone else's: nothing to resume.
                 const detail = await again.text().catch(() => "");
