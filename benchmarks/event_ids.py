@@ -1,113 +1,245 @@
-"""What event ids and the run log cost: the adapter with them on and off.
+"""10. What event ids and the run log cost: the adapter with them, against it without.
 
-``python -m benchmarks.event_ids [--deltas N] [--runs R]`` starts the demo
-runtime and two adapters on loopback, side by side: the default (every event
-framed with an ``id:`` line and kept in the run's log for the replay
-retention) and ``--replay-retention-seconds 0`` (no log, no ids). Each gets
-R ``firehose N`` runs in turn; the table shows the relay rate (events per
-second, median) and the adapter's resident memory after the runs, when the
-logs of all of them are still kept (file store: in its memory).
+Fresh adapters in front of the shared runtime: the default (every event of a
+run framed with an ``id:`` line and kept in the run's log for the replay
+retention; the file store keeps logs in the adapter's memory),
+``--replay-retention-seconds 0`` (no log, no ids: the streams of before), and
+the same two on the Redis store (the log is a Redis stream: one ``XADD`` per
+network write), against a private ``redis-server`` when there is one. In
+rotating order per round, each does a batch of short runs (cost per run: wall
+time at the client, adapter CPU / runs) and one long firehose run (events/s,
+CPU per 10k events); then a re-attach replays that ended run from its first
+event (events/s), and the memory the kept logs hold is read: the adapter's RSS
+growth per run kept, and Redis's ``used_memory`` growth per run on the Redis
+store. The tables divide ids-on by ids-off for each store.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import os
-import re
-import socket
+import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import uuid
-from pathlib import Path
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-_BANNER = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)/")
+from .client import StreamResult, run_body
+from .procs import RedisServer, free_port, wait_quiet
+from .report import Column, Results, _cell_text, _ratio, _table
+
+if TYPE_CHECKING:
+    from .suite import Bench, Target
+
+OFF, ON, OFF_REDIS, ON_REDIS = "ids_off", "ids_on", "ids_off_redis", "ids_on_redis"
+ID_TARGETS = (OFF, ON, OFF_REDIS, ON_REDIS)
+ID_LABELS = {
+    OFF: "ids off, file store",
+    ON: "ids on (default), file store",
+    OFF_REDIS: "ids off, redis store",
+    ON_REDIS: "ids on, redis store",
+}
+#: ids-on target → its ids-off baseline.
+PAIRS = {ON: OFF, ON_REDIS: OFF_REDIS}
+ID_COLUMNS: tuple[Column, ...] = (
+    Column("per_run_wall_ms", "10. cost per run ({cost_text}): wall", "ms", "lower", 2),
+    Column("per_run_cpu_ms", "10. cost per run ({cost_text}): adapter CPU", "ms", "lower", 2),
+    Column("throughput_eps", "10. throughput, {firehose} deltas", "events/s", "higher"),
+    Column("cpu_s_per_10k", "10. CPU per 10k events", "s", "lower", 3),
+    Column("wire_bytes_per_event", "10. bytes on the wire per event", "B", "lower", 1),
+    Column("replay_eps", "10. re-attach: replay of the ended firehose run", "events/s", "higher"),
+    Column("log_kb_per_run", "10. memory the kept log holds, per run", "KB", "lower", 1),
+)
+ID_KEYS = tuple(column.key for column in ID_COLUMNS)
+OFF_ARGS = ("--replay-retention-seconds", "0")
 
 
-async def _start(args: list[str], log: Path, pattern: re.Pattern[bytes]) -> tuple[subprocess.Popen[bytes], int]:
-    with open(log, "wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    for _ in range(300):
-        await asyncio.sleep(0.05)
-        match = pattern.search(log.read_bytes())
-        if match:
-            return process, int(match.group(1))
-        if process.poll() is not None:
-            raise RuntimeError(log.read_text())
-    raise RuntimeError(f"{args[2]} did not start")
+async def measure_event_ids(bench: Bench) -> Results:
+    """Run 10. and return its results (targets of :data:`ID_TARGETS`)."""
+    from .suite import Target, redis_unavailable
 
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-async def _run(session: aiohttp.ClientSession, url: str, cwd: str, deltas: int) -> tuple[int, float, int]:
-    body = {"threadId": f"t-{uuid.uuid4()}", "runId": "r1", "messages": [{"id": "m1", "role": "user",
-            "content": f"firehose {deltas}"}], "forwardedProps": {"iacCode": {"schemaVersion": 1,
-            "rosInvocationId": "inv", "cwd": cwd}}}
-    began = time.perf_counter()
-    async with session.post(url, data=json.dumps(body), headers={"Content-Type": "application/json"}) as resp:
-        events = ids = 0
-        async for chunk in resp.content.iter_any():
-            events += chunk.count(b"data: ")
-            ids += chunk.count(b"id: ")
-    return events, time.perf_counter() - began, ids
-
-
-async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--deltas", type=int, default=20_000)
-    parser.add_argument("--runs", type=int, default=5)
-    options = parser.parse_args()
-    scratch = Path(tempfile.mkdtemp(prefix="bench-ids-"))
-    cwd = scratch / "ws"
-    cwd.mkdir()
-    python = sys.executable
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free = probe.getsockname()[1]
-    runtime, rport = await _start([python, "-m", "aguiadapter.demo", "--port", str(free)], scratch / "runtime.log",
-                                  re.compile(rb"127\.0\.0\.1:(\d+)"))
-    targets = {"ids on (default)": [], "ids off (--replay-retention-seconds 0)": ["--replay-retention-seconds", "0"]}
-    started = {}
+    results = Results(ID_TARGETS)
+    for key in (OFF, OFF_REDIS):
+        results.na(key, "replay_eps", "no log to re-attach to")
+    redis: RedisServer | None = None
+    started: list[Target] = []
     try:
-        for name, extra in targets.items():
-            folder = scratch / str(len(started))
-            started[name] = await _start(
-                [python, "-m", "aguiadapter", "--port", "0", "--state-dir", str(folder), "--a2a-url",
-                 f"http://127.0.0.1:{rport}/", "--allowed-cwd", str(scratch), "--log-level", "WARNING", *extra],
-                scratch / f"adapter-{len(started)}.log", _BANNER)
-        rates: dict[str, list[float]] = {name: [] for name in targets}
-        before = {name: _rss_kib(process.pid) for name, (process, _) in started.items()}
-        async with aiohttp.ClientSession() as session:
-            for _ in range(options.runs):
-                for name, (_, port) in started.items():  # in turn: drift spreads over both
-                    events, seconds, ids = await _run(session, f"http://127.0.0.1:{port}/", str(cwd), options.deltas)
-                    assert (ids == events) == name.startswith("ids on"), (name, ids, events)
-                    rates[name].append(events / seconds)
-        print(f"firehose {options.deltas}, {options.runs} runs each")
-        print(f"{'target':42} {'events/s (median)':>18} {'RSS before':>11} {'RSS after':>10}")
-        for name, (process, _) in started.items():
-            print(f"{name:42} {statistics.median(rates[name]):18,.0f} {before[name]:9d} K {_rss_kib(process.pid):8d} K")
-        on, off = (statistics.median(rates[name]) for name in targets)
-        print(f"ids on / ids off: {on / off:.3f} of the rate")
+        problem = redis_unavailable()
+        if problem is None:
+            executable = shutil.which("redis-server")
+            assert executable is not None
+            redis = RedisServer(executable, bench.work / "redis-ids", port=free_port(), name="redis-ids")
+            bench.extra.append(redis)
+            try:
+                redis.start()
+                await redis.wait_ready()
+            except (OSError, RuntimeError) as exc:
+                problem = f"redis-server did not start ({str(exc)[:160]})"
+        if problem is not None:
+            for key in (OFF_REDIS, ON_REDIS):
+                for column in ID_KEYS:
+                    results.na(key, column, problem)
+            bench.log(f"  NOTE: the Redis run log not measured: {problem}")
+        wanted = [OFF, ON] if problem is not None else list(ID_TARGETS)
+        for key in wanted:
+            state = bench.work / f"state-ids-{key}"
+            shutil.rmtree(state, ignore_errors=True)
+            store = redis.redis_url if key in (OFF_REDIS, ON_REDIS) and redis is not None else None
+            args = OFF_ARGS if key in (OFF, OFF_REDIS) else ()
+            # Each adapter on the Redis store keeps its keys apart from the other's.
+            if store is not None:
+                store += f"?prefix=bench-{key}:"
+            server = bench._adapter_server(state, free_port(), name=f"ids-{key}", store=store, extra_args=args)
+            bench.extra.append(server)
+            started.append(Target(key, server, "agui"))
+        for target in started:
+            target.server.start()
+        for target in started:
+            await target.server.wait_ready(timeout=60)
+            for _ in range(bench.sizes.cost_batch):
+                warm = await bench.bounded_run(target, bench.sizes.cost_text)
+                if not bench.ok(target, warm):
+                    raise RuntimeError(f"warm-up of {ID_LABELS[target.key]} failed: {bench.outcome(target, warm)}")
+        await _rounds(bench, results, started, redis)
     finally:
-        for process, _ in started.values():
-            process.terminate()
-            process.wait(10)
-        runtime.terminate()
-        runtime.wait(10)
+        for target in started:
+            target.server.stop()
+        if redis is not None:
+            redis.stop()
+    return results
 
 
-if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    asyncio.run(main())
+async def _rounds(bench: Bench, results: Results, targets: Sequence[Target], redis: RedisServer | None) -> None:
+    sizes = bench.sizes
+    servers = [t.server for t in targets] + ([redis] if redis is not None else [])
+    async with aiohttp.ClientSession() as session:
+        for rep in range(sizes.cost_rounds):
+            for target in bench.rotation(targets, rep):
+                await bench.settle(*servers)
+                rss0, used0 = target.server.rss(), await _redis_used(redis, target)
+                cpu0 = target.server.cpu()
+                walls = []
+                for _ in range(sizes.cost_batch):
+                    result = await bench.bounded_run(target, sizes.cost_text)
+                    if bench.ok(target, result):
+                        walls.append(result.seconds)
+                await wait_quiet([target.server], timeout=2.0)
+                cpu1 = target.server.cpu()
+                if len(walls) < sizes.cost_batch:
+                    results.note(target.key, "errors", f"cost per run: {sizes.cost_batch - len(walls)} failed")
+                    continue
+                results.add(target.key, "per_run_wall_ms", statistics.median(walls) * 1000)
+                results.add(target.key, "per_run_cpu_ms", (cpu1 - cpu0) / sizes.cost_batch * 1000)
+                # The logs of these runs are kept for the retention: what they hold.
+                if target.key in (OFF, ON):
+                    results.add(target.key, "log_kb_per_run", (target.server.rss() - rss0) / sizes.cost_batch / 1024)
+                else:
+                    used1 = await _redis_used(redis, target)
+                    results.add(target.key, "log_kb_per_run", (used1 - used0) / sizes.cost_batch / 1024)
+        for rep in range(sizes.reps):
+            for target in bench.rotation(targets, rep):
+                await bench.settle(*servers)
+                body = run_body(f"firehose {sizes.firehose}", cwd=bench.cwd)
+                cpu0 = target.server.cpu()
+                result = await _bounded(bench, target, body)
+                cpu1 = target.server.cpu()
+                if not bench.ok(target, result) or result.texts < sizes.firehose:
+                    results.note(target.key, "errors", f"throughput: {bench.outcome(target, result)[:160]}")
+                    continue
+                results.add(target.key, "throughput_eps", result.events / result.seconds)
+                results.add(target.key, "cpu_s_per_10k", (cpu1 - cpu0) / result.events * 10_000)
+                results.add(target.key, "wire_bytes_per_event", result.bytes / result.events)
+                if target.key in PAIRS:
+                    await _replay(session, results, target, body, result.events)
+
+
+async def _bounded(bench: Bench, target: Target, body: dict[str, Any]) -> StreamResult:
+    """One run of ``body`` within the profile's time limit (a timeout is an error)."""
+    result = StreamResult()
+    try:
+        return await asyncio.wait_for(bench.one_run(target, "", body=body, result=result), bench.sizes.run_timeout)
+    except asyncio.TimeoutError:
+        result.error = f"no end after {bench.sizes.run_timeout:g} s"
+        return result
+
+
+async def _replay(session: aiohttp.ClientSession, results: Results, target: Target, body: dict[str, Any],
+                  events: int) -> None:
+    """Re-attach to the ended run from its start and read it all."""
+    url = f"{target.server.url}threads/{body['threadId']}/runs/{body['runId']}/events"
+    began = time.perf_counter()
+    async with session.get(url, headers={"Accept": "text/event-stream"}) as resp:
+        raw = await resp.read()
+    seconds = time.perf_counter() - began
+    replayed = raw.count(b"\ndata: ") + raw.startswith(b"data: ")
+    if resp.status != 200 or replayed != events:
+        results.note(target.key, "errors", f"replay: HTTP {resp.status}, {replayed} of {events} events")
+        return
+    results.add(target.key, "replay_eps", events / seconds)
+
+
+async def _redis_used(redis: RedisServer | None, target: Target) -> int:
+    """Redis's ``used_memory`` (bytes), for the targets on the Redis store."""
+    if redis is None or target.key in (OFF, ON):
+        return 0
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(redis.redis_url)
+    try:
+        info = await client.info("memory")
+    finally:
+        await client.aclose()
+    return int(info["used_memory"])
+
+
+def id_ratios(results: Results) -> dict[str, dict[str, float | None]]:
+    """Each ids-on target's medians over those of its ids-off baseline."""
+    return {
+        on: {key: _ratio(results.median(on, key), results.median(off, key)) for key in ID_KEYS}
+        for on, off in PAIRS.items()
+    }
+
+
+def render_event_ids(results: Results, sizes: dict[str, Any]) -> str:
+    """The table of 10. and its ratios, ids on / ids off."""
+    fills = {k: f"{v:,}" if isinstance(v, int) else v for k, v in sizes.items()}
+    names = {c.key: f"{c.label.format(**fills)} ({c.unit})" for c in ID_COLUMNS}
+    header = ["measure (median [min-max])", *(ID_LABELS[t] for t in ID_TARGETS)]
+    rows = [[names[c.key], *(_cell_text(results.cell(t, c.key), c.digits) for t in ID_TARGETS)] for c in ID_COLUMNS]
+    ratios = id_ratios(results)
+    ratio_rows = [
+        [names[key], *("n/a" if ratios[on][key] is None else f"{ratios[on][key]:.2f}x" for on in PAIRS)]
+        for key in ID_KEYS
+    ]
+    ratio_header = ["ratio of medians", *(f"{ID_LABELS[on]} / {ID_LABELS[off]}" for on, off in PAIRS.items())]
+    return "\n\n".join([_table(header, rows), _table(ratio_header, ratio_rows, max_width=60)])
+
+
+def event_ids_json(results: Results, sizes: dict[str, Any]) -> dict[str, Any]:
+    """10. in the JSON file."""
+    return {
+        "targets": ID_LABELS,
+        "columns": [{"key": c.key, "label": c.label, "unit": c.unit, "better": c.better} for c in ID_COLUMNS],
+        "results": {t: {key: results.cell(t, key) for key in ID_KEYS} for t in ID_TARGETS},
+        "ratios_on_to_off": id_ratios(results),
+        "paired_ratios_on_to_off": {
+            on: {key: results.paired_ratios(on, off, key) for key in ID_KEYS} for on, off in PAIRS.items()
+        },
+        "details": results.details,
+        "sizes": {"cost_text": sizes.get("cost_text"), "cost_rounds": sizes.get("cost_rounds"),
+                  "cost_batch": sizes.get("cost_batch"), "firehose": sizes.get("firehose"), "reps": sizes.get("reps")},
+    }
+
+
+def event_ids_notes(results: Results) -> list[str]:
+    """10. in words."""
+    lines = []
+    for on, ratios in id_ratios(results).items():
+        shown = [f"{key} {ratio:.2f}x" for key, ratio in ratios.items() if ratio is not None]
+        if shown:
+            lines.append(f"event ids, {ID_LABELS[on]} / {ID_LABELS[PAIRS[on]]}: " + ", ".join(shown))
+    for target, details in results.details.items():
+        if details.get("errors"):
+            lines.append(f"errors seen in 10. for {ID_LABELS[target]}: {details['errors'][:3]}")
+    return lines

@@ -59,6 +59,8 @@ from .report import (
     write_json,
 )
 from .statefiles import make_state_dir
+from .event_ids import event_ids_json, event_ids_notes, render_event_ids
+from .shutdown import render_shutdown, shutdown_json
 from .telemetry import render_telemetry, telemetry_json, telemetry_ratios
 
 MB = 1024 * 1024
@@ -160,7 +162,7 @@ PROFILES = {
                    warmup=50, run_timeout=60.0, cost_rounds=2, cost_batch=3),
 }
 MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
-            "capacity")
+            "capacity", "ids", "shutdown")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -201,6 +203,10 @@ class Bench:
         self.redis_meta: dict[str, Any] = {"measured": False}
         #: 9. (what metrics and tracing cost), when measured.
         self.telemetry: Results | None = None
+        #: 10. (what event ids and run logs cost), when measured.
+        self.event_ids: Results | None = None
+        #: 11. (how fast the process exits on a signal), when measured.
+        self.shutdown: Results | None = None
 
     # ------------------------------------------------------------ processes
     def _adapter_server(self, state_dir: Path, port: int, name: str = "adapter",
@@ -815,6 +821,18 @@ class Bench:
 
         self.telemetry = await measure_telemetry(self)
 
+    async def measure_ids(self) -> None:
+        """10. The adapter with event ids and run logs, against it without (see benchmarks/event_ids.py)."""
+        from .event_ids import measure_event_ids
+
+        self.event_ids = await measure_event_ids(self)
+
+    async def measure_shutdown(self) -> None:
+        """11. Seconds from SIGTERM or SIGINT to exit (see benchmarks/shutdown.py)."""
+        from .shutdown import measure_shutdown
+
+        self.shutdown = await measure_shutdown(self)
+
     async def measure_startup(self) -> None:
         """6. Spawn → first ``GET /health`` 200, with 0 / mid / many thread files (adapter)."""
         empty, mid, large = self.sizes.startup_files
@@ -999,6 +1017,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
             ("interrupt", bench.measure_interrupt), ("concurrency", bench.measure_concurrency),
             ("store", bench.measure_store), ("telemetry", bench.measure_telemetry),
             ("startup", bench.measure_startup), ("idle", bench.measure_idle), ("capacity", bench.measure_capacity),
+            ("ids", bench.measure_ids), ("shutdown", bench.measure_shutdown),
         ]
         for name, step in steps:
             if name not in only:
@@ -1019,6 +1038,10 @@ async def run(argv: Sequence[str] | None = None) -> int:
     document = to_json(bench.results, sizes.public(), meta)
     if bench.telemetry is not None:
         document["telemetry"] = telemetry_json(bench.telemetry, sizes.public())
+    if bench.event_ids is not None:
+        document["event_ids"] = event_ids_json(bench.event_ids, sizes.public())
+    if bench.shutdown is not None:
+        document["shutdown"] = shutdown_json(bench.shutdown)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(__file__).resolve().parent / "results" / f"bench-{profile}-{stamp}.json"
     write_json(out, document)
@@ -1030,6 +1053,14 @@ async def run(argv: Sequence[str] | None = None) -> int:
         print()
         for line in _telemetry_notes(bench.telemetry):
             print(line)
+    if bench.event_ids is not None:
+        print(render_event_ids(bench.event_ids, sizes.public()))
+        print()
+        for line in event_ids_notes(bench.event_ids):
+            print(line)
+    if bench.shutdown is not None:
+        print(render_shutdown(bench.shutdown))
+        print()
     for line in _notes(bench.results):
         print(line)
     errors = {t: d.get("errors") for t, d in bench.results.details.items() if d.get("errors")}

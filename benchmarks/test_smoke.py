@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.event_ids import ID_KEYS, ID_LABELS, ID_TARGETS
 from benchmarks.report import (
     ADAPTER,
     ADAPTER_REDIS,
@@ -28,6 +29,7 @@ from benchmarks.report import (
     STORE_KEYS,
     TARGET_LABELS,
 )
+from benchmarks.shutdown import CASE_LABELS, CASES
 from benchmarks.telemetry import (
     METRICS,
     PLAIN,
@@ -156,3 +158,35 @@ def test_the_telemetry_costs_are_measured_and_printed(smoke_run: tuple[str, dict
     for label in TELEMETRY_LABELS.values():
         assert label in output
     assert "tracing (OTLP) / no telemetry" in output
+
+
+def test_the_cost_of_event_ids_and_run_logs_is_measured_and_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    section = document["event_ids"]
+    assert set(section["results"]) == set(ID_TARGETS)
+    for target, row in section["results"].items():
+        assert set(row) == set(ID_KEYS), target
+        for key, cell in row.items():
+            assert "median" in cell or cell["na"].startswith("n/a: "), (target, key, cell)
+    # The file store is always measured, ids on and off; the replay exists only with ids.
+    for target in ("ids_off", "ids_on"):
+        measured = [key for key in ID_KEYS if "median" in section["results"][target][key]]
+        assert measured == [key for key in ID_KEYS if not (target == "ids_off" and key == "replay_eps")], target
+    redis = section["results"]["ids_on_redis"]["throughput_eps"]
+    assert "median" in redis or redis["na"].startswith("n/a: ")
+    for label in ID_LABELS.values():
+        assert label in output
+    assert "ids on (default), file store / ids off, file store" in output
+
+
+def test_the_exit_times_after_a_signal_are_measured_and_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    section = document["shutdown"]
+    assert set(section["results"]) == set(CASES)
+    for case in ("sigterm_idle", "sigterm_stream", "sigint_stream"):
+        assert "median" in section["results"][case]["exit_s"], case
+    handoff = section["results"]["handoff"]["exit_s"]
+    assert "median" in handoff or handoff["na"].startswith("n/a: ")
+    assert all(not details.get("errors") for details in section["details"].values()), section["details"]
+    for label in CASE_LABELS.values():
+        assert label in output
