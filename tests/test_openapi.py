@@ -102,16 +102,22 @@ class Conformance:
         return self.schema[path][method]
 
     def _send(self, method: str, path: str, *, execution_id: str | None = None, json_body: Any = None,
-              data: bytes | None = None, headers: dict[str, str] | None = None) -> requests.Response:
+              data: bytes | None = None, headers: dict[str, str] | None = None,
+              path_parameters: dict[str, str] | None = None, query: str = "") -> requests.Response:
         operation = self.operation(method, path)
         all_headers = {"Accept": "text/event-stream"} if method == "POST" else {}
         if json_body is not None:
             data = json.dumps(json_body).encode()
             all_headers["Content-Type"] = "application/json"
         all_headers.update(headers or {})
-        parameters = {} if execution_id is None else {"executionId": execution_id}
-        url_path = path.replace("{executionId}", execution_id) if execution_id is not None else path
-        response = self.session.request(method, self.url + url_path, data=data, headers=all_headers, timeout=30)
+        parameters = dict(path_parameters or {})
+        if execution_id is not None:
+            parameters["executionId"] = execution_id
+        url_path = path
+        for name, value in parameters.items():
+            url_path = url_path.replace("{" + name + "}", value)
+        response = self.session.request(method, self.url + url_path + query, data=data, headers=all_headers,
+                                        timeout=30)
         case = operation.Case(path_parameters=parameters, media_type="application/json")
         case.validate_response(response, checks=RESPONSE_CHECKS)
         return response
@@ -325,6 +331,28 @@ async def test_the_documented_flows_conform(adapter: RunningAdapter, demo: DemoR
     assert error_code(await api.run(resume_body("oa-perm", workspace, [answer]))) == "RESUME_ALREADY_APPLIED"
     assert demo.state.tool_runs["write_file"] == 1
 
+    # The thread route, the re-attach route and the capabilities document.
+    thread = (await api.send("GET", "/threads/{threadId}", path_parameters={"threadId": "oa-perm"})).json()
+    assert thread["state"] == "idle" and thread["pendingInterrupts"] == []
+    unknown_thread = await api.send("GET", "/threads/{threadId}", path_parameters={"threadId": "oa-nobody"})
+    assert error_code(unknown_thread) == "THREAD_NOT_FOUND"
+    run = {"threadId": "oa-perm", "runId": "run-1"}
+    replay = await api.send("GET", "/threads/{threadId}/runs/{runId}/events", path_parameters=run,
+                            headers={"Accept": "text/event-stream"})
+    assert events_of(replay)[-1]["outcome"]["type"] == "interrupt"
+    tail = await api.send("GET", "/threads/{threadId}/runs/{runId}/events", path_parameters=run,
+                          headers={"Accept": "text/event-stream", "Last-Event-ID": "3"})
+    assert [e["type"] for e in events_of(tail)] == [e["type"] for e in events_of(replay)][3:]
+    assert (await api.send("GET", "/threads/{threadId}/runs/{runId}/events", path_parameters=run,
+                           query="?after=3")).content == tail.content
+    bad_cursor = await api.send("GET", "/threads/{threadId}/runs/{runId}/events", path_parameters=run,
+                                headers={"Last-Event-ID": "x"})
+    assert error_code(bad_cursor) == "INVALID_INPUT"
+    no_run = await api.send("GET", "/threads/{threadId}/runs/{runId}/events",
+                            path_parameters={"threadId": "oa-perm", "runId": "run-never"})
+    assert error_code(no_run) == "RUN_NOT_FOUND"
+    assert (await api.send("GET", "/capabilities")).json()["transport"]["resumable"] is True
+
     # A question answered with "cancelled" cancels the execution.
     events = events_of(await api.run(run_body(thread_id="oa-q", text="question", cwd=cwd)))
     (question,) = events[-1]["outcome"]["interrupts"]
@@ -344,11 +372,15 @@ async def test_the_documented_flows_conform(adapter: RunningAdapter, demo: DemoR
     session = next(e["value"] for e in events if e.get("name") == "iac-code.session.v1")
     execution_id = session["executionId"]
     ids = {"threadId": "oa-c", "rosInvocationId": session["rosInvocationId"]}
+    waiting = (await api.send("GET", "/threads/{threadId}", path_parameters={"threadId": "oa-c"})).json()
+    assert waiting["state"] == "interrupted" and waiting["pendingInterrupts"] == events[-1]["outcome"]["interrupts"]
     assert error_code(await api.cancel(execution_id, {**ids, "rosInvocationId": "other"})) == "EXECUTION_NOT_FOUND"
     assert error_code(await api.cancel(execution_id, {**ids, "threadId": 1})) == "INVALID_INPUT"
     cancelled = await api.cancel(execution_id, {**ids, "reason": "a member the route ignores"})
     assert cancelled.json() == {"executionId": execution_id, "status": "cancelled"}
     assert (await api.cancel(execution_id, ids)).json()["status"] == "already_terminal"
+    ended = (await api.send("GET", "/threads/{threadId}", path_parameters={"threadId": "oa-c"})).json()
+    assert ended["state"] == "terminal" and ended["lastError"] == {"code": "CANCELLED"}
     assert error_code(await api.cancel("exec-unknown", ids)) == "EXECUTION_NOT_FOUND"
 
     # The cancel route on an active run, and THREAD_BUSY meanwhile.

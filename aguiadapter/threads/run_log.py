@@ -59,7 +59,7 @@ def parse_cursor(value: str | None) -> int:
     Raises ``ValueError`` for anything that is not one of our ids."""
     if value is None or value == "":
         return 0
-    if not value.isdigit() or len(value) > 18:
+    if not (value.isascii() and value.isdigit()) or len(value) > 18:
         raise ValueError(value)
     return int(value)
 
