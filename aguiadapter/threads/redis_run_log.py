@@ -28,7 +28,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from ..protocol.events import Event
-from .run_log import TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, tail_after
+from .run_log import TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, note_trimmed, tail_after
 from .store import StoreUnavailable
 
 #: The TTL of a stream whose run has not ended (a day).
@@ -72,6 +72,7 @@ class RedisRunLog:
         self._size = 0
         self._first_kept = last_id + 1
         self._ended = False
+        self._said_trimmed = False
 
     @property
     def readers(self) -> int:
@@ -104,6 +105,9 @@ class RedisRunLog:
             trimmed = True
         if trimmed:
             pipe.xtrim(self._key, minid=f"{self._kept[0][0]}-0", approximate=False)
+            if not self._said_trimmed:
+                self._said_trimmed = True
+                note_trimmed(self._first_kept)
         try:
             await asyncio.wait_for(pipe.execute(), _CALL_TIMEOUT)
         except ResponseError as exc:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Final, Protocol
@@ -31,6 +32,8 @@ import attrs
 
 from ..fastjson import dumps
 from ..protocol.events import Event, encode_sse
+
+log = logging.getLogger(__name__)
 
 #: Event types that end a run's stream.
 TERMINAL_TYPES: Final = frozenset({"RUN_FINISHED", "RUN_ERROR"})
@@ -52,6 +55,12 @@ class Truncated(Exception):
 
 class LogBroken(Exception):
     """The log cannot be written (its store failed, or another writer took it)."""
+
+
+def note_trimmed(first_kept: int) -> None:
+    """Say, once per run, that its log dropped its oldest events (a re-attach
+    from before them gets ``EVENTS_TRUNCATED``, never a replay with a hole)."""
+    log.warning("a run log reached its bounds: events before id %d are no longer replayable", first_kept)
 
 
 def parse_cursor(value: str | None) -> int:
@@ -202,12 +211,15 @@ class MemoryRunLog:
 
     def _trim(self) -> None:
         bounds, chunks = self._bounds, self._chunks
+        trimmed = self.first_kept
         while len(chunks) > 1 and (
             self._size > bounds.max_bytes or self.last_id - self.first_kept + 1 > bounds.max_events
         ):
             _, last, chunk = chunks.popleft()
             self._size -= len(chunk)
             self.first_kept = last + 1
+        if trimmed == 1 and self.first_kept > 1:
+            note_trimmed(self.first_kept)
 
     def _end(self) -> None:
         """The run is over: keep its events as one buffer (one object per
