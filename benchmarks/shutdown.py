@@ -1,4 +1,4 @@
-"""11. How fast the adapter exits on a signal, with and without a stream open.
+"""13. How fast the adapter exits on a signal, with and without a stream open.
 
 Each case starts a fresh adapter process (``python -m aguiadapter``, as a
 container runs it) in front of the shared runtime, optionally opens one run
@@ -47,7 +47,7 @@ GRACE = ("--disconnect-grace-seconds", "30")
 
 
 async def measure_shutdown(bench: Bench) -> Results:
-    """Run 11. and return its results (one target per case, column ``exit_s``)."""
+    """Run 13. and return its results (one target per case, column ``exit_s``)."""
     from .suite import redis_unavailable
 
     results = Results(CASES)
@@ -151,8 +151,8 @@ async def _wait_exit(server: Server, sent: float, timeout: float = 60.0) -> floa
 
 
 def render_shutdown(results: Results) -> str:
-    """The table of 11."""
-    header = ["11. signal -> exit (median [min-max])", "exit (s)", "re-attached, first byte (s)"]
+    """The table of 13."""
+    header = ["13. signal -> exit (median [min-max])", "exit (s)", "re-attached, first byte (s)"]
     rows = []
     for case in CASES:
         rows.append([CASE_LABELS[case], _seconds(results.cell(case, "exit_s")),
@@ -167,7 +167,7 @@ def _seconds(cell: dict[str, Any]) -> str:
 
 
 def shutdown_json(results: Results) -> dict[str, Any]:
-    """11. in the JSON file."""
+    """13. in the JSON file."""
     return {
         "cases": CASE_LABELS,
         "results": {case: {key: results.cell(case, key) for key in ("exit_s", "reattach_first_byte_s")}

@@ -203,9 +203,9 @@ class Bench:
         self.redis_meta: dict[str, Any] = {"measured": False}
         #: 9. (what metrics and tracing cost), when measured.
         self.telemetry: Results | None = None
-        #: 10. (what event ids and run logs cost), when measured.
+        #: 12. (what event ids and run logs cost), when measured.
         self.event_ids: Results | None = None
-        #: 11. (how fast the process exits on a signal), when measured.
+        #: 13. (how fast the process exits on a signal), when measured.
         self.shutdown: Results | None = None
 
     # ------------------------------------------------------------ processes
@@ -822,13 +822,13 @@ class Bench:
         self.telemetry = await measure_telemetry(self)
 
     async def measure_ids(self) -> None:
-        """10. The adapter with event ids and run logs, against it without (see benchmarks/event_ids.py)."""
+        """12. The adapter with event ids and run logs, against it without (see benchmarks/event_ids.py)."""
         from .event_ids import measure_event_ids
 
         self.event_ids = await measure_event_ids(self)
 
     async def measure_shutdown(self) -> None:
-        """11. Seconds from SIGTERM or SIGINT to exit (see benchmarks/shutdown.py)."""
+        """13. Seconds from SIGTERM or SIGINT to exit (see benchmarks/shutdown.py)."""
         from .shutdown import measure_shutdown
 
         self.shutdown = await measure_shutdown(self)
