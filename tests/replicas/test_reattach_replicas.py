@@ -109,7 +109,7 @@ async def test_the_thread_route_on_another_replica_shows_the_pending_interrupt(
 async def test_a_replica_with_nothing_streaming_stops_at_sigterm_without_draining(
     start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
 ) -> None:
-    """How fast it exits is measured by the benchmark suite (python -m benchmarks.shutdown)."""
+    """How fast it exits is measured by the benchmark suite (python -m benchmarks --only shutdown)."""
     (only,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "30")
     assert (await health(http, only.url))["status"] == "ok"
     assert only.process is not None
