@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import statistics
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from .client import StreamResult, run_body
-from .procs import RedisServer, free_port, wait_quiet
+from .batches import private_redis, short_run_batch
+from .procs import RedisServer, free_port
 from .report import Column, Results, _cell_text, _ratio, _table
 
 if TYPE_CHECKING:
@@ -60,25 +60,14 @@ REPLAYED = 8000
 
 async def measure_event_ids(bench: Bench) -> Results:
     """Run 12. and return its results (targets of :data:`ID_TARGETS`)."""
-    from .suite import Target, redis_unavailable
+    from .suite import Target
 
     results = Results(ID_TARGETS)
     for key in (OFF, OFF_REDIS):
         results.na(key, "replay_eps", "no log to re-attach to")
-    redis: RedisServer | None = None
     started: list[Target] = []
+    redis, problem = await private_redis(bench, "redis-ids")
     try:
-        problem = redis_unavailable()
-        if problem is None:
-            executable = shutil.which("redis-server")
-            assert executable is not None
-            redis = RedisServer(executable, bench.work / "redis-ids", port=free_port(), name="redis-ids")
-            bench.extra.append(redis)
-            try:
-                redis.start()
-                await redis.wait_ready()
-            except (OSError, RuntimeError) as exc:
-                problem = f"redis-server did not start ({str(exc)[:160]})"
         if problem is not None:
             for key in (OFF_REDIS, ON_REDIS):
                 for column in ID_KEYS:
@@ -121,19 +110,8 @@ async def _rounds(bench: Bench, results: Results, targets: Sequence[Target], red
             for target in bench.rotation(targets, rep):
                 await bench.settle(*servers)
                 rss0, used0 = target.server.rss(), await _redis_used(redis, target)
-                cpu0 = target.server.cpu()
-                walls = []
-                for _ in range(sizes.cost_batch):
-                    result = await bench.bounded_run(target, sizes.cost_text)
-                    if bench.ok(target, result):
-                        walls.append(result.seconds)
-                await wait_quiet([target.server], timeout=2.0)
-                cpu1 = target.server.cpu()
-                if len(walls) < sizes.cost_batch:
-                    results.note(target.key, "errors", f"cost per run: {sizes.cost_batch - len(walls)} failed")
+                if not await short_run_batch(bench, results, target):
                     continue
-                results.add(target.key, "per_run_wall_ms", statistics.median(walls) * 1000)
-                results.add(target.key, "per_run_cpu_ms", (cpu1 - cpu0) / sizes.cost_batch * 1000)
                 # The logs of these runs are kept for the retention: what they hold.
                 if target.key in (OFF, ON):
                     results.add(target.key, "log_kb_per_run", (target.server.rss() - rss0) / sizes.cost_batch / 1024)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from .client import run_body
+from .batches import private_redis
 from .procs import RedisServer, Server, free_port
 from .report import Results, _table
 
@@ -48,21 +49,8 @@ GRACE = ("--disconnect-grace-seconds", "30")
 
 async def measure_shutdown(bench: Bench) -> Results:
     """Run 13. and return its results (one target per case, column ``exit_s``)."""
-    from .suite import redis_unavailable
-
     results = Results(CASES)
-    redis: RedisServer | None = None
-    problem = redis_unavailable()
-    if problem is None:
-        executable = shutil.which("redis-server")
-        assert executable is not None
-        redis = RedisServer(executable, bench.work / "redis-shutdown", port=free_port(), name="redis-shutdown")
-        bench.extra.append(redis)
-        try:
-            redis.start()
-            await redis.wait_ready()
-        except (OSError, RuntimeError) as exc:
-            problem = f"redis-server did not start ({str(exc)[:160]})"
+    redis, problem = await private_redis(bench, "redis-shutdown")
     if problem is not None:
         for case in (REDIS_IDLE, HANDOFF):
             results.na(case, "exit_s", problem)

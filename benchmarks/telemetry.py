@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 from aiohttp import web
 
-from .procs import free_port, wait_quiet
+from .batches import short_run_batch
+from .procs import free_port
 from .report import Column, Results, _cell_text, _ratio, _table
 
 if TYPE_CHECKING:
@@ -136,20 +136,8 @@ async def _rounds(bench: Bench, results: Results, targets: Sequence[Target]) -> 
     for rep in range(sizes.cost_rounds):
         for target in bench.rotation(targets, rep):
             await bench.settle(*servers)
-            cpu0 = target.server.cpu()
-            walls = []
-            for _ in range(sizes.cost_batch):
-                result = await bench.bounded_run(target, sizes.cost_text)
-                if bench.ok(target, result):
-                    walls.append(result.seconds)
             # Work after a run's last event (span export, a store write) counts too.
-            await wait_quiet([target.server], timeout=2.0)
-            cpu1 = target.server.cpu()
-            if len(walls) < sizes.cost_batch:
-                results.note(target.key, "errors", f"cost per run: {sizes.cost_batch - len(walls)} failed")
-                continue
-            results.add(target.key, "per_run_wall_ms", statistics.median(walls) * 1000)
-            results.add(target.key, "per_run_cpu_ms", (cpu1 - cpu0) / sizes.cost_batch * 1000)
+            await short_run_batch(bench, results, target)
     for rep in range(sizes.reps):
         for target in bench.rotation(targets, rep):
             await bench.settle(*servers)

@@ -8,6 +8,8 @@ two halves joined must be one valid AG-UI stream with every event once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,14 @@ from tests.support.eventually import eventually
 from tests.support.reattach import joined, read_then_cut, reattach
 
 
-async def started(tmp_path: Path, demo: DemoRuntime, **config: Any) -> RunningAdapter:
-    return await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),), **config)
+@contextlib.asynccontextmanager
+async def started(tmp_path: Path, demo: DemoRuntime, **config: Any) -> AsyncIterator[RunningAdapter]:
+    """An adapter on the test's state folder with ``config``, closed on exit."""
+    running = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),), **config)
+    try:
+        yield running
+    finally:
+        await running.close()
 
 
 def task_states(demo: DemoRuntime) -> list[str]:
@@ -37,8 +45,7 @@ async def get_json(adapter: RunningAdapter, path: str) -> tuple[int, Any]:
 async def test_a_cut_connection_re_attaches_and_misses_nothing(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    adapter = await started(tmp_path, demo, disconnect_grace_seconds=10.0)
-    try:
+    async with started(tmp_path, demo, disconnect_grace_seconds=10.0) as adapter:
         body = run_body(thread_id="t-cut", text="slow 2", cwd=str(workspace))
         first = await read_then_cut(adapter.url, body, events=6)
         assert first.last_id is not None
@@ -53,8 +60,6 @@ async def test_a_cut_connection_re_attaches_and_misses_nothing(
         # The same cursor through ?after= (clients that cannot set headers) gives the same rest.
         status, again = await reattach(adapter.url, "t-cut", body["runId"], first.last_id, query=True)
         assert (status, again) == (200, rest)
-    finally:
-        await adapter.close()
 
 
 async def test_a_run_that_ended_replays_to_its_terminal_event_and_closes(
@@ -85,8 +90,7 @@ async def test_without_a_grace_a_cut_still_cancels_the_task_and_the_log_says_so(
 async def test_with_a_grace_and_no_re_attach_the_task_is_cancelled_after_the_grace(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    adapter = await started(tmp_path, demo, disconnect_grace_seconds=1.5)
-    try:
+    async with started(tmp_path, demo, disconnect_grace_seconds=1.5) as adapter:
         body = run_body(thread_id="t-grace", text="slow 30", cwd=str(workspace))
         first = await read_then_cut(adapter.url, body, events=4)
         status, view = await get_json(adapter, "threads/t-grace")
@@ -104,15 +108,12 @@ async def test_with_a_grace_and_no_re_attach_the_task_is_cancelled_after_the_gra
         events = joined(first, rest)
         assert status == 200 and events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CANCELLED"
         assert len(texts(events)) > len(texts(parse_sse_ids(first.raw)[0])), "deltas streamed after the cut"
-    finally:
-        await adapter.close()
 
 
 async def test_a_re_attached_client_keeps_the_run_and_leaving_again_gives_a_new_grace(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    adapter = await started(tmp_path, demo, disconnect_grace_seconds=2.0)
-    try:
+    async with started(tmp_path, demo, disconnect_grace_seconds=2.0) as adapter:
         body = run_body(thread_id="t-twice", text="slow 30", cwd=str(workspace))
         first = await read_then_cut(adapter.url, body, events=4)
         url = f"{adapter.url}threads/t-twice/runs/{body['runId']}/events"
@@ -126,8 +127,6 @@ async def test_a_re_attached_client_keeps_the_run_and_leaving_again_gives_a_new_
             resp.connection.transport.abort()  # type: ignore[union-attr]
             resp.release()
         await eventually(lambda: task_states(demo) == ["TASK_STATE_CANCELED"], "cancelled a grace after it left")
-    finally:
-        await adapter.close()
 
 
 async def test_unknown_threads_runs_and_cursors_are_refused_with_documented_codes(
@@ -150,8 +149,7 @@ async def test_unknown_threads_runs_and_cursors_are_refused_with_documented_code
 async def test_an_ended_run_past_its_retention_is_not_found(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    adapter = await started(tmp_path, demo, replay_retention_seconds=2.0)
-    try:
+    async with started(tmp_path, demo, replay_retention_seconds=2.0) as adapter:
         body = run_body(thread_id="t-old", text="hello", cwd=str(workspace))
         assert (await adapter.run(body)).status == 200
         assert (await reattach(adapter.url, "t-old", body["runId"], None))[0] == 200
@@ -162,30 +160,24 @@ async def test_an_ended_run_past_its_retention_is_not_found(
 
         assert b"RUN_NOT_FOUND" in await eventually(forgotten, "the run is forgotten after its retention",
                                                     interval=0.2)
-    finally:
-        await adapter.close()
 
 
 async def test_a_full_log_keeps_its_newest_events_and_refuses_a_cursor_it_dropped(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    adapter = await started(tmp_path, demo, run_log_max_events=40)
-    try:
+    async with started(tmp_path, demo, run_log_max_events=40) as adapter:
         body = run_body(thread_id="t-full", text="firehose 200", cwd=str(workspace))
         whole = (await adapter.run(body)).events()
         status, reply = await reattach(adapter.url, "t-full", body["runId"], "1")
         assert status == 410 and b"EVENTS_TRUNCATED" in reply, "never a replay with a hole"
         status, tail = await reattach(adapter.url, "t-full", body["runId"], str(len(whole) - 1))
         assert status == 200 and parse_sse_ids(tail)[0] == whole[-1:]
-    finally:
-        await adapter.close()
 
 
 async def test_with_ids_off_streams_are_plain_and_re_attach_is_not_offered(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    adapter = await started(tmp_path, demo, replay_retention_seconds=0.0)
-    try:
+    async with started(tmp_path, demo, replay_retention_seconds=0.0) as adapter:
         body = run_body(thread_id="t-plain", text="hello", cwd=str(workspace))
         reply = await adapter.run(body)
         check_stream(reply.body)
@@ -193,22 +185,17 @@ async def test_with_ids_off_streams_are_plain_and_re_attach_is_not_offered(
         status, capabilities = await get_json(adapter, "capabilities")
         assert status == 200 and capabilities["transport"]["resumable"] is False
         assert (await reattach(adapter.url, "t-plain", body["runId"], None))[0] == 404
-    finally:
-        await adapter.close()
 
 
 async def test_the_thread_route_shows_a_pending_interrupt_again_even_after_a_restart(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    adapter = await started(tmp_path, demo)
-    try:
+    async with started(tmp_path, demo) as adapter:
         reply = await adapter.run(run_body(thread_id="t-ask", text="permission notes.txt", cwd=str(workspace)))
         events = reply.events()
         (interrupt,) = events[-1]["outcome"]["interrupts"]
         session = next(e["value"] for e in events if e.get("name") == "iac-code.session.v1")
         status, view = await get_json(adapter, "threads/t-ask")
-    finally:
-        await adapter.close()
     assert status == 200
     assert view == {
         "threadId": "t-ask",
@@ -218,8 +205,7 @@ async def test_the_thread_route_shows_a_pending_interrupt_again_even_after_a_res
         "pendingInterrupts": [interrupt],
     }
     assert "expiresAt" in interrupt
-    restarted = await started(tmp_path, demo)
-    try:
+    async with started(tmp_path, demo) as restarted:
         assert await get_json(restarted, "threads/t-ask") == (200, view), "the record alone answers"
         # The page resumes from what the route showed, and the run goes on.
         resume = run_body(thread_id="t-ask", text=None, cwd=str(workspace))
@@ -228,8 +214,6 @@ async def test_the_thread_route_shows_a_pending_interrupt_again_even_after_a_res
         assert (await restarted.run(resume)).events()[-1]["outcome"] == {"type": "success"}
         status, after = await get_json(restarted, "threads/t-ask")
         assert after["state"] == "idle" and after["pendingInterrupts"] == []
-    finally:
-        await restarted.close()
 
 
 async def test_the_capabilities_document_is_agui_agent_capabilities(adapter: RunningAdapter) -> None:
