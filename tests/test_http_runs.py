@@ -15,6 +15,7 @@ import pytest
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.file_store import FileThreadStore
 from aguiadapter.threads.record import ThreadRecord
+from aguiadapter.web.keys import STREAMS
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse, texts, types
 from tests.support.eventually import eventually
@@ -140,6 +141,28 @@ async def test_a_client_that_disconnects_gets_its_a2a_task_cancelled(
         return None if reply.status == 409 and reply.json()["error"]["code"] == "THREAD_BUSY" else reply.status
 
     assert await eventually(next_turn, "the thread is free again for the next turn") == 200
+
+
+async def test_a_client_that_leaves_while_the_runtime_is_silent_is_noticed(
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+) -> None:
+    # Nothing is written to the stream after the first delta, so only the
+    # app's stream watch can see that the connection closed.
+    body = run_body(thread_id="t-silent-gone", text="silent 60", cwd=str(workspace))
+    async with aiohttp.ClientSession() as session, session.post(adapter.url, json=body) as resp:
+        seen = b""
+        while b"TEXT_MESSAGE_CONTENT" not in seen:
+            seen += await resp.content.readany()
+
+    async def cancelled() -> bool:
+        return [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
+
+    await eventually(cancelled, "the silent run's task is cancelled once its client left")
+
+    async def unwatched() -> bool:
+        return len(adapter.app[STREAMS]) == 0 and adapter.app[STREAMS].idle
+
+    await eventually(unwatched, "with no stream open, the app's stream timer stops")
 
 
 async def test_thread_files_are_private_and_hold_no_secret(adapter: RunningAdapter, demo: DemoRuntime, workspace: Path) -> None:

@@ -19,7 +19,8 @@ from ..threads.store import ThreadStore
 from . import handlers, thread_routes
 from .auth import authenticator_for
 from .http_errors import json_errors
-from .keys import AUTH, BACKEND, CONFIG, TELEMETRY, Backend
+from .keys import AUTH, BACKEND, CONFIG, STREAMS, TELEMETRY, Backend
+from .stream_watch import StreamWatch
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -55,6 +56,7 @@ def create_app(
     app[BACKEND] = Backend()
     app[TELEMETRY] = telemetry
     app[AUTH] = authenticator_for(config)
+    app[STREAMS] = StreamWatch(config.heartbeat_seconds)
     app.router.add_get("/health", handlers.health)
     app.router.add_post("/", handlers.run)
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
@@ -168,3 +170,4 @@ async def _stop_runs(app: web.Application) -> None:
     service = app[BACKEND].service
     if service is not None:
         await service.shutdown()
+    await app[STREAMS].close()

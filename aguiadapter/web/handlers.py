@@ -20,7 +20,7 @@ from ..threads.store import StoreUnavailable
 from ..workspace import resolve_workspace
 from .auth import bind_user_id
 from .http_errors import error_response, request_language
-from .keys import AUTH, CONFIG, TELEMETRY, admission, backend
+from .keys import AUTH, CONFIG, STREAMS, TELEMETRY, admission, backend
 from .sse import SseWriter
 
 
@@ -131,11 +131,10 @@ async def run(request: web.Request) -> web.StreamResponse:
 
 async def _stream(request: web.Request, service: ThreadService, ticket: Ticket, language: str) -> web.StreamResponse:
     """Run an admitted ticket, its events written as SSE."""
-    config = request.config_dict[CONFIG]
     execution_id = ticket.execution_id
     sink = SseWriter(
         request,
-        heartbeat_seconds=config.heartbeat_seconds,
+        request.config_dict[STREAMS],
         on_disconnect=lambda: service.stop_run(execution_id, "disconnect"),
     )
     try:

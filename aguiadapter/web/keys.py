@@ -12,6 +12,7 @@ from ..telemetry import Telemetry
 from ..threads.limits import AdmissionLimits
 from ..threads.service import ThreadService
 from .auth import Authenticator
+from .stream_watch import StreamWatch
 
 
 @attrs.define
@@ -34,6 +35,8 @@ BACKEND = web.AppKey("aguiadapter.backend", Backend)
 TELEMETRY = web.AppKey("aguiadapter.telemetry", Telemetry)
 #: How the app decides who calls (open, shared token or verified JWTs).
 AUTH = web.AppKey("aguiadapter.auth", Authenticator)
+#: The one timer of the app's open SSE streams (heartbeats, vanished clients).
+STREAMS = web.AppKey("aguiadapter.streams", StreamWatch)
 
 
 def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:

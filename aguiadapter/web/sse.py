@@ -1,21 +1,22 @@
 """The SSE response of one run: lazy headers, heartbeats, disconnect watch.
 
 The response is prepared on the first event, so anything that fails before
-the run is announced can still be answered as an HTTP JSON error. A watcher
-task writes ``: heartbeat`` after a quiet interval and notices when the
-client went away, even while the runtime is silent.
+the run is announced can still be answered as an HTTP JSON error. While it is
+open, the app's :class:`~aguiadapter.web.stream_watch.StreamWatch` ticks it:
+a ``: heartbeat`` after a quiet interval, and notice when the client went
+away, even while the runtime is silent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Callable
 
 from aiohttp import web
 
 from ..protocol.events import HEARTBEAT
 from ..threads.shell import SinkClosed
+from .stream_watch import StreamWatch
 
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
@@ -23,8 +24,6 @@ SSE_HEADERS = {
     "X-Accel-Buffering": "no",
     "Connection": "keep-alive",
 }
-#: How often the watcher looks for a vanished client, at most.
-_WATCH_INTERVAL = 0.5
 
 
 class ClientGone(SinkClosed):
@@ -34,21 +33,23 @@ class ClientGone(SinkClosed):
 class SseWriter:
     """Writes AG-UI events to one streaming response."""
 
+    __slots__ = ("_beat", "_gone", "_last_write", "_watch", "events_sent", "on_disconnect", "request", "response")
+
     def __init__(
         self,
         request: web.Request,
+        watch: StreamWatch,
         *,
-        heartbeat_seconds: float,
         on_disconnect: Callable[[], object] | None = None,
     ) -> None:
         self.request = request
         self.response = web.StreamResponse(status=200, headers=SSE_HEADERS)
-        self.heartbeat_seconds = heartbeat_seconds
         self.on_disconnect = on_disconnect
         self.events_sent = 0
+        self._watch = watch
         self._last_write = 0.0
-        self._watcher: asyncio.Task[None] | None = None
         self._gone = False
+        self._beat: asyncio.Task[None] | None = None
 
     @property
     def prepared(self) -> bool:
@@ -66,6 +67,7 @@ class SseWriter:
         except (ConnectionError, RuntimeError) as exc:
             # The caller learns it from this exception; no callback needed.
             self._gone = True
+            self._unwatch()
             raise ClientGone() from exc
         self.events_sent += count
         self._last_write = asyncio.get_running_loop().time()
@@ -74,9 +76,7 @@ class SseWriter:
         """Finish the stream now (shutdown: the client re-attaches with the
         id of the last event it got); later events are not ours to send."""
         self._gone = True
-        if self._watcher is not None:
-            self._watcher.cancel()
-            self._watcher = None
+        self._unwatch()
         if self.response.prepared:
             self.response.force_close()
             try:
@@ -90,10 +90,8 @@ class SseWriter:
                 transport.close()
 
     async def close(self) -> None:
-        """Stop the watcher and finish the response."""
-        if self._watcher is not None:
-            self._watcher.cancel()
-            self._watcher = None
+        """Stop being watched and finish the response."""
+        self._unwatch()
         if self.response.prepared and not self._gone:
             try:
                 await self.response.write_eof()
@@ -105,33 +103,37 @@ class SseWriter:
         if not self.response.prepared:
             await self._prepare()
 
+    def tick(self, now: float) -> None:
+        """The watch looks: is the client still there, is a heartbeat due?"""
+        transport = self.request.transport
+        if transport is None or transport.is_closing():
+            self._mark_gone()
+        elif self._beat is None and now - self._last_write >= self._watch.heartbeat_seconds:
+            self._last_write = now
+            self._beat = asyncio.ensure_future(self._heartbeat())
+
+    async def _heartbeat(self) -> None:
+        try:
+            await self.response.write(HEARTBEAT)
+        except (ConnectionError, RuntimeError):
+            self._mark_gone()
+        finally:
+            self._beat = None
+
     async def _prepare(self) -> None:
         await self.response.prepare(self.request)
         self._last_write = asyncio.get_running_loop().time()
-        # A fresh context: the first event may be written from inside a
-        # thread-machine transition, whose context the watcher (alive for the
-        # whole stream) must not keep.
-        self._watcher = contextvars.Context().run(asyncio.create_task, self._watch())
+        self._watch.add(self)
 
-    async def _watch(self) -> None:
-        loop = asyncio.get_running_loop()
-        while not self._gone:
-            quiet = loop.time() - self._last_write
-            await asyncio.sleep(min(_WATCH_INTERVAL, max(self.heartbeat_seconds - quiet, 0.01)))
-            transport = self.request.transport
-            if transport is None or transport.is_closing():
-                self._mark_gone()
-                return
-            if loop.time() - self._last_write >= self.heartbeat_seconds:
-                try:
-                    await self.response.write(HEARTBEAT)
-                except (ConnectionError, RuntimeError):
-                    self._mark_gone()
-                    return
-                self._last_write = loop.time()
+    def _unwatch(self) -> None:
+        self._watch.discard(self)
+        beat, self._beat = self._beat, None
+        if beat is not None:
+            beat.cancel()
 
     def _mark_gone(self) -> None:
         if not self._gone:
             self._gone = True
+            self._unwatch()
             if self.on_disconnect is not None:
                 self.on_disconnect()

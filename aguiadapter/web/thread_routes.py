@@ -26,7 +26,7 @@ from ..threads.store import StoreUnavailable
 from ..version import __version__
 from .handlers import authenticate
 from .http_errors import error_response, request_language
-from .keys import CONFIG, backend
+from .keys import CONFIG, STREAMS, backend
 from .sse import ClientGone, SseWriter
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,6 @@ async def thread_status(request: web.Request) -> web.Response:
 
 async def run_events(request: web.Request) -> web.StreamResponse:
     """``GET /threads/{threadId}/runs/{runId}/events``: re-attach to a run."""
-    config = request.config_dict[CONFIG]
     _, service = backend(request)
     language = request_language(request)
     try:
@@ -76,7 +75,7 @@ async def run_events(request: web.Request) -> web.StreamResponse:
         chunks = await service.attach(request.match_info["threadId"], request.match_info["runId"], cursor, principal)
     except AdapterError as exc:
         return error_response(exc, language, request)
-    writer = SseWriter(request, heartbeat_seconds=config.heartbeat_seconds)
+    writer = SseWriter(request, request.config_dict[STREAMS])
 
     async def pump() -> None:
         try:
