@@ -138,6 +138,10 @@ class RunReport:
         self._span: RunSpan | None = None
 
     def __enter__(self) -> RunReport:
+        return self.begin()
+
+    def begin(self) -> RunReport:
+        """The run is open: it counts, under its span, until :meth:`leave`."""
         self._started = time.monotonic()
         telemetry = self._telemetry
         if telemetry.metrics is not None:
@@ -172,6 +176,10 @@ class RunReport:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self.leave()
+
+    def leave(self) -> None:
+        """The run's work is over (an end not reported yet counts as unknown)."""
         self.ended("unknown")
         metrics = self._telemetry.metrics
         if metrics is not None:

@@ -12,7 +12,6 @@ inner task, so that a disconnect, the cancel route or a shutdown can stop it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +35,7 @@ from ..telemetry import QUIET, Telemetry
 from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
 from . import machine as tm
+from .latch import Latch
 from .record import PendingInterrupt, RunKind, ThreadRecord
 from .run_log import DetachedRun, LogBroken, RunLog, RunLogs, UnloggedRun
 from .shell import EventSink, SinkClosed, ThreadShell
@@ -169,10 +169,10 @@ class RunDriver:
             thread_id=record.thread_id, run_id=self.identity.run_id, execution_id=self.identity.execution_id,
             resume=continuing,
         )
-        #: Holds the report from the run's opening to the end of drive().
-        self._reporting = contextlib.ExitStack()
+        #: The report is open from the run's opening to the end of drive().
+        self._reporting = False
         self.stop_reason: StopReason | None = None
-        self.ended = asyncio.Event()
+        self.ended = Latch()
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
         #: Answers of this run the runtime took.
         self._accepted: set[str] = set()
@@ -299,7 +299,8 @@ class RunDriver:
             raise
         # The run is open: it counts from here, under its own span, until
         # drive() has logged its end.
-        self._reporting.enter_context(self.report)
+        self.report.begin()
+        self._reporting = True
         if plan.kind is tm.PlanKind.REPORT:
             self._outcome_name = "report"
             self._over = True
@@ -334,15 +335,17 @@ class RunDriver:
     # ------------------------------------------------------------- driving
     async def drive(self) -> None:
         """Relay the run, end it, log one line about it."""
-        with self._reporting:  # the run's report ends after its log line
-            try:
-                await self._drive()
-            finally:
-                self.shell.stop_keeping()
-                if self._grace is not None:
-                    self._grace.cancel()
-                await self.shell.release()
-                self._log_run()
+        try:
+            await self._drive()
+        finally:
+            self.shell.stop_keeping()
+            if self._grace is not None:
+                self._grace.cancel()
+            await self.shell.release()
+            self._log_run()
+            if self._reporting:  # the run's report ends after its log line
+                self._reporting = False
+                self.report.leave()
         self.ended.set()
 
     async def _drive(self) -> None:
