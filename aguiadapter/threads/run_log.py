@@ -22,7 +22,6 @@ process owns the state folder); the Redis store keeps them in Redis streams
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -163,15 +162,25 @@ class DetachedRun:
 
 
 # ------------------------------------------------------------------ memory
+#: The slots of trimmed chunks are let go of this many at a time.
+_COMPACT: Final = 64
+_TRIMMED: Final = (0, 0, b"")
+
+
 class MemoryRunLog:
     """One run's events in this process's memory."""
 
-    __slots__ = ("_bounds", "_chunks", "_size", "_wake", "ended", "ended_at", "first_kept", "last_id", "reader_count")
+    __slots__ = (
+        "_bounds", "_chunks", "_head", "_size", "_wake", "ended", "ended_at", "first_kept", "last_id", "reader_count",
+    )
 
     def __init__(self, bounds: LogBounds) -> None:
         self._bounds = bounds
-        #: (id of the first event, id of the last event, SSE bytes).
-        self._chunks: collections.deque[tuple[int, int, bytes]] = collections.deque()
+        #: (id of the first event, id of the last event, SSE bytes); the slots
+        #: before ``_head`` were trimmed (a list: a deque costs a 600-byte
+        #: block per run from its first event).
+        self._chunks: list[tuple[int, int, bytes]] = []
+        self._head = 0
         self._size = 0
         self._wake: asyncio.Future[None] | None = None
         self.last_id = 0
@@ -212,12 +221,19 @@ class MemoryRunLog:
     def _trim(self) -> None:
         bounds, chunks = self._bounds, self._chunks
         trimmed = self.first_kept
-        while len(chunks) > 1 and (
+        head = self._head
+        while len(chunks) - head > 1 and (
             self._size > bounds.max_bytes or self.last_id - self.first_kept + 1 > bounds.max_events
         ):
-            _, last, chunk = chunks.popleft()
+            _, last, chunk = chunks[head]
+            chunks[head] = _TRIMMED  # its bytes go now, its slot with the batch
+            head += 1
             self._size -= len(chunk)
             self.first_kept = last + 1
+        if head >= _COMPACT:
+            del chunks[:head]
+            head = 0
+        self._head = head
         if trimmed == 1 and self.first_kept > 1:
             note_trimmed(self.first_kept)
 
@@ -227,16 +243,16 @@ class MemoryRunLog:
         self.ended = True
         self.ended_at = time.monotonic()
         self._trim()
-        if len(self._chunks) > 1:
-            first = self._chunks[0][0]
-            joined = b"".join([chunk for _, _, chunk in self._chunks])
-            self._chunks = collections.deque([(first, self.last_id, joined)])
+        kept = self._chunks[self._head :]
+        if len(kept) > 1:
+            kept = [(kept[0][0], self.last_id, b"".join([chunk for _, _, chunk in kept]))]
+        self._chunks, self._head = kept, 0
 
     def pending_after(self, cursor: int) -> bytes:
         """What is kept after ``cursor`` now."""
         if cursor + 1 < self.first_kept:
             raise Truncated()
-        parts = [tail_after(chunk, first, cursor) for first, last, chunk in self._chunks if last > cursor]
+        parts = [tail_after(chunk, first, cursor) for first, last, chunk in self._chunks[self._head :] if last > cursor]
         return b"".join(parts)
 
     async def wait(self) -> None:
