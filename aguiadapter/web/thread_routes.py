@@ -91,7 +91,7 @@ async def run_events(request: web.Request) -> web.StreamResponse:
             await writer.open()
 
     pumping = asyncio.ensure_future(pump())
-    # A client that leaves while the run is quiet is noticed by the heartbeat watcher.
+    # A client that leaves while the run is quiet is noticed by the app's stream watch.
     writer.on_disconnect = pumping.cancel
     try:
         await pumping
