@@ -26,6 +26,14 @@ def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(event["value"])
 
 
+async def leave_after_the_first_text(adapter: RunningAdapter, body: dict[str, Any]) -> None:
+    """Start a run, read it up to its first text delta, and close the connection mid-run."""
+    async with aiohttp.ClientSession() as session, session.post(adapter.url, json=body) as resp:
+        seen = b""
+        while b"TEXT_MESSAGE_CONTENT" not in seen:
+            seen += await resp.content.readany()
+
+
 async def test_a_normal_turn_streams_a_complete_valid_run(adapter: RunningAdapter, workspace: Path) -> None:
     body = run_body(thread_id="thread-1", text="hello there", cwd=str(workspace))
     reply = await adapter.run(body)
@@ -119,12 +127,7 @@ async def test_a_silent_runtime_gets_heartbeats(tmp_path: Path, workspace: Path)
 async def test_a_client_that_disconnects_gets_its_a2a_task_cancelled(
     adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
 ) -> None:
-    body = run_body(thread_id="t-gone", text="slow 30", cwd=str(workspace))
-    async with aiohttp.ClientSession() as session, session.post(adapter.url, json=body) as resp:
-        seen = b""
-        while b"TEXT_MESSAGE_CONTENT" not in seen:
-            seen += await resp.content.readany()
-    # The response is closed here, mid-run.
+    await leave_after_the_first_text(adapter, run_body(thread_id="t-gone", text="slow 30", cwd=str(workspace)))
     store = FileThreadStore(adapter.config.state_dir)
 
     async def settled() -> ThreadRecord | None:
@@ -148,11 +151,7 @@ async def test_a_client_that_leaves_while_the_runtime_is_silent_is_noticed(
 ) -> None:
     # Nothing is written to the stream after the first delta, so only the
     # app's stream watch can see that the connection closed.
-    body = run_body(thread_id="t-silent-gone", text="silent 60", cwd=str(workspace))
-    async with aiohttp.ClientSession() as session, session.post(adapter.url, json=body) as resp:
-        seen = b""
-        while b"TEXT_MESSAGE_CONTENT" not in seen:
-            seen += await resp.content.readany()
+    await leave_after_the_first_text(adapter, run_body(thread_id="t-silent-gone", text="silent 60", cwd=str(workspace)))
 
     async def cancelled() -> bool:
         return [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
