@@ -27,7 +27,8 @@ import aiohttp
 from .client import StreamResult, run_body
 from .batches import private_redis, short_run_batch
 from .procs import RedisServer, free_port
-from .report import Column, Results, _cell_text, _ratio, _table
+from .comparison import Comparison
+from .report import Column, Results
 
 if TYPE_CHECKING:
     from .suite import Bench, Target
@@ -52,6 +53,7 @@ ID_COLUMNS: tuple[Column, ...] = (
     Column("log_kb_per_run", "12. memory the kept log holds, per run", "KB", "lower", 1),
 )
 ID_KEYS = tuple(column.key for column in ID_COLUMNS)
+COMPARISON = Comparison("12.", ID_LABELS, ID_COLUMNS, PAIRS)
 OFF_ARGS = ("--replay-retention-seconds", "0")
 #: How many of a firehose run's last events a re-attach replays: within the
 #: default log bound (10,000 events), which the 20,000-delta run exceeds.
@@ -178,54 +180,18 @@ async def _redis_used(redis: RedisServer | None, target: Target) -> int:
     return int(info["used_memory"])
 
 
-def id_ratios(results: Results) -> dict[str, dict[str, float | None]]:
-    """Each ids-on target's medians over those of its ids-off baseline."""
-    return {
-        on: {key: _ratio(results.median(on, key), results.median(off, key)) for key in ID_KEYS}
-        for on, off in PAIRS.items()
-    }
-
-
 def render_event_ids(results: Results, sizes: dict[str, Any]) -> str:
     """The table of 12. and its ratios, ids on / ids off."""
     fills = {k: f"{v:,}" if isinstance(v, int) else v for k, v in sizes.items()}
     fills["replay_events"] = f"{min(REPLAYED, int(sizes.get('firehose') or 0)):,}"
-    names = {c.key: f"{c.label.format(**fills)} ({c.unit})" for c in ID_COLUMNS}
-    header = ["measure (median [min-max])", *(ID_LABELS[t] for t in ID_TARGETS)]
-    rows = [[names[c.key], *(_cell_text(results.cell(t, c.key), c.digits) for t in ID_TARGETS)] for c in ID_COLUMNS]
-    ratios = id_ratios(results)
-    ratio_rows = [
-        [names[key], *("n/a" if ratios[on][key] is None else f"{ratios[on][key]:.2f}x" for on in PAIRS)]
-        for key in ID_KEYS
-    ]
-    ratio_header = ["ratio of medians", *(f"{ID_LABELS[on]} / {ID_LABELS[off]}" for on, off in PAIRS.items())]
-    return "\n\n".join([_table(header, rows), _table(ratio_header, ratio_rows, max_width=60)])
+    return COMPARISON.render(results, fills)
 
 
 def event_ids_json(results: Results, sizes: dict[str, Any]) -> dict[str, Any]:
     """12. in the JSON file."""
-    return {
-        "targets": ID_LABELS,
-        "columns": [{"key": c.key, "label": c.label, "unit": c.unit, "better": c.better} for c in ID_COLUMNS],
-        "results": {t: {key: results.cell(t, key) for key in ID_KEYS} for t in ID_TARGETS},
-        "ratios_on_to_off": id_ratios(results),
-        "paired_ratios_on_to_off": {
-            on: {key: results.paired_ratios(on, off, key) for key in ID_KEYS} for on, off in PAIRS.items()
-        },
-        "details": results.details,
-        "sizes": {"cost_text": sizes.get("cost_text"), "cost_rounds": sizes.get("cost_rounds"),
-                  "cost_batch": sizes.get("cost_batch"), "firehose": sizes.get("firehose"), "reps": sizes.get("reps")},
-    }
+    return COMPARISON.json(results, sizes)
 
 
 def event_ids_notes(results: Results) -> list[str]:
     """12. in words."""
-    lines = []
-    for on, ratios in id_ratios(results).items():
-        shown = [f"{key} {ratio:.2f}x" for key, ratio in ratios.items() if ratio is not None]
-        if shown:
-            lines.append(f"event ids, {ID_LABELS[on]} / {ID_LABELS[PAIRS[on]]}: " + ", ".join(shown))
-    for target, details in results.details.items():
-        if details.get("errors"):
-            lines.append(f"errors seen in 12. for {ID_LABELS[target]}: {details['errors'][:3]}")
-    return lines
+    return COMPARISON.notes(results, "event ids")

@@ -61,7 +61,7 @@ from .report import (
 from .statefiles import make_state_dir
 from .event_ids import event_ids_json, event_ids_notes, render_event_ids
 from .shutdown import render_shutdown, shutdown_json
-from .telemetry import render_telemetry, telemetry_json, telemetry_ratios
+from .telemetry import render_telemetry, telemetry_json, telemetry_notes
 
 MB = 1024 * 1024
 
@@ -1051,7 +1051,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
     if bench.telemetry is not None:
         print(render_telemetry(bench.telemetry, sizes.public()))
         print()
-        for line in _telemetry_notes(bench.telemetry):
+        for line in telemetry_notes(bench.telemetry):
             print(line)
     if bench.event_ids is not None:
         print(render_event_ids(bench.event_ids, sizes.public()))
@@ -1129,23 +1129,6 @@ def _notes(results: Results) -> list[str]:
     if client:
         shown = ", ".join(f"{TARGET_LABELS[t]} {v:.0f}%" for t, v in client.items())
         lines.append(f"load client CPU during 1. (median, % of a core): {shown}")
-    return lines
-
-
-def _telemetry_notes(results: Results) -> list[str]:
-    """9. in words: what each kind of telemetry adds per run and per event."""
-    lines = []
-    for target, ratios in telemetry_ratios(results).items():
-        shown = [f"{key} {ratio:.2f}x" for key, ratio in ratios.items() if ratio is not None]
-        if shown:
-            lines.append(f"telemetry, {target} / no telemetry: " + ", ".join(shown))
-    collector = results.details.get("tracing", {}).get("collector")
-    if collector:
-        lines.append(f"OTLP collector received {collector[0]['requests']} export requests, "
-                     f"{collector[0]['bytes']:,} bytes")
-    for target, details in results.details.items():
-        if details.get("errors"):
-            lines.append(f"errors seen in 9. for {target}: {details['errors'][:3]}")
     return lines
 
 

@@ -23,7 +23,8 @@ from aiohttp import web
 
 from .batches import short_run_batch
 from .procs import free_port
-from .report import Column, Results, _cell_text, _ratio, _table
+from .comparison import Comparison
+from .report import Column, Results
 
 if TYPE_CHECKING:
     from .suite import Bench, Target
@@ -43,6 +44,10 @@ TELEMETRY_COLUMNS: tuple[Column, ...] = (
     Column("cpu_s_per_10k", "9. CPU per 10k events", "s", "lower", 3),
 )
 TELEMETRY_KEYS = tuple(column.key for column in TELEMETRY_COLUMNS)
+COMPARISON = Comparison(
+    "9.", TELEMETRY_LABELS, TELEMETRY_COLUMNS, {t: PLAIN for t in TELEMETRY_TARGETS if t != PLAIN},
+    baseline_names={PLAIN: "no telemetry"},
+)
 
 
 @attrs.define
@@ -151,45 +156,21 @@ async def _rounds(bench: Bench, results: Results, targets: Sequence[Target]) -> 
             results.add(target.key, "cpu_s_per_10k", (cpu1 - cpu0) / result.events * 10_000)
 
 
-def telemetry_ratios(results: Results) -> dict[str, dict[str, float | None]]:
-    """Each target's medians over those of the adapter with no telemetry."""
-    return {
-        target: {key: _ratio(results.median(target, key), results.median(PLAIN, key)) for key in TELEMETRY_KEYS}
-        for target in TELEMETRY_TARGETS
-        if target != PLAIN
-    }
-
-
 def render_telemetry(results: Results, sizes: dict[str, Any]) -> str:
     """The table of 9. and its ratios against no telemetry."""
-    fills = {k: f"{v:,}" if isinstance(v, int) else v for k, v in sizes.items()}
-    names = {c.key: f"{c.label.format(**fills)} ({c.unit})" for c in TELEMETRY_COLUMNS}
-    header = ["measure (median [min-max])", *(TELEMETRY_LABELS[t] for t in TELEMETRY_TARGETS)]
-    rows = [[names[c.key], *(_cell_text(results.cell(t, c.key), c.digits) for t in TELEMETRY_TARGETS)]
-            for c in TELEMETRY_COLUMNS]
-    ratios = telemetry_ratios(results)
-    ratio_rows = [
-        [names[key], *("n/a" if ratios[t][key] is None else f"{ratios[t][key]:.2f}x"
-                       for t in TELEMETRY_TARGETS if t != PLAIN)]
-        for key in TELEMETRY_KEYS
-    ]
-    ratio_header = ["ratio of medians", *(f"{TELEMETRY_LABELS[t]} / no telemetry" for t in TELEMETRY_TARGETS
-                                          if t != PLAIN)]
-    return "\n\n".join([_table(header, rows), _table(ratio_header, ratio_rows, max_width=60)])
+    return COMPARISON.render(results, {k: f"{v:,}" if isinstance(v, int) else v for k, v in sizes.items()})
 
 
 def telemetry_json(results: Results, sizes: dict[str, Any]) -> dict[str, Any]:
     """9. in the JSON file."""
-    return {
-        "targets": TELEMETRY_LABELS,
-        "columns": [{"key": c.key, "label": c.label, "unit": c.unit, "better": c.better} for c in TELEMETRY_COLUMNS],
-        "results": {t: {key: results.cell(t, key) for key in TELEMETRY_KEYS} for t in TELEMETRY_TARGETS},
-        "ratios_to_plain": telemetry_ratios(results),
-        "paired_ratios_to_plain": {
-            t: {key: results.paired_ratios(t, PLAIN, key) for key in TELEMETRY_KEYS}
-            for t in TELEMETRY_TARGETS if t != PLAIN
-        },
-        "details": results.details,
-        "sizes": {"cost_text": sizes.get("cost_text"), "cost_rounds": sizes.get("cost_rounds"),
-                  "cost_batch": sizes.get("cost_batch"), "firehose": sizes.get("firehose"), "reps": sizes.get("reps")},
-    }
+    return COMPARISON.json(results, sizes)
+
+
+def telemetry_notes(results: Results) -> list[str]:
+    """9. in words: what each kind of telemetry adds per run and per event."""
+    lines = COMPARISON.notes(results, "telemetry")
+    collector = results.details.get(TRACING, {}).get("collector")
+    if collector:
+        lines.append(f"OTLP collector received {collector[0]['requests']} export requests, "
+                     f"{collector[0]['bytes']:,} bytes")
+    return lines
