@@ -12,22 +12,9 @@
 // connection on the way). It prints one JSON document: what the page shows,
 // what the page logged, every URL it asked for, and the error if a step
 // failed (exit status 0 either way).
-import { readFileSync } from "node:fs";
-import { chromium } from "playwright-core";
+import { launch, readJob } from "./chromium.mjs";
 
-const job = JSON.parse(readFileSync(process.argv[2] === undefined || process.argv[2] === "-" ? 0 : process.argv[2], "utf8"));
-
-// The flags the project runs Chromium with; playwright-core adds --headless
-// (headless: true) and --no-sandbox (chromiumSandbox: false), and takes the
-// profile folder as launchPersistentContext's first argument (--user-data-dir).
-const FLAGS = [
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
+const job = readJob();
 
 const report = { steps: [], transcript: [], interrupt: null, console: [], pageErrors: [], requests: [], error: null };
 
@@ -100,14 +87,7 @@ async function drop(page) {
 
 const FLOWS = { chat, reload, drop };
 
-const context = await chromium.launchPersistentContext(job.userDataDir, {
-  executablePath: job.chromium,
-  headless: true,
-  chromiumSandbox: false,
-  args: FLAGS,
-  viewport: { width: 900, height: 820 },
-  timeout: 60_000,
-});
+const context = await launch(job, { viewport: { width: 900, height: 820 } });
 try {
   const page = context.pages()[0] ?? (await context.newPage());
   page.setDefaultTimeout(job.timeoutMs ?? 20_000);

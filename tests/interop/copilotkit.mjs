@@ -13,21 +13,9 @@
 // carried the answer has ended and the page shows the error.
 // It prints one JSON document: what the page shows, what it logged, every URL
 // it asked for, and the error if a step failed (exit status 0 either way).
-import { readFileSync } from "node:fs";
-import { chromium } from "playwright-core";
+import { launch, readJob } from "./chromium.mjs";
 
-const job = JSON.parse(readFileSync(process.argv[2] === undefined || process.argv[2] === "-" ? 0 : process.argv[2], "utf8"));
-
-// The project's Chromium flags; playwright-core adds --headless and
-// --no-sandbox and passes the profile folder as --user-data-dir.
-const FLAGS = [
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
+const job = readJob();
 
 // CopilotKit's own markup: the v2 chat and the classic one differ.
 const UI = {
@@ -75,15 +63,7 @@ async function say(page, text) {
   );
 }
 
-const context = await chromium.launchPersistentContext(job.userDataDir, {
-  executablePath: job.chromium,
-  headless: true,
-  chromiumSandbox: false,
-  args: FLAGS,
-  viewport: { width: 900, height: 1000 },
-  locale: job.locale ?? "en-US",
-  timeout: 60_000,
-});
+const context = await launch(job, { viewport: { width: 900, height: 1000 }, locale: job.locale ?? "en-US" });
 try {
   const page = context.pages()[0] ?? (await context.newPage());
   page.setDefaultTimeout(job.timeoutMs ?? 30_000);
