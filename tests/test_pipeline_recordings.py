@@ -37,7 +37,7 @@ import pytest
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.agui import STEP_WORK, assert_content_inside_steps, assert_no_empty_step, check_stream
+from tests.support.agui import STEP_WORK, assert_content_inside_steps, assert_no_empty_step, check_stream, interrupts_of
 from tests.support.pipeline_recording import SCENARIOS, Recording, recording
 from tests.support.pipeline_script import PipelineScenario, scenario
 from tests.support.replay_runtime import ReplayRuntime
@@ -148,13 +148,6 @@ class Client:
         assert_valid_agui(events, max_warnings=0)
         self.runs.append(events)
         return events
-
-
-def interrupts_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    last = events[-1]
-    assert last["type"] == "RUN_FINISHED", last
-    outcome = last["outcome"]
-    return list(outcome["interrupts"]) if outcome["type"] == "interrupt" else []
 
 
 async def run_to_completion(client: Client, *, restart: bool, retry: bool = False) -> list[int]:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
 from aguiadapter.threads.file_store import FileThreadStore
@@ -19,18 +17,6 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.agui import check_stream
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
-
-
-@pytest.fixture
-async def iac_adapter(tmp_path: Path, iac_runtime: IacRuntime) -> AsyncIterator[RunningAdapter]:
-    running = await start_adapter(
-        tmp_path / "state", iac_runtime.url, a2a_token=iac_runtime.token,
-        allowed_cwds=(str(iac_runtime.workspaces_root),),
-    )
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 def resume_body(thread_id: str, cwd: Path, answers: list[dict[str, Any]]) -> dict[str, Any]:

@@ -11,7 +11,6 @@ permitted command must run exactly once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,9 @@ import aiohttp
 import pytest
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
-from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.adapter import RunningAdapter, run_body
 from tests.support.adapter_process import AdapterProcess
-from tests.support.agui import assert_content_inside_steps, assert_no_empty_step, check_stream
+from tests.support.agui import assert_content_inside_steps, assert_no_empty_step, check_stream, interrupts_of
 from tests.support.iac_runtime import IacRuntime
 from tests.support.model_stub import ModelStub
 from tests.support.pipeline_script import PipelineScenario, deploy_count, scenario
@@ -29,18 +28,6 @@ from tests.support.pipeline_script import PipelineScenario, deploy_count, scenar
 PIPELINE_EVENT = "iac-code.pipeline.v1"
 #: More runs than any scenario has pauses: a client stuck in a loop fails.
 MAX_RUNS = 8
-
-
-@pytest.fixture
-async def iac_adapter(tmp_path: Path, iac_runtime: IacRuntime) -> AsyncIterator[RunningAdapter]:
-    running = await start_adapter(
-        tmp_path / "state", iac_runtime.url, a2a_token=iac_runtime.token,
-        allowed_cwds=(str(iac_runtime.workspaces_root),),
-    )
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 class Client:
@@ -69,13 +56,6 @@ class Client:
         assert_valid_agui(events, max_warnings=0)
         self.runs.append(events)
         return events
-
-
-def interrupts_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    last = events[-1]
-    assert last["type"] == "RUN_FINISHED", last
-    outcome = last["outcome"]
-    return list(outcome["interrupts"]) if outcome["type"] == "interrupt" else []
 
 
 def pipeline_types(runs: list[list[dict[str, Any]]]) -> list[str]:

@@ -181,3 +181,11 @@ def assert_no_empty_step(events: list[dict[str, Any]]) -> None:
     for before, after in itertools.pairwise(events):
         if before["type"] == "STEP_STARTED" and after["type"] == "STEP_FINISHED":
             assert before["stepName"] != after["stepName"], f"empty step {before['stepName']}"
+
+
+def interrupts_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The interrupts a run ended with (none when it did not end interrupted)."""
+    last = events[-1]
+    assert last["type"] == "RUN_FINISHED", last
+    outcome = last["outcome"]
+    return list(outcome["interrupts"]) if outcome["type"] == "interrupt" else []
