@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 
+from aguiadapter.threads import redis_store as rs
 from tests.support.adapter import Reply, run_body
 from tests.support.agui import check_stream
 from tests.support.eventually import eventually
@@ -163,3 +164,12 @@ async def open_stream(session: aiohttp.ClientSession, url: str, body: Any) -> As
     async with session.post(url, data=json.dumps(body), headers=HEADERS) as resp:
         assert resp.status == 200, await resp.read()
         yield OpenStream(resp)
+
+
+async def stored_record(url: str, thread_id: str) -> Any:
+    """The thread's record as the replicas see it (read with a store of our own)."""
+    store = rs.store_from_url(url)
+    try:
+        return await store.load(thread_id)
+    finally:
+        await store.close()

@@ -12,13 +12,12 @@ from typing import Any
 import aiohttp
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads import redis_store as rs
 from tests.support.adapter import Reply, run_body
 from tests.support.eventually import eventually
 
 from .conftest import StartReplicas
 from .redis_server import RedisServer
-from .replicas import HEADERS, Replica, error_code
+from .replicas import HEADERS, Replica, error_code, stored_record
 
 #: A short lease (the store URL's ``lease_seconds``) for the test of a replica that dies.
 LEASE = 2.0
@@ -26,14 +25,6 @@ LEASE = 2.0
 
 def slow(thread_id: str, cwd: Path, user: str) -> dict[str, Any]:
     return run_body(thread_id=thread_id, text="slow 30", cwd=str(cwd), userId=user)
-
-
-async def stored_record(url: str, thread_id: str) -> Any:
-    store = rs.store_from_url(url)
-    try:
-        return await store.load(thread_id)
-    finally:
-        await store.close()
 
 
 async def try_run(stack: contextlib.AsyncExitStack, http: aiohttp.ClientSession, url: str,

@@ -33,19 +33,11 @@ from .replicas import (
     post,
     resume_body,
     session_of,
+    stored_record,
 )
 
 #: The store's default lease: a dead replica's thread is free again after it.
 LEASE = 5.0
-
-
-async def stored_record(url: str, thread_id: str) -> Any:
-    """The thread's record as the replicas see it (read with a store of our own)."""
-    store = rs.store_from_url(url)
-    try:
-        return await store.load(thread_id)
-    finally:
-        await store.close()
 
 
 async def interrupt_on(http: aiohttp.ClientSession, replica: Replica, thread_id: str, cwd: str) -> dict[str, Any]:
