@@ -153,6 +153,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         )
     return cfg.Config(
         state_dir=state_dir,
+        runtime_config_dir=config_dir,
         a2a_url=args.a2a_url,
         a2a_token=args.a2a_token,
         auth_token=env.get(cfg.ENV_AUTH_TOKEN) or None,

@@ -90,6 +90,11 @@ class Config:
     #: The bounds of one run's event log.
     run_log_max_events: int = 10_000
     run_log_max_bytes: int = 8 * 1024 * 1024
+    #: The config folder of an ``iac-code a2a`` on this machine (``--config-dir``,
+    #: which the two share by default): where the adapter finds the ids of a
+    #: permission raised while no stream of its followed the task. ``None``:
+    #: such a permission ends its run ``EXECUTION_LOST``.
+    runtime_config_dir: Path | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.auth_token and self.jwt is not None:

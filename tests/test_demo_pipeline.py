@@ -294,8 +294,8 @@ async def test_deny_does_not_run_the_tool(client: A2AClient, runtime: DemoRuntim
 @pytest.mark.parametrize(
     ("change", "refusal"),
     [
-        ({"inputId": "permission-0000"}, "inputId does not match"),
-        ({"toolUseId": "call_0"}, "toolUseId does not match"),
+        ({"inputId": "permission-0000"}, "pending permission is not active"),
+        ({"toolUseId": "call_0"}, "permission correlation does not match"),
         ({"decision": "maybe"}, "allow_once or deny"),
     ],
     ids=["wrong-input", "wrong-tool-use", "bad-decision"],
@@ -482,7 +482,7 @@ async def test_the_answer_to_the_step_permission_runs_the_command_once_and_compl
     assert snapshot["status"] == "completed" and {s["status"] for s in snapshot["steps"]} == {"completed"}
     mine = [(p["id"], p["pending"]) for p in snapshot["display"]["permissions"] if p["inputId"] == envelope["inputId"]]
     assert mine == [(f"perm-{envelope['toolUseId']}", True), (envelope["inputId"], False)]
-    with pytest.raises(A2ARpcError, match="no permission is pending"):
+    with pytest.raises(A2ARpcError, match="pending permission is not active"):
         await client.send_message(permission_answer(envelope, "allow_once"))
     assert runtime.state.commands_run == [DEPLOY_COMMAND]
 

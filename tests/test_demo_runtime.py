@@ -289,8 +289,15 @@ async def test_permission_allow_runs_the_tool_exactly_once(client: Client, runti
     assert tool_trace(events)[0]["status"] == "completed"
     assert_end_of_turn(events[-1])
     assert runtime.state.tool_runs_by_use_id[envelope["toolUseId"]] == 1
-    with pytest.raises(InvalidParamsError):  # a second answer is refused, nothing runs again
-        await send(client, answer(task_id, envelope, "allow_once"))
+    # As iac-code: the same answer again is acknowledged as a duplicate and runs nothing;
+    # another decision for the same input conflicts with the receipt.
+    (again,) = await send(client, answer(task_id, envelope, "allow_once"))
+    assert iac(again)["inputReceived"] == {
+        "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "kind": "permission",
+        "decision": "allow_once", "recovered": True, "duplicate": True,
+    }
+    with pytest.raises(InvalidParamsError, match="conflicts with receipt"):
+        await send(client, answer(task_id, envelope, "deny"))
     assert runtime.state.tool_runs["write_file"] == 1
 
 
@@ -309,7 +316,7 @@ async def test_permission_deny_fails_the_tool_without_running_it(client: Client,
     [
         ("ctx-other", "allow_once", "", "bad context id"),
         ("ctx-demo", "maybe", "", "Permission decision must be allow_once or deny."),
-        ("ctx-demo", "allow_once", "permission-0000", "inputId does not match"),
+        ("ctx-demo", "allow_once", "permission-0000", "pending permission is not active"),
     ],
     ids=["wrong-context", "unknown-decision", "wrong-input-id"],
 )

@@ -1,6 +1,8 @@
 """Does an input still wait? The rules, against what the real runtime sent.
 
-The pipeline cases replay ``tests/fixtures/a2a-pipeline/``: complete
+The normal-mode cases read ``tests/fixtures/a2a-multi-input/``: turns with
+two inputs, and runtime restarts, each followed by every read an adapter
+can make. The pipeline cases replay ``tests/fixtures/a2a-pipeline/``: complete
 exchanges of the real ``iac-code a2a`` 0.16.0. Each case takes an input
 envelope as the stream announced it, and the runtime's ``GetTask`` and
 pipeline state answers from a later moment of the same recording.
@@ -120,6 +122,96 @@ def test_a_question_waits_while_get_task_shows_it() -> None:
     assert input_status(question, 0, view("full", 3, 4)) is InputStatus.WAITS
 
 
+MULTI = Path(__file__).resolve().parent / "fixtures" / "a2a-multi-input"
+
+
+def reply(name: str) -> Any:
+    """One recorded reply of ``a2a-multi-input`` (the JSON-RPC result, or the
+    route's body; ``None`` for a route that answered 404)."""
+    lines = [json.loads(line) for line in (MULTI / f"{name}.jsonl").read_text().splitlines() if line]
+    if len(lines) == 1 and set(lines[0]) == {"error"}:
+        return None
+    return lines[0].get("result", lines[0]) if len(lines) == 1 else lines
+
+
+def raised(name: str) -> list[InputEnvelope]:
+    """The inputs a recorded stream raised, as the adapter saw them."""
+    found: list[InputEnvelope] = []
+    for line in reply(name):
+        update = line.get("result", {}).get("statusUpdate") or {}
+        found += required_inputs(update.get("metadata", {}).get("iac_code", {}), found)
+    return found
+
+
+def reads(flow: str, get_task: str, execution: str, recovery: str) -> TaskView:
+    """The three reads an adapter can make, as one view."""
+    document = reply(f"{flow}.{recovery}")
+    return TaskView(reply(f"{flow}.{get_task}"), None, False, reply(f"{flow}.{execution}"),
+                    None if document is None else document["messages"])
+
+
+TWO = "01-two-permissions"
+
+
+def test_get_task_keeps_naming_the_first_input_after_the_second_is_raised() -> None:
+    (first,) = raised(f"{TWO}.01-send")
+    (second,) = raised(f"{TWO}.05-answer-input1")
+    at_second = reads(TWO, "06-get-task-at-input2", "07-execution-state-at-input2", "08-session-recovery-at-input2")
+    assert [item.input_id for item in required_inputs(at_second.iac)] == [first.input_id], "GetTask is frozen"
+    assert input_status(first, 0, at_second) is InputStatus.TAKEN, "its tool call has a result"
+    assert input_status(second, 0, at_second) is InputStatus.WAITS
+    assert task_fate(at_second, [second], {first.input_id}) == (TaskFate.ASKS, [second])
+
+
+def test_an_input_the_transcript_waits_on_that_no_stream_announced_is_unseen() -> None:
+    # The adapter died while the answer to #1 streamed: #2 was raised with nobody listening.
+    (first,) = raised(f"{TWO}.01-send")
+    at_second = reads(TWO, "06-get-task-at-input2", "07-execution-state-at-input2", "08-session-recovery-at-input2")
+    assert task_fate(at_second, [first], {first.input_id})[0] is TaskFate.UNSEEN
+
+
+def test_without_the_transcript_a_waiting_execution_decides_nothing() -> None:
+    (second,) = raised(f"{TWO}.05-answer-input1")
+    at_second = reads(TWO, "06-get-task-at-input2", "07-execution-state-at-input2", "08-session-recovery-at-input2")
+    blind = TaskView(at_second.task, None, False, at_second.execution, None)
+    assert input_status(second, 0, blind) is InputStatus.WAITS, "no positive evidence: the answer is sent"
+    assert task_fate(blind, [second])[0] is TaskFate.UNKNOWN
+
+
+def test_after_the_turn_every_answer_was_taken_and_the_turn_ended() -> None:
+    (first,) = raised(f"{TWO}.01-send")
+    (second,) = raised(f"{TWO}.05-answer-input1")
+    after = reads(TWO, "10-get-task-after-turn", "11-execution-state-after-turn", "12-session-recovery-after-turn")
+    assert input_status(first, 0, after) is InputStatus.TAKEN
+    assert input_status(second, 0, after) is InputStatus.TAKEN
+    assert task_fate(after, [first, second], {first.input_id, second.input_id}) == (TaskFate.TURN_ENDED, [])
+
+
+def test_at_the_first_input_it_waits() -> None:
+    (first,) = raised(f"{TWO}.01-send")
+    at_first = reads(TWO, "02-get-task-at-input1", "03-execution-state-at-input1", "04-session-recovery-at-input1")
+    assert input_status(first, 0, at_first) is InputStatus.WAITS
+    assert task_fate(at_first, [first]) == (TaskFate.ASKS, [first])
+
+
+def test_after_a_runtime_restart_a_pending_input_waits_and_nothing_runs_the_task() -> None:
+    flow = "02-restart-while-pending"
+    (pending,) = raised(f"{flow}.01-send")
+    restarted = reads(flow, "05-get-task-after-restart", "06-execution-state-after-restart",
+                      "07-session-recovery-after-restart")
+    assert restarted.bare and restarted.execution is None and restarted.transcript is None
+    assert input_status(pending, 0, restarted) is InputStatus.WAITS, "a bare task is no evidence: answer it"
+    assert task_fate(restarted, [pending])[0] is TaskFate.ORPHANED
+
+
+def test_after_a_runtime_restart_a_working_task_is_orphaned() -> None:
+    flow = "03-restart-after-command-ran"
+    restarted = reads(flow, "06-get-task-after-restart", "07-execution-state-after-restart",
+                      "08-session-recovery-after-restart")
+    assert restarted.state == "TASK_STATE_WORKING" and restarted.bare
+    assert task_fate(restarted)[0] is TaskFate.ORPHANED
+
+
 def normal_task(state: str, *, envelope: dict[str, Any] | None = None) -> TaskView:
     iac: dict[str, Any] = {"iacCodeSessionId": "session-1"}
     if envelope is not None:
@@ -132,15 +224,15 @@ PERMISSION = {"kind": "permission", "inputId": "permission-1", "toolUseId": "cal
 
 @pytest.mark.parametrize(("task_view", "status"), [
     (normal_task("TASK_STATE_INPUT_REQUIRED", envelope=PERMISSION), InputStatus.WAITS),
-    # The end-of-turn status replaced the request: the answer was taken and the turn ended.
-    (normal_task("TASK_STATE_INPUT_REQUIRED"), InputStatus.TAKEN),
-    (normal_task("TASK_STATE_WORKING"), InputStatus.TAKEN),
-    (normal_task("TASK_STATE_INPUT_REQUIRED", envelope={**PERMISSION, "inputId": "permission-2"}), InputStatus.TAKEN),
-    (normal_task("TASK_STATE_COMPLETED"), InputStatus.TAKEN),
+    # No positive evidence, whatever GetTask shows: the answer is sent and the runtime decides.
+    (normal_task("TASK_STATE_INPUT_REQUIRED"), InputStatus.WAITS),
+    (normal_task("TASK_STATE_WORKING"), InputStatus.WAITS),
+    (normal_task("TASK_STATE_INPUT_REQUIRED", envelope={**PERMISSION, "inputId": "permission-2"}), InputStatus.WAITS),
+    (normal_task("TASK_STATE_COMPLETED"), InputStatus.GONE),
     (normal_task("TASK_STATE_CANCELED"), InputStatus.GONE),
     (TaskView(None), InputStatus.GONE),
 ])
-def test_outside_a_pipeline_the_task_status_tells(task_view: TaskView, status: InputStatus) -> None:
+def test_outside_a_pipeline_only_positive_evidence_says_taken(task_view: TaskView, status: InputStatus) -> None:
     (envelope,) = required_inputs({"input": PERMISSION})
     assert input_status(envelope, 0, task_view) is status
 

@@ -87,6 +87,11 @@ class A2AHttpError(A2AError):
         self.body = body
 
 
+class StreamEndedEarly(A2AUnavailable):
+    """A stream the runtime closed cleanly before a terminal or interrupt
+    state (iac-code does so after acknowledging a repeated answer)."""
+
+
 class A2ARpcError(A2AError):
     """A JSON-RPC error object sent by the runtime.
 
@@ -529,7 +534,7 @@ class A2AClient:
                 else:
                     resp.close()
             if not ended:
-                raise A2AUnavailable(f"{method}: stream ended before a terminal or interrupt state")
+                raise StreamEndedEarly(f"{method}: stream ended before a terminal or interrupt state")
         except (GeneratorExit, asyncio.CancelledError):
             raise  # closed or stopped by the caller: not the runtime's failure
         except BaseException as exc:

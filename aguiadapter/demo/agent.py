@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import copy
 import contextlib
 import json
 import logging
@@ -117,6 +118,13 @@ class TaskRecord:
     pending: PendingInput | None = None
     permission: Json | None = None
     input_received: Json | None = None
+    #: Every input of the task the runtime took an answer to, with that answer's
+    #: receipt: a repeated answer is acknowledged as a duplicate, not run again.
+    answered: dict[str, Json] = attrs.field(factory=dict)
+    #: What GetTask shows of an ordinary task from its first interrupt on: iac-code
+    #: keeps that snapshot (the first input, still "pending") for the rest of the
+    #: task, through later inputs and the end of the turn; only a cancel ends it.
+    frozen: Json | None = None
     execution_id: str = attrs.field(factory=lambda: f"exec-{uuid.uuid4().hex}")
     runner: asyncio.Task[None] | None = None
     listeners: set[Listener] = attrs.field(factory=set)
@@ -150,6 +158,22 @@ class ContextRecord:
     id: str
     session_id: str
     task_ids: list[str] = attrs.field(factory=list)
+    #: The session's messages as iac-code's recovery route returns them: user
+    #: text, assistant text and ``tool_use`` blocks, ``tool_result`` blocks.
+    transcript: list[Json] = attrs.field(factory=list)
+
+    def note_user(self, text: str) -> None:
+        """A user message joins the session."""
+        self.transcript.append({"role": "user", "content": text})
+
+    def note_block(self, role: str, block: Json) -> None:
+        """A content block joins the session's last message of ``role``
+        (a new message when the last one is someone else's)."""
+        last = self.transcript[-1] if self.transcript else None
+        if last is None or last["role"] != role or not isinstance(last["content"], list):
+            last = {"role": role, "content": []}
+            self.transcript.append(last)
+        last["content"].append(block)
 
 
 @attrs.define
@@ -181,6 +205,11 @@ class DemoState:
             session = session_id or self.new_id()
             self.contexts[context_id] = ContextRecord(context_id, session)
         return self.contexts[context_id]
+
+
+def _is_duplicate_receipt(update: Json) -> bool:
+    received = update.get("metadata", {}).get(wire.IAC_CODE_KEY, {}).get("inputReceived")
+    return isinstance(received, dict) and received.get("duplicate") is True
 
 
 def _message_text(message: Json) -> str:
@@ -246,21 +275,21 @@ def _received(pending: PendingInput) -> Json:
 def check_permission_answer(
     answer: Mapping[str, Any], task_id: str, pending: PendingInput | None, canceled: bool
 ) -> str | None:
-    """Why iac-code would refuse this permission answer, or None when it is valid."""
+    """Why iac-code would refuse this permission answer, or None when it is
+    valid: an input it does not wait for is "not active"; one it waits for,
+    named with other ids, is a correlation mismatch."""
     if canceled:
         return "permission_resume_invalid: permission boundary is canceled"
     if answer.get("decision") not in ("allow_once", "deny"):
         return "Permission decision must be allow_once or deny."
     if set(answer) != PERMISSION_KEYS or answer.get("schemaVersion") != 1:
-        return "permission_resume_invalid: the answer must hold exactly " + ", ".join(sorted(PERMISSION_KEYS))
+        return "Permission response payload fields do not match schemaVersion 1."
     if answer.get("requestTaskId") != task_id:
-        return "permission_resume_invalid: requestTaskId does not match the task"
-    if pending is None or pending.kind != "permission":
-        return "permission_resume_invalid: no permission is pending on this task"
-    if answer.get("inputId") != pending.input_id:
-        return "permission_resume_invalid: inputId does not match the pending permission"
+        return "Permission response taskId does not match requestTaskId."
+    if pending is None or pending.kind != "permission" or answer.get("inputId") != pending.input_id:
+        return "permission_resume_invalid: pending permission is not active."
     if answer.get("toolUseId") != pending.tool_use_id:
-        return "permission_resume_invalid: toolUseId does not match the pending permission"
+        return "input_response_mismatch: permission correlation does not match."
     return None
 
 
@@ -319,6 +348,7 @@ class DemoAgent:
             # As iac-code: a pipeline it does not have is refused before any task.
             raise RpcError(wire.INVALID_PARAMS, f"Unknown pipeline: {request.name}")
         context = self.state.context(message.get("contextId") or self.state.new_id())
+        context.note_user(_message_text(message))
         task_id, clock = self.state.new_id(), self.state.clock
         task = TaskRecord(task_id, context.id, context.session_id, execution_id=self._execution_id(), clock=clock)
         _turn_options(task, message)
@@ -341,6 +371,8 @@ class DemoAgent:
         answer = _permission_answer(message)
         if answer is not None and task.side_pending:
             return task, self._answer_side_band(task, answer)
+        if answer is not None and str(answer.get("inputId")) in task.answered and task.pipeline is None:
+            return task, self._repeated_permission(task, answer)
         if task.runner is not None:
             raise RpcError(wire.INVALID_PARAMS, f"Task {task.id} is still working; wait for it or cancel it")
         _turn_options(task, message)
@@ -354,6 +386,7 @@ class DemoAgent:
             if not text.strip():
                 raise RpcError(wire.INVALID_PARAMS, "The answer to a question must be text.")
             task.history.append(_echo(message, task))
+            self.state.contexts[task.context_id].note_user(text)
             self._take_pending(task, pending)
             if run is not None and run.script is not None:
                 return task, run.resume(text)
@@ -361,7 +394,8 @@ class DemoAgent:
         # A text message on a finished, canceled or permission-waiting task is a new
         # turn on the same task; a pending tool call is dropped (as iac-code does).
         task.history.append(_echo(message, task))
-        task.pending = task.permission = task.input_received = None
+        self.state.contexts[task.context_id].note_user(text)
+        task.pending = task.permission = task.input_received = task.frozen = None
         task.execution_id = self._execution_id()
         script = self._plan(task, message)
         if script is not None:
@@ -374,17 +408,30 @@ class DemoAgent:
         problem = check_permission_answer(answer, task.id, pending, canceled)
         if problem is not None or pending is None:
             raise RpcError(wire.INVALID_PARAMS, problem or "permission_resume_invalid")
-        self._take_pending(task, pending)
+        self._take_pending(task, pending, str(answer["decision"]))
         decision, run = str(answer["decision"]), task.pipeline
         if run is not None and run.script is not None:
             return run.resume(decision)
         return scripts.answer_permission(task.turn_context(), pending, decision)
 
     @staticmethod
-    def _take_pending(task: TaskRecord, pending: PendingInput) -> None:
+    def _take_pending(task: TaskRecord, pending: PendingInput, decision: str | None = None) -> None:
         """The interrupt is answered: it leaves the task, ``inputReceived`` names it."""
         task.pending = task.permission = None
         task.input_received = _received(pending)
+        task.answered[pending.input_id] = {**task.input_received, "decision": decision}
+
+    @staticmethod
+    def _repeated_permission(task: TaskRecord, answer: Json) -> Iterator[PipelineStep]:
+        """An answer to an input taken before: iac-code acknowledges it as a
+        duplicate (the same decision) in one update and runs nothing; another
+        decision conflicts with its receipt."""
+        receipt = task.answered[str(answer["inputId"])]
+        if receipt.get("decision") != answer.get("decision"):
+            refusal = "permission_resume_invalid: permission decision conflicts with receipt."
+            raise RpcError(wire.INVALID_PARAMS, refusal)
+        received = {**receipt, "recovered": True, "duplicate": True}
+        return iter([scripts.working(task.turn_context(), session=False, inputReceived=received)])
 
     def _answer_side_band(self, task: TaskRecord, answer: Json) -> Reply:
         """Hand a validated side-band permission answer to the waiting turn: the
@@ -468,6 +515,12 @@ class DemoAgent:
         if isinstance(step, Interrupt):
             # Recorded before it is sent, so an immediate answer finds it pending.
             task.pending, task.permission = step.pending, step.pending.permission
+            if task.pipeline is None and task.frozen is None:
+                over = self.emit(task, step.result, more=more)
+                task.frozen = self.snapshot(task)
+                # As iac-code shows it at that moment: waiting, its stream open.
+                task.frozen["metadata"]["iac_code"]["executionControl"]["executionStatus"] = "input-required"
+                return over
         elif isinstance(step, SideInterrupt):
             task.side_pending[step.pending.input_id] = step.pending
             task.side_answers[step.pending.input_id] = asyncio.get_running_loop().create_future()
@@ -499,13 +552,16 @@ class DemoAgent:
             return True
         return False
 
-    @staticmethod
-    def _apply(task: TaskRecord, result: Json) -> None:
+    def _apply(self, task: TaskRecord, result: Json) -> None:
+        if "statusUpdate" in result and _is_duplicate_receipt(result["statusUpdate"]):
+            return  # a repeated answer's receipt changes nothing of the task
         if "statusUpdate" in result:
             status = result["statusUpdate"]["status"]
             task.status, task.state = status, status["state"]
             if "message" in status:
                 task.history.append(status["message"])
+            if task.pipeline is None:
+                self._transcribe(task, result["statusUpdate"])
             if task.pipeline is not None:
                 iac = result["statusUpdate"].get("metadata", {}).get(wire.IAC_CODE_KEY, {})
                 task.shown_input = iac.get("input")
@@ -516,6 +572,49 @@ class DemoAgent:
         elif "task" in result:
             task.status = result["task"]["status"]
             task.state = task.status["state"]
+
+    def _transcribe(self, task: TaskRecord, update: Json) -> None:
+        """What iac-code writes to the session for this update: the gated or
+        read-only tool's call and result, and the reply's final text."""
+        iac = update.get("metadata", {}).get(wire.IAC_CODE_KEY, {})
+        context = self.state.contexts[task.context_id]
+        tool = iac.get("tool")
+        if isinstance(tool, dict) and tool.get("status") == "input_complete":
+            block = {"type": "tool_use", "id": tool["toolUseId"], "name": tool.get("name"),
+                     "input": tool.get("toolInput")}
+            context.note_block("assistant", block)
+        elif isinstance(tool, dict) and tool.get("status") in ("completed", "failed"):
+            block = {"type": "tool_result", "tool_use_id": tool["toolUseId"], "content": tool.get("result"),
+                     "is_error": tool["status"] == "failed"}
+            context.note_block("user", block)
+        message = update["status"].get("message")
+        if iac.get("assistantFinal") and message is not None:
+            context.note_block("assistant", {"type": "text", "text": _message_text(message)})
+
+    def execution(self, context_id: str) -> Json | None:
+        """The context's current execution as iac-code's execution state
+        route shows it (``None``: no such context)."""
+        context = self.state.contexts.get(context_id)
+        if context is None or not context.task_ids:
+            return None
+        task = self.state.tasks[context.task_ids[-1]]
+        status = "working" if task.runner is not None else _EXECUTION_STATUS.get(task.state, "working")
+        if task.state == wire.COMPLETED:
+            status = "completed"
+        return {**self._execution_control(task), "executionStatus": status, "streamAvailable": False,
+                "blockers": []}
+
+    def recovery(self, context_id: str, execution_id: str) -> Json | None:
+        """iac-code's session recovery document for the context's current
+        execution (``None``: not that execution)."""
+        execution = self.execution(context_id)
+        if execution is None or execution["executionId"] != execution_id:
+            return None
+        task = self.state.tasks[execution["taskId"]]
+        return {"contextId": context_id, "taskId": task.id, "executionId": execution_id,
+                "executionStatus": execution["executionStatus"], "task": self.snapshot(task),
+                "messages": copy.deepcopy(self.state.contexts[context_id].transcript),
+                "executionControl": execution}
 
     def _crash(self, task: TaskRecord, failure: RpcFailure) -> None:
         """A JSON-RPC error ends the stream; the task is left FAILED."""
@@ -547,7 +646,9 @@ class DemoAgent:
             task.pipeline.cancel()
         if runner is not None:
             runner.cancel()
-        # iac-code keeps showing the permission it canceled (recording 08.2).
+        # A cancel is stored: the task shows it from now on (and, as iac-code
+        # does, keeps showing the permission it canceled: recording 08.2).
+        task.frozen = None
         self.emit(task, scripts.canceled_update(task.turn_context()))
         return self.snapshot(task)
 
@@ -568,7 +669,10 @@ class DemoAgent:
         task.listeners.discard(listener)
 
     def snapshot(self, task: TaskRecord, history_length: int | None = None) -> Json:
-        """The Task as GetTask returns it (bare, with ``executionControl``)."""
+        """The Task as GetTask returns it (bare, with ``executionControl``);
+        an ordinary task as it was at its first interrupt."""
+        if task.frozen is not None:
+            return copy.deepcopy(task.frozen)
         entries = task.history
         if history_length is not None:
             entries = entries[-history_length:] if history_length > 0 else []

@@ -254,6 +254,24 @@ async def handle_pipeline_state(request: web.Request) -> web.Response:
     return _json(task.pipeline.state_after(after))
 
 
+async def handle_execution_state(request: web.Request) -> web.Response:
+    """``GET /iac-code/execution/state?contextId=…``: the context's current execution."""
+    execution = request.app[AGENT_KEY].execution(request.query.get("contextId", ""))
+    if execution is None:
+        return _json({"error": "Execution was not found"}, status=404)
+    return _json(execution)
+
+
+async def handle_session_recovery(request: web.Request) -> web.Response:
+    """``GET /iac-code/session/recovery?contextId=…&executionId=…``: the
+    session transcript of the context's current execution."""
+    document = request.app[AGENT_KEY].recovery(request.query.get("contextId", ""),
+                                               request.query.get("executionId", ""))
+    if document is None:
+        return _json({"error": "Execution was not found"}, status=404)
+    return _json(document)
+
+
 @web.middleware
 async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Check ``Authorization: Bearer <token>`` when the app has a token."""
@@ -298,6 +316,8 @@ def create_demo_app(
     app.router.add_get("/health", handle_health)
     app.router.add_get("/.well-known/agent-card.json", handle_agent_card)
     app.router.add_post("/iac-code/session/ensure-restored", handle_ensure_restored)
+    app.router.add_get("/iac-code/execution/state", handle_execution_state)
+    app.router.add_get("/iac-code/session/recovery", handle_session_recovery)
     app.router.add_get("/iac-code/pipeline/state", handle_pipeline_state)
     app.on_shutdown.append(_on_shutdown)
     return app

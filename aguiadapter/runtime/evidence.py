@@ -1,13 +1,19 @@
 """What the runtime's task says about an answer: does the input still wait?
 
-Pure: a :class:`TaskView` (the task from ``GetTask`` and, for a pipeline,
-the state route's document) goes in, a verdict comes out. The same rules
-decide before an answer is sent (a resume) and after a crash (a resume
-whose process died: was the answer taken?). They follow the runtime, not
-our hopes: "taken" needs positive evidence (the runtime names the input as
-received or resolved, or the task moved past it); an envelope missing from
-``GetTask`` is not evidence, because iac-code drops it from the task after
-a pipeline's backup status while the input still waits.
+Pure: a :class:`TaskView` (the task from ``GetTask``, the execution's state,
+the session transcript and, for a pipeline, the state route's document)
+goes in, a verdict comes out. The same rules decide before an answer is
+sent (a resume) and after a crash (was the answer taken?).
+
+"Taken" needs positive evidence: the runtime names the input as received,
+the gated tool call has its result in the transcript, or a pipeline's state
+route logs the input's resolution. Nothing else counts. Outside a pipeline
+iac-code's ``GetTask`` is frozen at the first input of a task (it keeps
+naming it after a second one is raised and after the turn ended), and after
+a restart of the runtime the task is a bare summary with no metadata at
+all: neither says anything about a later input. An input without positive
+evidence is answered again; the runtime's reply decides (it acknowledges a
+duplicate as such, and refuses an input it does not wait for).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import attrs
 from ..a2a import wire
 from ..translate.pipeline import as_int
 from .envelope import InputEnvelope, envelope_of, required_inputs
-from .transcript import has_result
+from .transcript import has_result, open_tool_uses
 
 #: Pipeline events that say an input was answered.
 _RESOLUTIONS: Final = frozenset({"permission_resolved", "input_received"})
@@ -56,6 +62,13 @@ class TaskFate(enum.Enum):
     CANCELED = "canceled"
     GONE = "gone"
     UNKNOWN = "unknown"
+    #: A restarted runtime lists the task but runs nothing for it (a bare
+    #: summary): whatever followed the answers it took is lost.
+    ORPHANED = "orphaned"
+    #: The runtime waits for an input no stream of ours announced (it was
+    #: raised while no stream followed the task): its ids are nowhere to be
+    #: read, so no answer can reach it.
+    UNSEEN = "unseen"
 
 
 @attrs.frozen
@@ -91,6 +104,15 @@ class TaskView:
             return None
         status = self.task.get("status")
         return str(status.get("state")) if isinstance(status, Mapping) else None
+
+    @property
+    def bare(self) -> bool:
+        """A task the runtime lists without any ``metadata.iac_code``: what
+        iac-code keeps of a task across its own restart (no execution runs it)."""
+        if self.task is None:
+            return False
+        metadata = self.task.get("metadata")
+        return not (isinstance(metadata, Mapping) and isinstance(metadata.get(wire.IAC_CODE_KEY), Mapping))
 
     @property
     def iac(self) -> Mapping[str, Any]:
@@ -146,8 +168,8 @@ def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView) -> 
     tool_use_id = envelope.tool_use_id
     if view.transcript is not None and tool_use_id is not None and has_result(view.transcript, tool_use_id):
         return InputStatus.TAKEN
-    if not view.is_pipeline and view.execution_status is not None:
-        return _by_execution(envelope, view)
+    if not view.is_pipeline:
+        return _outside_pipeline(view)
     asked = required_inputs(view.iac)
     if any(item.input_id == envelope.input_id for item in asked):
         return InputStatus.WAITS
@@ -164,31 +186,21 @@ def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView) -> 
         # The task lists every sub-pipeline input it still waits for; and a
         # top-level input holds it in INPUT_REQUIRED until answered.
         return InputStatus.TAKEN
-    if view.is_pipeline and view.pipeline is None:
+    if view.pipeline is None:
         return InputStatus.UNKNOWN
-    # INPUT_REQUIRED with nothing asked for: outside a pipeline the task's
-    # metadata is its last status, so the turn ended after the answer; in a
-    # pipeline its state route (read above) no longer lists the input.
+    # INPUT_REQUIRED with nothing asked for: the pipeline's state route
+    # (read above) no longer lists the input.
     return InputStatus.TAKEN
 
 
-def _by_execution(envelope: InputEnvelope, view: TaskView) -> InputStatus:
-    """Outside a pipeline the execution state follows the turn: ``working``
-    once an answer was taken, ``input-required`` while it waits and again
-    when the turn ended (the transcript, when read, tells those apart)."""
-    status = view.execution_status
-    if status in _EXECUTION_GONE:
+def _outside_pipeline(view: TaskView) -> InputStatus:
+    """No positive evidence that the answer was taken: the input waits,
+    unless the task or its execution ended (no answer can reach it then)."""
+    if view.execution_status in _EXECUTION_GONE:
         return InputStatus.GONE
-    if status != "input-required":
-        return InputStatus.TAKEN
-    if envelope.sideband:
-        listed = required_inputs({"pendingPermissions": view.iac.get("pendingPermissions") or ()})
-        return InputStatus.WAITS if any(item.input_id == envelope.input_id for item in listed) else InputStatus.TAKEN
-    if view.transcript is not None and envelope.tool_use_id is not None:
-        # A transcript without the gated call's result: the call still waits.
-        return InputStatus.WAITS
-    asked = required_inputs(view.iac)
-    return InputStatus.WAITS if any(item.input_id == envelope.input_id for item in asked) else InputStatus.TAKEN
+    if view.state in wire.TERMINAL_STATES or view.state in _FAILED_STATES:
+        return InputStatus.GONE
+    return InputStatus.WAITS
 
 
 def waiting_inputs(
@@ -234,26 +246,65 @@ def task_fate(
     state = view.state
     if state is None:
         return TaskFate.GONE, []
-    status = None if view.is_pipeline else view.execution_status
-    if status is not None:
-        fate = _fate_by_execution(status)
-        if fate is TaskFate.TURN_ENDED and status == "input-required":
-            # GetTask may still show a request already answered; a request
-            # it shows for another input is a new one.
-            asks = [item for item in required_inputs(view.iac, known) if item.input_id not in answered]
-            if asks:
-                return TaskFate.ASKS, asks
-        return fate, []
+    if not view.is_pipeline:
+        return _fate_outside_pipeline(view, known, answered)
     if state == wire.COMPLETED:
         return TaskFate.TURN_ENDED, []
     if state == wire.CANCELED:
         return TaskFate.CANCELED, []
     if state in _FAILED_STATES:
         return TaskFate.FAILED, []
-    unreadable = view.is_pipeline and view.pipeline is None
-    if unreadable and state == wire.INPUT_REQUIRED and not required_inputs(view.iac):
+    if view.pipeline is None and state == wire.INPUT_REQUIRED and not required_inputs(view.iac):
         return TaskFate.UNKNOWN, []
     asks = waiting_inputs(view, known, answered)
+    if asks:
+        return TaskFate.ASKS, asks
+    if state in _LIVE_STATES:
+        return TaskFate.WORKS, []
+    return TaskFate.TURN_ENDED, []
+
+
+def _fate_outside_pipeline(
+    view: TaskView, known: list[InputEnvelope], answered: Collection[str]
+) -> tuple[TaskFate, list[InputEnvelope]]:
+    """Outside a pipeline the execution state follows the turn (``GetTask``
+    does not), and the transcript tells a turn that waits for an input (a
+    tool call without its result) from one that ended."""
+    state = view.state
+    if state == wire.CANCELED:
+        return TaskFate.CANCELED, []
+    if state in _FAILED_STATES:
+        return TaskFate.FAILED, []
+    status = view.execution_status
+    if status is None:
+        if view.bare:
+            return TaskFate.ORPHANED, []
+        return _fate_by_task(view, known, answered)
+    fate = _fate_by_execution(status)
+    if fate is not TaskFate.TURN_ENDED or status != "input-required":
+        return fate, []
+    if view.transcript is None:
+        # Waiting for an input and having ended the turn look the same here.
+        return TaskFate.UNKNOWN, []
+    waiting = open_tool_uses(view.transcript)
+    if not waiting:
+        return TaskFate.TURN_ENDED, []
+    by_tool = {item.tool_use_id: item for item in known if item.input_id not in answered}
+    asks = [by_tool[tool_use_id] for tool_use_id in waiting if tool_use_id in by_tool]
+    if len(asks) < len(waiting):
+        return TaskFate.UNSEEN, asks
+    return TaskFate.ASKS, asks
+
+
+def _fate_by_task(
+    view: TaskView, known: list[InputEnvelope], answered: Collection[str]
+) -> tuple[TaskFate, list[InputEnvelope]]:
+    """A runtime without the execution state route: what ``GetTask`` says
+    (an input it names that was already answered is not asked again)."""
+    state = view.state
+    if state == wire.COMPLETED:
+        return TaskFate.TURN_ENDED, []
+    asks = [item for item in required_inputs(view.iac, known) if item.input_id not in answered]
     if asks:
         return TaskFate.ASKS, asks
     if state in _LIVE_STATES:

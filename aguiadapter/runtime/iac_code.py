@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Final
 
 from ..a2a import wire
@@ -22,8 +23,10 @@ from ..a2a.messages import answer_message, permission_part
 from ..errors import AdapterError, ErrorCode
 from ..protocol.inputs import IacCodeProps
 from ..protocol.resume import Answer, answer_text
+from .checkpoints import read_checkpoints, waiting_permission
 from .envelope import InputEnvelope, acknowledgement
 from .evidence import TaskView
+from .transcript import open_tool_uses, tool_call
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +49,10 @@ class TaskMismatch(Exception):
 class IacCodeRuntime:
     """One runtime endpoint, with what this process already restored."""
 
-    def __init__(self, client: A2AClient) -> None:
+    def __init__(self, client: A2AClient, config_dir: Path | None = None) -> None:
         self.client = client
+        #: The config folder of a runtime on this machine, when the adapter shares it.
+        self.config_dir = config_dir
         #: Sessions this process already asked the runtime to restore.
         self._restored: set[str] = set()
 
@@ -126,6 +131,26 @@ class IacCodeRuntime:
         except A2AError as exc:
             log.info("pipeline state of %s not read: %s", task_id, type(exc).__name__)
             return None
+
+    async def unseen_inputs(self, view: TaskView, session_id: str | None) -> list[InputEnvelope]:
+        """The permissions the task waits for that no stream of ours
+        announced, as far as a shared config folder tells (see
+        :mod:`.checkpoints`); none for a runtime elsewhere."""
+        task, transcript = view.task, view.transcript
+        if self.config_dir is None or session_id is None or task is None or transcript is None:
+            return []
+        checkpoints = await asyncio.to_thread(read_checkpoints, self.config_dir, session_id)
+        found = []
+        for tool_use_id in open_tool_uses(transcript):
+            block = tool_call(transcript, tool_use_id)
+            envelope = None if block is None else waiting_permission(
+                checkpoints, str(task.get("id")), str(task.get("contextId")), block
+            )
+            if envelope is not None:
+                log.info("task %s: permission %s was raised while no stream followed it; its ids read from "
+                         "the runtime's folder", task.get("id"), envelope.input_id)
+                found.append(envelope)
+        return found
 
     # --------------------------------------------------------- answering
     def answer(

@@ -75,3 +75,25 @@ def after_answers(messages: Sequence[Mapping[str, Any]], tool_use_ids: Iterable[
             if isinstance(text, str) and text:
                 found.append(ReplyText(text))
     return found
+
+
+def open_tool_uses(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The tool calls of the transcript that have no result yet, in order:
+    each waits for something (an input gating it, or its own run)."""
+    called: list[str] = []
+    answered: set[str] = set()
+    for _, block in _blocks(messages):
+        kind = block.get("type")
+        if kind == "tool_use" and isinstance(block.get("id"), str):
+            called.append(str(block["id"]))
+        elif kind == "tool_result":
+            answered.add(str(block.get("tool_use_id") or ""))
+    return [tool_use_id for tool_use_id in called if tool_use_id not in answered]
+
+
+def tool_call(messages: Sequence[Mapping[str, Any]], tool_use_id: str) -> Mapping[str, Any] | None:
+    """The transcript's ``tool_use`` block of that id (``{id, name, input}``)."""
+    for _, block in _blocks(messages):
+        if block.get("type") == "tool_use" and block.get("id") == tool_use_id:
+            return block
+    return None

@@ -21,7 +21,7 @@ import attrs
 from statemachine.exceptions import TransitionNotAllowed
 
 from ..a2a import wire
-from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
+from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable, StreamEndedEarly
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
 from ..protocol.events import Event
@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost", "handoff"]
 
+#: How iac-code's refusal of an answer it cannot resume from begins.
+RESUME_INVALID: Final = "permission_resume_invalid"
 #: How many times a run subscribes to its task again when a stream ends early.
 FOLLOW_ROUNDS: Final = 5
 #: How often a run looks at an execution it cannot subscribe to.
@@ -106,10 +108,12 @@ class Ticket:
 
 
 class LostTask(AdapterError):
-    """The runtime no longer knows the run's task."""
+    """The runtime no longer knows the run's task, or cannot go on with it
+    (``cancel``: it may still wait for something nobody can answer)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, cancel: bool = False) -> None:
         super().__init__(ErrorCode.EXECUTION_LOST)
+        self.cancel = cancel
 
 
 class RunDriver:
@@ -458,7 +462,8 @@ class RunDriver:
         self, batches: Batches, *, accepting: str | None = None, recover_after_first: bool = False
     ) -> TurnOutcome | None:
         """Translate the runtime's results and write them; what one network
-        chunk brought goes out in one write."""
+        chunk brought goes out in one write. ``accepting``: the answer this
+        stream carries, taken once the runtime shows it took it."""
         translator = self.translator
         first = True
         try:
@@ -466,10 +471,10 @@ class RunDriver:
                 if first:
                     first = False
                     self.report.first_event()
-                    if accepting is not None:
-                        await self._accept([accepting])
-                        accepting = None
                 events = await self._translate(batch)
+                if accepting is not None and self._taken(accepting):
+                    await self._accept([accepting])
+                    accepting = None
                 await self._emit(events)
                 del events
                 if recover_after_first:
@@ -479,14 +484,39 @@ class RunDriver:
                     outcome, translator.outcome = translator.outcome, None
                     return outcome
         except A2ARpcError as exc:
+            if accepting is not None and exc.message.startswith(RESUME_INVALID):
+                # Refused as an input it does not wait for (one it took would
+                # be acknowledged as a duplicate): the runtime lost it.
+                raise LostTask(cancel=True) from exc
             if accepting is not None:
                 raise AnswerRefused(str(exc)) from exc
+            if exc.message.startswith(RESUME_INVALID):
+                # It took the answer (a receipt came first) and cannot go on
+                # from it: a restarted runtime whose turn ran past the answer.
+                raise LostTask() from exc
             raise
+        except StreamEndedEarly:
+            if accepting is not None or not any(translator.received.get(key) for key in self._accepted):
+                raise
+            # The receipt called the answer a duplicate (taken before) and the
+            # runtime closed the stream: where the turn is, only a look tells.
+            return None
         finally:
             await batches.aclose()  # type: ignore[attr-defined]
         if accepting is not None:
-            raise AnswerRefused("the runtime closed the answer's stream at once")
+            raise AnswerRefused("the runtime closed the answer's stream without taking it")
         return None
+
+    def _taken(self, interrupt_id: str) -> bool:
+        """Positive evidence that the runtime took the answer to this input:
+        its receipt (a duplicate too: taken before), or the turn moved on."""
+        translator = self.translator
+        if interrupt_id in translator.received or translator.relayed_results:
+            return True
+        outcome = translator.outcome
+        if outcome is None or outcome.kind not in ("success", "interrupt"):
+            return False
+        return all(item.input_id != interrupt_id for item in outcome.inputs)
 
     async def _translate(self, batch: list[dict[str, Any]]) -> list[Event]:
         """The events of one chunk, once the record they depend on is
@@ -537,7 +567,11 @@ class RunDriver:
             view = await self._view(task_id)
             if view.pipeline is not None:
                 await self._emit(self._recovered(view.pipeline))
-            fate, asks = task_fate(view, self.envelopes.values(), self.ticket.record.applied_answers.keys())
+            known, answered = list(self.envelopes.values()), self.ticket.record.applied_answers.keys()
+            fate, asks = task_fate(view, known, answered)
+            if fate is TaskFate.UNSEEN:
+                known += await runtime.unseen_inputs(view, self.identity.session_id)
+                fate, asks = task_fate(view, known, answered)
             if fate is TaskFate.WORKS and view.execution_status is not None:
                 await asyncio.sleep(FOLLOW_POLL_SECONDS)
                 continue
@@ -553,8 +587,14 @@ class RunDriver:
                 await self._emit(await self._missed(task_id))
             if fate is TaskFate.ASKS:
                 return TurnOutcome("interrupt", inputs=tuple(asks))
-            if fate is TaskFate.GONE:
+            if fate is TaskFate.UNSEEN:
+                log.warning("run %s: task %s waits for an input no stream announced; it is cancelled",
+                            self.identity.run_id, task_id)
+                raise LostTask(cancel=True)
+            if fate in (TaskFate.GONE, TaskFate.ORPHANED):
                 raise LostTask()
+            if fate is TaskFate.UNKNOWN and not view.is_pipeline:
+                raise A2AUnavailable("the runtime's transcript, which says whether the turn ended, was not read")
             if fate is TaskFate.UNKNOWN:
                 log.warning("run %s: the pipeline state is unreadable; the turn counts as ended", self.identity.run_id)
                 return TurnOutcome("success")
@@ -576,9 +616,16 @@ class RunDriver:
         return self.translator.missed(after_answers(view.transcript, self.answered_tools))
 
     async def _view(self, task_id: str) -> TaskView:
+        """The task now; outside a pipeline with the transcript once its
+        execution waits (only the transcript tells a turn that ended from
+        one that waits for an input)."""
         pipeline = self.translator.pipeline
         after = pipeline.last_sequence if pipeline.pipeline_run_id is not None else None
-        return await self.context.runtime.view(task_id, self.identity.context_id, pipeline_after=after)
+        runtime, context_id = self.context.runtime, self.identity.context_id
+        view = await runtime.view(task_id, context_id, pipeline_after=after)
+        if not view.is_pipeline and view.execution_status == "input-required":
+            view = await runtime.view(task_id, context_id, pipeline_after=None, transcript=True)
+        return view
 
     async def _recover_pipeline(self) -> None:
         task_id = self.identity.task_id
@@ -680,7 +727,9 @@ class RunDriver:
             # the runtime's own words (in the caller's language).
             await self._fail(ErrorCode.INVALID_INPUT, detail=exc.message)
             return
-        if code not in (ErrorCode.A2A_UNAVAILABLE, ErrorCode.EXECUTION_LOST):
+        if code not in (ErrorCode.A2A_UNAVAILABLE, ErrorCode.EXECUTION_LOST) or (
+            isinstance(exc, LostTask) and exc.cancel
+        ):
             # Only a task whose identity was verified is ours to cancel.
             await self.context.runtime.cancel_task(self.identity.task_id)
         await self._fail(code)

@@ -301,6 +301,11 @@ class ThreadRules:
             self._end_with_error(code, "")
         else:
             self._end_run("success")
+        if findings.fate is TaskFate.ORPHANED and kind is RunKind.FOLLOW:
+            # A run that followed answers the runtime took told its client
+            # how its stream broke; the runtime restarted since and runs
+            # nothing more of the turn: a retry is told the answers applied.
+            return
         # No client heard how the dead run ended: its answers stay unreported.
         for interrupt_id in unreported:
             record.applied_answers[interrupt_id] = attrs.evolve(record.applied_answers[interrupt_id], reported=False)

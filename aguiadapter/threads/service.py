@@ -21,6 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..a2a.client import A2AClient, A2AError
@@ -80,10 +81,11 @@ class ThreadService:
         telemetry: Telemetry = QUIET,
         grace_seconds: float = 0.0,
         log_bounds: LogBounds | None = None,
+        runtime_config_dir: Path | None = None,
     ) -> None:
         self.store = store
         self.client = client
-        self.runtime = IacCodeRuntime(client)
+        self.runtime = IacCodeRuntime(client, runtime_config_dir)
         self.clock = clock
         #: The runs' event logs (``None``: no ids, no re-attach).
         self.logs: RunLogs | None = store.run_logs(log_bounds) if log_bounds is not None else None
@@ -212,7 +214,9 @@ class ThreadService:
             for answer in plan.answers
         }
         known = [item.envelope for item in record.pending_interrupts]
-        asks = waiting_inputs(view, known, record.applied_answers.keys())
+        # Outside a pipeline GetTask names the task's first input for good:
+        # only a pipeline lists what else it waits for.
+        asks = waiting_inputs(view, known, record.applied_answers.keys()) if view.is_pipeline else []
         plan = tm.after_inspection(plan, statuses, asks)
         if plan.kind is tm.PlanKind.LOST:
             await self._settle(shell, tm.lose)
@@ -277,8 +281,16 @@ class ThreadService:
             carried = [(item.envelope, item.raised_after) for item in record.pending_interrupts]
             known = [item.envelope for item in record.pending_interrupts]
             findings = assess(carried, view, known, record.applied_answers.keys())
+            if findings.fate is TaskFate.UNSEEN:
+                known += await self.runtime.unseen_inputs(view, record.session_id)
+                findings = assess(carried, view, known, record.applied_answers.keys())
             if not findings.decided:
                 raise AdapterError(ErrorCode.A2A_UNAVAILABLE)
+            if findings.fate is TaskFate.UNSEEN and not findings.waiting():
+                # It waits for an input whose ids nobody can read: no answer
+                # can reach it, and it would wait forever.
+                async with shell.renewing():
+                    await self.runtime.cancel_task(record.task_id)
         log.info(
             "thread %s: recovered a dead %s run: task %s %s, inputs %s",
             record.thread_id, kind.value, record.task_id, findings.fate.value,

@@ -77,6 +77,9 @@ class RunTranslator:
         self.known_inputs = known_inputs
         #: Acknowledgements of answers seen on this run's streams.
         self.acks: list[dict[str, Any]] = []
+        #: The inputs whose answers the runtime said it received (``inputReceived``),
+        #: each with whether it called the answer a duplicate (taken before).
+        self.received: dict[str, bool] = {}
         #: toolCallId → tool name of the calls whose interrupts this run answers.
         self._resumed_tools = resumed_tools or {}
         #: The thread's pipeline cursor; advanced in place, saved with the record.
@@ -233,6 +236,9 @@ class RunTranslator:
         tool = iac.get("tool")
         if tool is not None:
             self._tool(tool, out)
+        received = iac.get("inputReceived")
+        if isinstance(received, dict) and isinstance(received.get("inputId"), str):
+            self.received[received["inputId"]] = received.get("duplicate") is True
         usage = iac.get("usage")
         if usage is not None:
             self._add_usage(usage)

@@ -203,8 +203,12 @@ class CrashRig:
     """The runtime, a proxy in front of it, and the adapter as a killable
     process in front of the proxy; a client session to talk to the adapter."""
 
-    def __init__(self, runtime: IacRuntime, root: Path, *, interrupt_ttl_seconds: float = 3600.0) -> None:
+    def __init__(
+        self, runtime: IacRuntime, root: Path, *, interrupt_ttl_seconds: float = 3600.0, beside: bool = False
+    ) -> None:
         self.runtime = runtime
+        #: The adapter shares the runtime's config folder (as on one machine).
+        self.beside = beside
         self.proxy = A2AProxy(runtime.url)
         self.root = root
         self.interrupt_ttl_seconds = interrupt_ttl_seconds
@@ -222,6 +226,7 @@ class CrashRig:
             a2a_url=self.proxy.url, a2a_token=self.runtime.token, state_dir=self.root / "state",
             allowed_cwd=self.runtime.workspaces_root, log_path=self.root / "adapter.log",
             interrupt_ttl_seconds=self.interrupt_ttl_seconds,
+            runtime_config_dir=self.runtime.config_dir if self.beside else None,
         )  # fmt: skip
         # A connection per request: none outlives the process it was made to.
         self.session = aiohttp.ClientSession(
@@ -272,7 +277,7 @@ class CrashRig:
         self._watched = asked
         return self.proxy.arm(instant, self.crash)
 
-    async def crash_after(self, seconds: float, asked: Asked) -> None:
+    async def crash_after(self, seconds: float, asked: Asked | None) -> None:
         self._watched = asked
         await asyncio.sleep(seconds)
         await self.crash()

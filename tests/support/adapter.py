@@ -84,6 +84,11 @@ class RunningAdapter:
         ) as resp:
             return Reply(resp.status, dict(resp.headers), await resp.read())
 
+    async def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
+        """GET a route and read the whole reply."""
+        async with self.session.get(self.url + path.lstrip("/"), headers=headers or {}) as resp:
+            return Reply(resp.status, dict(resp.headers), await resp.read())
+
     async def run(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Reply:
         """POST a run to ``/``."""
         return await self.post("/", body, headers)

@@ -38,8 +38,11 @@ class AdapterProcess:
         allowed_cwd: Path,
         log_path: Path,
         interrupt_ttl_seconds: float = 3600.0,
+        runtime_config_dir: Path | None = None,
     ) -> None:
         self.a2a_url = a2a_url
+        #: The runtime's config folder, when the adapter shares it (``--config-dir``).
+        self.runtime_config_dir = runtime_config_dir
         self.a2a_token = a2a_token
         self.state_dir = state_dir
         self.allowed_cwd = allowed_cwd
@@ -127,6 +130,8 @@ class AdapterProcess:
             "--state-dir", str(self.state_dir), "--allowed-cwd", str(self.allowed_cwd),
             "--interrupt-ttl-seconds", f"{self.interrupt_ttl_seconds:g}",
         ]  # fmt: skip
+        if self.runtime_config_dir is not None:
+            command += ["--config-dir", str(self.runtime_config_dir)]
         # Nothing of the caller's adapter settings leaks in: options say it all.
         env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -210,6 +210,20 @@ class IacRuntime:
         if self._owns_root:
             shutil.rmtree(self.root, ignore_errors=True)
 
+    async def kill(self) -> None:
+        """``kill -9`` the runtime's whole process group, as a crash would."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            _signal_group(process, signal.SIGKILL)
+            await asyncio.to_thread(process.wait, STOP_TIMEOUT_SECONDS)
+
+    async def restart(self) -> None:
+        """Start the runtime again after :meth:`kill`, on the same port, HOME
+        and config folder (a supervisor bringing a crashed runtime back)."""
+        await self.kill()
+        self._spawn(port=self.port)
+        await self._wait_healthy()
+
     async def warm_up(self) -> None:
         """One throwaway turn: the first run after start takes seconds (imports,
         session setup), and tests should not pay that inside their timeouts."""
@@ -240,15 +254,16 @@ class IacRuntime:
                     raise
                 await self._end_child()
 
-    def _spawn(self) -> None:
+    def _spawn(self, port: int | None = None) -> None:
         assert self.executable is not None
-        self.port = free_port()
+        self.port = port or free_port()
         self.config_dir.mkdir(parents=True, exist_ok=True)
         command = [
             self.executable, "a2a", "--host", LOOPBACK, "--port", str(self.port),
             "--thinking-exposure", "all",
         ]  # fmt: skip
-        with self.log_path.open("wb") as log:
+        # A restart keeps the log of the process before it.
+        with self.log_path.open("ab" if port else "wb") as log:
             # Own process group, so stop() also ends shells the runtime spawned.
             self._process = subprocess.Popen(
                 command, cwd=self.root, env=self._environment(), stdin=subprocess.DEVNULL,

@@ -12,6 +12,12 @@ model. The stub picks its reply from a marker in the latest user message:
                                         marker, so it must come last and must
                                         not contain ``]``
 * ``[scenario:slow seconds=N]``         one text delta every 0.2 s for N seconds
+* ``[scenario:bashes n=N file=NAME stall=S]``  N permissioned ``bash`` calls in a
+                                        row, one per reply: the k-th appends
+                                        ``k`` to NAME; after the N-th result, a
+                                        closing text. ``stall`` delays each reply
+                                        that follows a tool result by S seconds
+                                        (a window to kill something in)
 
 When the last message is a tool result the stub closes the turn with a short
 text that quotes the result. Without a marker it sends a short default text.
@@ -206,13 +212,35 @@ def scripted_reply(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, 
     The finish reason follows from the chunks: ``tool_calls`` when one is present.
     ``slow`` is not handled here because it is paced, see ``_stream_slow``.
     """
+    scenario = parse_scenario(latest_user_text(messages))
+    if scenario is not None and scenario.name == "bashes":
+        return scenario.name, bashes_chunks(scenario, messages)
     if messages and messages[-1].get("role") == "tool":
         result = message_text(messages[-1]).strip().splitlines() or ["(empty)"]
         return "tool-result", text_chunks(f"Finished: {result[0][:80]}")
-    scenario = parse_scenario(latest_user_text(messages))
     if scenario is None:
         return "default", text_chunks(DEFAULT_TEXT)
     return scenario.name, _scenario_chunks(scenario)
+
+
+def bashes_command(file_name: str, step: int) -> str:
+    """The command the ``bashes`` scenario runs at its ``step``-th call (from 1)."""
+    return f"echo {step} >> {file_name}"
+
+
+def bashes_chunks(scenario: Scenario, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The next reply of a ``bashes`` turn: counted by the tool results that
+    follow the turn's user message, so each reply asks for the next command."""
+    total = int(scenario.args.get("n", "2"))
+    file_name = scenario.args.get("file", "log.txt")
+    marked = [index for index, message in enumerate(messages)
+              if message.get("role") == "user" and "[scenario:bashes" in message_text(message)]
+    start = marked[-1] if marked else 0
+    done = sum(1 for message in messages[start:] if message.get("role") == "tool")
+    if done >= total:
+        return text_chunks(f"All {total} commands ran.")
+    step = done + 1
+    return text_chunks(f"Step {step} of {total}.") + tool_call_chunks("bash", {"command": bashes_command(file_name, step)})
 
 
 def _scenario_chunks(scenario: Scenario) -> list[dict[str, Any]]:
@@ -393,6 +421,9 @@ class ModelStub:
         is_slow = scenario is not None and scenario.name == "slow"
         is_slow = is_slow and messages[-1].get("role") != "tool"
         label, chunks = ("slow", []) if is_slow else self._pick(messages)
+        stall = float(scenario.args.get("stall", "0")) if scenario is not None else 0.0
+        if stall and messages and messages[-1].get("role") == "tool":
+            await asyncio.sleep(stall)
         call = RecordedCall(request.path, body, label)
         with self._lock:
             self._calls.append(call)
