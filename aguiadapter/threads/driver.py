@@ -15,15 +15,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Concatenate, Final, Literal, ParamSpec
 
 import attrs
 from statemachine.exceptions import TransitionNotAllowed
 
-from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
+from ..protocol import events as ev
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
 from ..protocol.resume import Answer
@@ -35,6 +35,7 @@ from ..telemetry import QUIET, Telemetry
 from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
 from . import machine as tm
+from .endings import End, Ending, Failure, LostTask, LostWrite, ending_for, failure_of
 from .latch import Latch
 from .record import PendingInterrupt, RunKind, ThreadRecord
 from .run_log import DetachedRun, LogBroken, RunLog, RunLogs, UnloggedRun
@@ -45,8 +46,9 @@ from .store import PersistenceError, StoreUnavailable
 GRACE_POLL_SECONDS: Final = 1.0
 
 log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
 
-StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost", "handoff"]
+StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost", "handoff", "lost_write"]
 
 #: How many times a run subscribes to its task again when a stream ends early.
 FOLLOW_ROUNDS: Final = 5
@@ -103,13 +105,6 @@ class Ticket:
         if self.plan.kind is tm.PlanKind.TURN or self.record.execution_id is None:
             return self.new_execution_id
         return self.record.execution_id
-
-
-class LostTask(AdapterError):
-    """The runtime no longer knows the run's task."""
-
-    def __init__(self) -> None:
-        super().__init__(ErrorCode.EXECUTION_LOST)
 
 
 class RunDriver:
@@ -180,6 +175,8 @@ class RunDriver:
         self._outcome_name = "unknown"
         #: Set when the run ended in its opening (a report).
         self._over = False
+        #: The transition whose write the grace watcher lost.
+        self._lost_write = "park"
 
     # ------------------------------------------------------------- control
     def stop(self, reason: StopReason) -> None:
@@ -247,6 +244,13 @@ class RunDriver:
                         self._inner.cancel()
                     return
                 await asyncio.sleep(min(GRACE_POLL_SECONDS, remaining))
+        except LostWrite as exc:
+            # The grace cannot be kept (nor a rejoin told) without its
+            # record: the run ends, as a client that left without a grace.
+            log.error("run %s: disconnect grace not kept: %s", ident.run_id, exc)
+            self._grace = None
+            self._lost_write = exc.transition
+            self.stop("lost_write")
         except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
             log.warning("run %s: disconnect grace not kept: %r", ident.run_id, exc)
@@ -636,14 +640,10 @@ class RunDriver:
         await self._close_spans()
         usage = self.translator.usage()
         self._outcome_name = outcome.kind
-        try:
-            if outcome.kind == "interrupt":
-                await self._end(tm.interrupt, self._pending(outcome.inputs), usage)
-            else:
-                await self._end(tm.finish, usage)
-        except PersistenceError:
-            await self.context.runtime.cancel_task(self.identity.task_id)
-            await self._fail(ErrorCode.STATE_PERSISTENCE_FAILED)
+        if outcome.kind == "interrupt":
+            await self._end(tm.interrupt, self._pending(outcome.inputs), usage)
+        else:
+            await self._end(tm.finish, usage)
 
     def _pending(self, inputs: Sequence[InputEnvelope]) -> list[PendingInterrupt]:
         """The interrupts to announce: the ones already pending keep their
@@ -661,29 +661,25 @@ class RunDriver:
         return pending
 
     async def _end_by_error(self, exc: BaseException) -> None:
-        code = _error_code(exc)
-        log.warning("run %s: %s (%s)", self.identity.run_id, code.name, exc)
-        resuming = self.ticket.plan.kind is tm.PlanKind.RESUME
-        if resuming and not self._accepted and not isinstance(exc, (IdentityMismatch, TaskMismatch, LostTask)):
-            # Nothing was applied: the interrupts stay pending and retryable.
-            await self._refuse_answer(ErrorCode.A2A_UNAVAILABLE if isinstance(exc, AnswerRefused) else code)
+        failure = failure_of(
+            exc, resuming=self.ticket.plan.kind is tm.PlanKind.RESUME, accepted=bool(self._accepted),
+            turn=self._is_turn(),
+        )
+        log.warning("run %s: %s (%s)", self.identity.run_id, failure.code.name, exc)
+        ending = ending_for(failure)
+        if ending.end is End.LOST:
+            await self._lost(ending)
             return
-        if code is ErrorCode.A2A_UNAVAILABLE and not self._is_turn():
-            # The runtime may be carrying out what it took; look again later.
-            self._note_error(code)
-            await self._close_spans()
-            await self._end(tm.detach, code, self.message(code), best_effort=True)
-            return
-        if isinstance(exc, A2ARpcError) and exc.code == wire.INVALID_PARAMS and not self._accepted:
-            # The runtime refused the request itself (a pipeline it does not
-            # have, an image its model cannot read): the caller's input, in
-            # the runtime's own words (in the caller's language).
-            await self._fail(ErrorCode.INVALID_INPUT, detail=exc.message)
-            return
-        if code not in (ErrorCode.A2A_UNAVAILABLE, ErrorCode.EXECUTION_LOST):
-            # Only a task whose identity was verified is ours to cancel.
+        if ending.cancel_task:
             await self.context.runtime.cancel_task(self.identity.task_id)
-        await self._fail(code)
+        if ending.end is End.REJECT:
+            await self._refuse_answer(ending.code)
+        elif ending.end is End.DETACH:
+            self._note_error(ending.code)
+            await self._close_spans()
+            await self._end(tm.detach, ending.code, self.message(ending.code))
+        else:
+            await self._fail(ending.code, detail=ending.detail)
 
     async def _fail(self, code: ErrorCode, detail: str | None = None) -> None:
         self._note_error(code)
@@ -692,18 +688,17 @@ class RunDriver:
         if detail and code in (ErrorCode.A2A_EXECUTION_FAILED, ErrorCode.INVALID_INPUT):
             # The runtime's own words help the user more than the code alone.
             message = f"{message} {detail[:300]}"
-        transition = tm.cancel if code is ErrorCode.CANCELLED else tm.fail
-        if transition is tm.cancel:
-            await self._end(tm.cancel, message, best_effort=True)
+        if code is ErrorCode.CANCELLED:
+            await self._end(tm.cancel, message)
         else:
-            await self._end(tm.fail, code, message, best_effort=True)
+            await self._end(tm.fail, code, message)
 
     async def _refuse_answer(self, code: ErrorCode) -> None:
         """The answer was not applied: the run ends with an error, the thread
         keeps waiting with the same pending interrupts."""
         self._note_error(code)
         await self._close_spans()
-        await self._end(tm.reject, code, self.message(code), best_effort=True)
+        await self._end(tm.reject, code, self.message(code))
 
     async def _abandon(self) -> None:
         """Stopped: cancel the runtime's task and end the execution. A client
@@ -713,6 +708,9 @@ class RunDriver:
         await asyncio.shield(self._end_abandoned())
 
     async def _end_abandoned(self) -> None:
+        if self.stop_reason == "lost_write":
+            await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=self._lost_write)))
+            return
         lease_lost = self.stop_reason == "lease_lost"
         code = ErrorCode.STATE_PERSISTENCE_FAILED if lease_lost else ErrorCode.CANCELLED
         self._note_error(code)
@@ -727,7 +725,7 @@ class RunDriver:
             return
         await self.context.runtime.cancel_task(self.identity.task_id)
         await self._close_spans()
-        await self._end(tm.cancel, self.message(code), best_effort=True)
+        await self._end(tm.cancel, self.message(code))
 
     async def _let_go(self) -> None:
         """Shutdown handoff: close what this process opened (in the log),
@@ -752,14 +750,33 @@ class RunDriver:
         except SinkClosed:
             self.sink = None
 
-    async def _end(self, transition: Callable[..., list[Event]], *args: Any, best_effort: bool = False) -> None:
+    async def _end(
+        self, transition: Callable[Concatenate[tm.Machine, _P], list[Event]], *args: _P.args, **kwargs: _P.kwargs
+    ) -> None:
         """Take the run's last transition, then free the thread, then send
         the terminal event: a client that answers RUN_FINISHED at once (a
-        resume) finds the thread free, not THREAD_BUSY."""
-        if best_effort:
-            events = await self.shell.apply_best_effort(transition, *args)
-        else:
-            events = await self.shell.apply(transition, *args)
+        resume) finds the thread free, not THREAD_BUSY. A lost write ends
+        the run as :func:`.endings.ending_for` says."""
+        try:
+            events = await self.shell.apply(transition, *args, **kwargs)
+        except LostWrite as exc:
+            log.error("run %s: %s", self.identity.run_id, exc)
+            await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))
+            return
+        await self._let_the_thread_go(events)
+
+    async def _lost(self, ending: Ending) -> None:
+        """The record cannot be written: end the run as a crash would (the
+        record stays as last stored, and the next request that touches the
+        thread recovers it from the runtime), with the task cancelled when
+        ``ending`` says so; the client hears it was not saved."""
+        self._note_error(ending.code)
+        if ending.cancel_task:
+            await self.context.runtime.cancel_task(self.identity.task_id)
+        await self._close_spans()
+        await self._let_the_thread_go([ev.run_error(self.message(ending.code), ending.code.name)])
+
+    async def _let_the_thread_go(self, events: list[Event]) -> None:
         self.shell.stop_keeping()
         await self.shell.release()
         try:
@@ -800,16 +817,3 @@ class RunDriver:
         }
         log.info("run ended", extra={"fields": fields})
 
-
-def _error_code(exc: BaseException) -> ErrorCode:
-    if isinstance(exc, AdapterError):
-        return exc.code
-    if isinstance(exc, (A2AUnavailable, AnswerRefused)):
-        return ErrorCode.A2A_UNAVAILABLE
-    if isinstance(exc, A2ARpcError):
-        return ErrorCode.A2A_EXECUTION_FAILED
-    if isinstance(exc, (IdentityMismatch, TaskMismatch)):
-        return ErrorCode.A2A_PROTOCOL_ERROR
-    if isinstance(exc, A2AError):
-        return ErrorCode.A2A_UNAVAILABLE
-    return ErrorCode.STATE_PERSISTENCE_FAILED

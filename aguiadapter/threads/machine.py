@@ -161,7 +161,7 @@ class ThreadRules:
         else:
             closing = ev.run_finished(record.thread_id, binding.run_id, {"type": "success"})
             outcome = "success"
-        record.runs[binding.run_id].outcome = outcome
+        _note_outcome(record, binding.run_id, outcome)
         return [started, closing]
 
     def _open_run(self, binding: RunBinding, kind: RunKind) -> None:
@@ -213,8 +213,7 @@ class ThreadRules:
         touches the thread asks the runtime what became of them."""
         record = self.record
         run_id = record.active_run_id or ""
-        if run_id in record.runs:
-            record.runs[run_id].outcome = code.name
+        _note_outcome(record, run_id, code.name)
         record.active_run_id = None
         record.active_run_kind = RunKind.FOLLOW
         record.parked_until = None
@@ -314,8 +313,7 @@ class ThreadRules:
     def _end_run(self, outcome: str) -> str:
         record = self.record
         run_id = record.active_run_id or ""
-        if run_id in record.runs:
-            record.runs[run_id].outcome = outcome
+        _note_outcome(record, run_id, outcome)
         record.active_run_id = None
         record.active_run_kind = None
         record.parked_until = None
@@ -329,6 +327,14 @@ class ThreadRules:
             if not answer.reported:
                 self.record.applied_answers[key] = attrs.evolve(answer, reported=True)
 
+
+
+def _note_outcome(record: ThreadRecord, run_id: str, outcome: str | None) -> None:
+    """How a run ended; the entry is replaced, never changed in place (a
+    transition works on a copy of the record that shares the entries)."""
+    entry = record.runs.get(run_id)
+    if entry is not None:
+        record.runs[run_id] = attrs.evolve(entry, outcome=outcome)
 
 
 class ThreadMachine(ThreadRules, StateMachine):

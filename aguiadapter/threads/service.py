@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Final, Literal
+from typing import Any, Concatenate, Final, Literal, ParamSpec
 
 from ..a2a.client import A2AClient, A2AError
 from ..a2a.messages import build_user_message
@@ -43,6 +43,7 @@ from .shell import EventSink, ThreadShell
 from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
 
 log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
 
 CancelStatus = Literal["cancelled", "already_terminal", "not_found"]
 
@@ -288,7 +289,13 @@ class ThreadService:
             shell, tm.recover, findings, expires_at=self.clock() + self.interrupt_ttl_seconds, describe=_describe
         )
 
-    async def _settle(self, shell: ThreadShell, transition: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    async def _settle(
+        self,
+        shell: ThreadShell,
+        transition: Callable[Concatenate[tm.Machine, _P], list[Event] | None],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> None:
         """Take a transition outside any run; what it announces ends the
         event log of the run it settled (no client listens to that run)."""
         run_id = shell.record.active_run_id
