@@ -41,28 +41,35 @@ from tests.support.reattach import read_then_cut, reattach
 Trip = Callable[[ThreadRecord | None, ThreadRecord], bool]
 
 
-class FullDisk(FileThreadStore):
-    """A file store whose disk fills up at the save ``trips`` picks (by the
-    stored record and the one to write), and stays full until :meth:`heal`."""
+class Outage:
+    """A store (mixed in before it) that goes down at the save ``trips`` picks
+    (by the stored record and the one to write), and stays down, as a full
+    disk or a stopped Redis does, until :meth:`heal`."""
 
-    def __init__(self, state_dir: Path) -> None:
-        super().__init__(state_dir)
-        self.trips: Trip | None = None
-        self.full = False
-        #: The stored record when the disk filled up.
-        self.kept: ThreadRecord | None = None
+    trips: Trip | None = None
+    full = False
+    #: The stored record when the store went down.
+    kept: ThreadRecord | None = None
 
     async def save(self, record: ThreadRecord, claim: Any = None) -> None:
         if not self.full and self.trips is not None:
-            stored = await self.load(record.thread_id)
+            stored = await self.load(record.thread_id)  # type: ignore[attr-defined]
             if self.trips(stored, record):
                 self.full, self.kept = True, stored
         if self.full:
             raise PersistenceError("no space left on device (injected)")
-        await super().save(record, claim)
+        await super().save(record, claim)  # type: ignore[misc]
+
+    async def write_through(self, record: ThreadRecord) -> None:
+        """Write as another process would (to set a thread up)."""
+        await super().save(record, None)  # type: ignore[misc]
 
     def heal(self) -> None:
         self.full, self.trips = False, None
+
+
+class FullDisk(Outage, FileThreadStore):
+    """The file store on a disk that fills up."""
 
 
 def moves(source: ThreadState | None, target: ThreadState) -> Trip:
@@ -89,7 +96,7 @@ class Case:
     """One thread of one row, and what the test talks to."""
 
     adapter: RunningAdapter
-    disk: FullDisk
+    disk: Any
     demo: DemoRuntime
     workspace: Path
     thread_id: str = attrs.Factory(lambda: f"lost-{uuid.uuid4()}")
@@ -101,14 +108,15 @@ class Case:
     def turn(self, text: str) -> dict[str, Any]:
         return run_body(thread_id=self.thread_id, text=text, cwd=str(self.workspace))
 
-    def tamper(self, tool_use_id: str) -> str:
-        """Set the waiting permission's tool call on disk (another one than
-        the runtime's: it refuses the answer); the one it had."""
-        path = self.disk.path_for(self.thread_id)
-        stored = json.loads(path.read_text())
-        fields = stored["pending_interrupts"][0]["envelope"]["fields"]
-        was, fields["toolUseId"] = fields["toolUseId"], tool_use_id
-        path.write_text(json.dumps(stored))
+    async def tamper(self, tool_use_id: str) -> str:
+        """Set the waiting permission's tool call in the store (another one
+        than the runtime's: it refuses the answer); the one it had."""
+        record = await self.disk.load(self.thread_id)
+        assert record is not None
+        (item,) = record.pending_interrupts
+        was = item.envelope.fields["toolUseId"]
+        item.envelope = attrs.evolve(item.envelope, fields={**item.envelope.fields, "toolUseId": tool_use_id})
+        await self.disk.write_through(record)
         return str(was)
 
 
@@ -138,7 +146,7 @@ async def waiting_permission(case: Case) -> None:
 
 async def refused_permission(case: Case) -> None:
     await waiting_permission(case)
-    case.tool_use_id = case.tamper("call-tampered")
+    case.tool_use_id = await case.tamper("call-tampered")
 
 
 def run(text: str) -> Step:
@@ -173,7 +181,7 @@ async def cancel_while_it_runs(case: Case) -> tuple[str, str]:
 
 async def cancel_the_wait(case: Case) -> tuple[str, str]:
     """The cancel route, on a thread that waits for the user."""
-    record = await FileThreadStore(case.disk.state_dir).load(case.thread_id)
+    record = await case.disk.load(case.thread_id)
     assert record is not None and record.execution_id is not None
     reply = await cancel_route(case, record.execution_id)
     return ("HTTP 200", reply.json()["status"]) if reply.status == 200 else last_seen(reply)
@@ -216,7 +224,7 @@ async def answered_once(case: Case) -> None:
 async def answered_once_as_it_was(case: Case) -> None:
     """Once the permission's tool call on disk is the runtime's again."""
     assert case.tool_use_id is not None
-    case.tamper(case.tool_use_id)
+    await case.tamper(case.tool_use_id)
     await answered_once(case)
 
 
@@ -275,9 +283,9 @@ async def disk(tmp_path: Path) -> FullDisk:
     return FullDisk(tmp_path / "state")
 
 
-async def serve(disk: FullDisk, demo: DemoRuntime, **options: Any) -> RunningAdapter:
-    config = Config(state_dir=disk.state_dir, a2a_url=demo.url, **options)
-    app = create_app(config, store=disk)
+async def serve(store: Any, state_dir: Path, demo: DemoRuntime, **options: Any) -> RunningAdapter:
+    config = Config(state_dir=state_dir, a2a_url=demo.url, **options)
+    app = create_app(config, store=store)
     runner = AdapterRunner(app, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -286,30 +294,32 @@ async def serve(disk: FullDisk, demo: DemoRuntime, **options: Any) -> RunningAda
     return RunningAdapter(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
 
 
-def on_disk(disk: FullDisk, thread_id: str) -> dict[str, Any] | None:
-    path = disk.path_for(thread_id)
-    return json.loads(path.read_text()) if path.exists() else None
-
-
 def as_stored(record: ThreadRecord | None) -> dict[str, Any] | None:
     return None if record is None else json.loads(record_to_json(record))
+
+
+async def check_row(row: Row, store: Any, state_dir: Path, demo: DemoRuntime, workspace: Path) -> None:
+    """Fail the row's save on ``store`` (an :class:`Outage`), check what the
+    user sees, heal the store, check the thread works."""
+    adapter = await serve(store, state_dir, demo, **row.config)
+    try:
+        case = Case(adapter, store, demo, workspace)
+        await row.prepare(case)
+        store.trips = row.trips
+        seen = await row.act(case)
+        assert store.full, f"the save of {row.transition} was never attempted"
+        assert seen == row.seen
+        stored = as_stored(await store.load(case.thread_id))
+        assert stored == as_stored(store.kept), "the stored record changed after a lost write"
+        assert (sum(demo.state.cancel_calls.values()) > 0) is row.cancelled, demo.state.cancel_calls
+        store.heal()
+        await row.after(case)
+    finally:
+        await adapter.close()
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.transition for row in ROWS])
 async def test_a_lost_write_ends_the_stream_keeps_the_record_and_heals(
     row: Row, disk: FullDisk, demo: DemoRuntime, workspace: Path
 ) -> None:
-    adapter = await serve(disk, demo, **row.config)
-    try:
-        case = Case(adapter, disk, demo, workspace)
-        await row.prepare(case)
-        disk.trips = row.trips
-        seen = await row.act(case)
-        assert disk.full, f"the save of {row.transition} was never attempted"
-        assert seen == row.seen
-        assert on_disk(disk, case.thread_id) == as_stored(disk.kept), "the record on disk changed after a lost write"
-        assert (sum(demo.state.cancel_calls.values()) > 0) is row.cancelled, demo.state.cancel_calls
-        disk.heal()
-        await row.after(case)
-    finally:
-        await adapter.close()
+    await check_row(row, disk, disk.state_dir, demo, workspace)
