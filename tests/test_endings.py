@@ -124,3 +124,25 @@ async def test_a_lost_write_leaves_the_record_in_memory_as_it_was(take, tmp_path
     # The run's fallback ending is still allowed (it raised TransitionNotAllowed when the record had moved).
     assert tm.allowed(record, "fail")
     await store.release(claim)
+
+
+# ------------------------------------------------------------ the run's phase
+def test_a_run_moves_through_its_phases_as_the_table_says() -> None:
+    from aguiadapter.threads.driver import PHASES, Phase
+
+    assert set(PHASES) == set(Phase), "every phase has its row"
+    # Every phase but the end can end (the opening, through a stop or a report).
+    for phase in set(Phase) - {Phase.ENDED, Phase.OPENING}:
+        assert Phase.ENDED in PHASES[phase], phase
+    assert PHASES[Phase.ENDED] == frozenset(), "nothing follows the end"
+    # A stopped run never goes back to streaming, with or without a client.
+    assert PHASES[Phase.STOPPING] == {Phase.ENDED}
+    # A run whose client left never has that client again (a re-attach reads its log).
+    assert Phase.WATCHED not in PHASES[Phase.UNWATCHED] | PHASES[Phase.DRAINING]
+    # Every phase is reachable from the opening.
+    seen, todo = {Phase.OPENING}, [Phase.OPENING]
+    while todo:
+        for nxt in PHASES[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    assert seen == set(Phase)

@@ -12,6 +12,7 @@ inner task, so that a disconnect, the cancel route or a shutdown can stop it
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +61,37 @@ _FATE_OUTCOMES: Final = {
     TaskFate.TURN_ENDED: "success",
     TaskFate.FAILED: "failed",
     TaskFate.CANCELED: "canceled",
+}
+
+
+class Phase(enum.Enum):
+    """Where a run is, as far as its client and its relaying go."""
+
+    #: Being opened (its opening transition, its first events).
+    OPENING = "opening"
+    #: A client reads its stream.
+    WATCHED = "watched"
+    #: Its client went away; it goes on, into its log, for the grace.
+    UNWATCHED = "unwatched"
+    #: Shutdown: its client was let go; it goes on until adopted or the end of the drain.
+    DRAINING = "draining"
+    #: Asked to stop (:attr:`RunDriver.stop_reason` says why); it is being ended.
+    STOPPING = "stopping"
+    #: Ended in its opening (a report of how an earlier run ended).
+    OVER = "over"
+    ENDED = "ended"
+
+
+#: The phases a run may move to from each phase; any other move is ignored
+#: (a stop after the end, a second disconnect).
+PHASES: Final[dict[Phase, frozenset[Phase]]] = {
+    Phase.OPENING: frozenset({Phase.WATCHED, Phase.UNWATCHED, Phase.DRAINING, Phase.STOPPING, Phase.OVER}),
+    Phase.WATCHED: frozenset({Phase.UNWATCHED, Phase.DRAINING, Phase.STOPPING, Phase.ENDED}),
+    Phase.UNWATCHED: frozenset({Phase.DRAINING, Phase.STOPPING, Phase.ENDED}),
+    Phase.DRAINING: frozenset({Phase.STOPPING, Phase.ENDED}),
+    Phase.STOPPING: frozenset({Phase.ENDED}),
+    Phase.OVER: frozenset({Phase.ENDED}),
+    Phase.ENDED: frozenset(),
 }
 
 
@@ -154,18 +186,15 @@ class RunDriver:
         )
         #: The run's event log (what a re-attached client reads).
         self.log: RunLog = UnloggedRun()
-        #: Watches for a re-attach while the run has no client.
+        self.phase = Phase.OPENING
+        #: Watches for a re-attach while the run has no client (or the end of a drain).
         self._grace: asyncio.Task[None] | None = None
-        #: Set on shutdown: the client was let go; the run waits to be adopted.
-        self.draining = False
         self._ending: asyncio.Task[None] | None = None
         self.started = time.monotonic()
         self.report = context.telemetry.run(
             thread_id=record.thread_id, run_id=self.identity.run_id, execution_id=self.identity.execution_id,
             resume=continuing,
         )
-        #: The report is open from the run's opening to the end of drive().
-        self._reporting = False
         self.stop_reason: StopReason | None = None
         self.ended = Latch()
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
@@ -173,8 +202,6 @@ class RunDriver:
         self._accepted: set[str] = set()
         self._view_restored = False
         self._outcome_name = "unknown"
-        #: Set when the run ended in its opening (a report).
-        self._over = False
         #: The transition whose write the grace watcher lost.
         self._lost_write = "park"
 
@@ -183,25 +210,39 @@ class RunDriver:
         """Stop relaying; the run then ends as cancelled (``handoff``: it is
         left to another replica). A client that went away while there is a
         disconnect grace only parks the run."""
-        if reason == "disconnect" and self.context.grace_seconds > 0 and self.stop_reason is None:
+        watched = self.phase in (Phase.OPENING, Phase.WATCHED, Phase.UNWATCHED)
+        if reason == "disconnect" and self.context.grace_seconds > 0 and watched:
             self._client_left()
             return
-        if self.stop_reason is None:
+        if self._enter(Phase.STOPPING):
             self.stop_reason = reason
         if self._inner is not None:
             self._inner.cancel()
 
+    def _enter(self, phase: Phase) -> bool:
+        """Move to ``phase`` if :data:`PHASES` allows it; whether it did."""
+        if phase not in PHASES[self.phase]:
+            return False
+        self.phase = phase
+        return True
+
+    @property
+    def draining(self) -> bool:
+        """Shutdown let the client go; the run waits to be adopted."""
+        return self.phase is Phase.DRAINING
+
     def _client_left(self) -> None:
         """The client vanished: go on without it for the grace."""
         self.sink = None
-        if self._grace is None and not self.ended.is_set():
+        if self._enter(Phase.UNWATCHED):
             self._grace = asyncio.create_task(self._mind_the_grace())
 
     def drain(self, until: float) -> None:
         """Shutdown: let the client go (it re-attaches elsewhere with its
         last event id) and go on relaying into the log until another replica
         adopts the run (:meth:`hand_off`) or ``until``."""
-        self.draining = True
+        if not self._enter(Phase.DRAINING):
+            return
         sink, self.sink = self.sink, None
         end = getattr(sink, "end", None)
         if end is not None:
@@ -239,9 +280,7 @@ class RunDriver:
                 if remaining <= 0:
                     log.info("run %s: no client came back within the grace", ident.run_id)
                     self._grace = None
-                    self.stop_reason = self.stop_reason or "disconnect"
-                    if self._inner is not None:
-                        self._inner.cancel()
+                    self._stop_without_client()
                     return
                 await asyncio.sleep(min(GRACE_POLL_SECONDS, remaining))
         except LostWrite as exc:
@@ -254,6 +293,13 @@ class RunDriver:
         except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
             log.warning("run %s: disconnect grace not kept: %r", ident.run_id, exc)
+
+    def _stop_without_client(self) -> None:
+        """The client is gone for good: the run ends as one that left."""
+        if self._enter(Phase.STOPPING):
+            self.stop_reason = "disconnect"
+        if self._inner is not None:
+            self._inner.cancel()
 
     def message(self, code: ErrorCode) -> str:
         """The caller-language message of an error code."""
@@ -304,10 +350,9 @@ class RunDriver:
         # The run is open: it counts from here, under its own span, until
         # drive() has logged its end.
         self.report.begin()
-        self._reporting = True
         if plan.kind is tm.PlanKind.REPORT:
             self._outcome_name = "report"
-            self._over = True
+            self._enter(Phase.OVER)
             events = [events[0], *self.translator.opening(), *missed, *self.translator.finish(), *events[1:]]
         else:
             shell.keep_claim(lambda: self.stop("lease_lost"))
@@ -315,15 +360,19 @@ class RunDriver:
                 # The run's start is in its log already; its client reads it there.
                 events += self.translator.reopen_steps()
                 self._client_left()
-            elif plan.kind is not tm.PlanKind.TURN:
-                events += self.translator.opening() + self.translator.reopen_steps()
-                view = self.ticket.view
-                if view is not None and view.pipeline is not None:
-                    events += self._recovered(view.pipeline)
+            else:
+                self._enter(Phase.WATCHED)
+                if plan.kind is not tm.PlanKind.TURN:
+                    events += self.translator.opening() + self.translator.reopen_steps()
+                    view = self.ticket.view
+                    if view is not None and view.pipeline is not None:
+                        events += self._recovered(view.pipeline)
         try:
             await self._emit(events)
         except SinkClosed:
+            # Gone before the run streamed (without a grace): it ends as one that left.
             self.sink = None
+            self._stop_without_client()
 
     def _binding(self) -> tm.RunBinding:
         run_input, message = self.ticket.run_input, self.ticket.message
@@ -347,24 +396,23 @@ class RunDriver:
                 self._grace.cancel()
             await self.shell.release()
             self._log_run()
-            if self._reporting:  # the run's report ends after its log line
-                self._reporting = False
-                self.report.leave()
+            # The run's report (begun by open(), which drive() follows) ends after its log line.
+            self.report.leave()
+            self._enter(Phase.ENDED)
         self.ended.set()
 
     async def _drive(self) -> None:
-        if self._over:
+        if self.phase is Phase.OVER:
             return
-        if self.stop_reason is not None or (self.sink is None and self._grace is None and not self.draining):
-            self.stop_reason = self.stop_reason or "disconnect"
+        if self.phase is Phase.STOPPING:
             await self._abandon()
             return
         self._inner = asyncio.create_task(self._stream_to_pause())
         try:
             outcome = await self._inner
         except asyncio.CancelledError:
-            if self.stop_reason is None:  # our own task was cancelled
-                self.stop_reason = "disconnect"
+            if self.stop_reason is None:  # our own task was cancelled, not the run stopped
+                self._stop_without_client()
                 await self._abandon()
                 raise
             if self.stop_reason == "handoff":
@@ -373,7 +421,7 @@ class RunDriver:
             await self._abandon()
             return
         except SinkClosed:
-            self.stop_reason = "disconnect"
+            self._stop_without_client()
             await self._abandon()
             return
         except _RUN_ERRORS as exc:
