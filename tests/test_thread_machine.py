@@ -256,6 +256,12 @@ def test_one_machine_carries_a_whole_run_like_a_fresh_one_per_transition() -> No
 def test_admission_refuses_with_the_documented_code(asks: str, state: ThreadState) -> None:
     record = record_in(state, pending_interrupts=[permission()] if state is ThreadState.INTERRUPTED else [])
     resume = (allow(permission("permission-other")),) if asks == "resume" else None
+    if asks == "follow":
+        # A retried answer the runtime took, whose run was handed off at a shutdown.
+        answer = allow(permission("permission-taken"))
+        record.remember_answer(answer.interrupt_id, answer_digest(answer), reported=False)
+        record.active_run_id, record.handed_off, record.parked_until = "run-1", True, NOW + 60
+        resume = (answer,)
     request = tm.Request(run_id="run-9", digest="d", cwd="/w", user_id=None, ros_invocation_id="inv-1",
                          resume=resume, user_message_id="m-9")
     with pytest.raises(AdapterError) as raised:
@@ -543,3 +549,24 @@ def test_a_crash_during_the_grace_of_a_resume_is_settled_on_evidence_never_blind
     assert [e["code"] for e in events] == ["EXECUTION_LOST"]
     # The retried answer follows the task that carries it.
     assert tm.admit(record, request(allow(permission())), NOW).kind is tm.PlanKind.FOLLOW
+
+
+# ---------------------------------------------------------------- expiry
+@pytest.mark.parametrize(
+    ("make", "due"),
+    [
+        (lambda: record_in(ThreadState.IDLE), (tm.Due.NOTHING, None)),
+        (lambda: record_in(ThreadState.INTERRUPTED, pending_interrupts=[permission()]), (tm.Due.LATER, NOW + 600)),
+        (lambda: record_in(ThreadState.INTERRUPTED, pending_interrupts=[attrs.evolve(permission(), expires_at=NOW)]),
+         (tm.Due.EXPIRE, None)),
+        # A resume carries the answers: they expire with its run, not by the timer.
+        (lambda: record_in(ThreadState.RUNNING, active_run_id="run-1",
+                           pending_interrupts=[attrs.evolve(permission(), expires_at=NOW)]), (tm.Due.NOTHING, None)),
+        (lambda: record_in(ThreadState.RUNNING, active_run_id="run-1", handed_off=True, parked_until=NOW - 1,
+                           pending_interrupts=[attrs.evolve(permission(), expires_at=NOW)]),
+         (tm.Due.LATER, NOW - 1)),
+    ],
+    ids=["idle", "waiting", "expired", "carried by a resume", "handed off"],
+)
+def test_the_expiry_timer_does_what_the_machine_says(make: Callable[[], ThreadRecord], due: Any) -> None:
+    assert tm.expiry_due(make(), NOW) == due

@@ -460,15 +460,28 @@ class ThreadRun(ThreadRules):
         """Take ``event``; the action's result. A transition the state does
         not allow, or whose guards all fail, raises ``TransitionNotAllowed``."""
         source = self.record.state
+        taken = self._step(event, kwargs)
+        if taken is None:
+            raise TransitionNotAllowed(getattr(ThreadMachine, event, None), {ThreadMachine.states_map[source]})
+        step, offered = taken
+        result = None
+        if step.action is not None:
+            result = step.action(self, **_given(offered, step.wants[step.action.__name__]))
+        self.record.state = step.target.value
+        return result
+
+    def may(self, event: str, **kwargs: Any) -> bool:
+        """Whether ``event`` would be taken now, guards included (nothing changes)."""
+        return self._step(event, kwargs) is not None
+
+    def _step(self, event: str, kwargs: dict[str, Any]) -> tuple[_Step, dict[str, Any]] | None:
+        """The first declared transition of ``event`` whose guards hold."""
+        source = self.record.state
         for step in _TRANSITIONS.get((source, event), ()):
             offered = {**kwargs, "source": ThreadMachine.states_map[source], "target": step.target}
             if all(getattr(self, guard)(**_given(offered, step.wants[guard])) for guard in step.guards):
-                result = None
-                if step.action is not None:
-                    result = step.action(self, **_given(offered, step.wants[step.action.__name__]))
-                self.record.state = step.target.value
-                return result
-        raise TransitionNotAllowed(getattr(ThreadMachine, event, None), {ThreadMachine.states_map[source]})
+                return step, offered
+        return None
 
     def allows(self, event: str) -> bool:
         """Whether ``event`` may happen in the current state (guards aside)."""
@@ -508,7 +521,58 @@ REFUSALS: Final[dict[tuple[str, ThreadState], ErrorCode]] = {
     ("resume", ThreadState.RUNNING): ErrorCode.THREAD_BUSY,
     ("resume", ThreadState.IDLE): ErrorCode.UNKNOWN_INTERRUPT,
     ("resume", ThreadState.TERMINAL): ErrorCode.UNKNOWN_INTERRUPT,
+    # A retried answer whose run no process relays, and that no run follows:
+    # its run was handed off at a shutdown and waits to be adopted.
+    ("follow", ThreadState.RUNNING): ErrorCode.THREAD_BUSY,
 }
+
+
+def _answers_applied(record: ThreadRecord, entries: Sequence[ResumeEntry]) -> bool:
+    return bool(entries) and all(entry.interrupt_id in record.applied_answers for entry in entries)
+
+
+def _expired(record: ThreadRecord, entries: Sequence[ResumeEntry]) -> bool:
+    return record.last_error == ErrorCode.EXECUTION_EXPIRED.name
+
+
+#: Why a resume of a thread that waits for nothing is refused, before the
+#: plain :data:`REFUSALS` row of its state: (state, what else holds, code),
+#: the first row that holds wins.
+SETTLED_RESUME_REFUSALS: Final[
+    tuple[tuple[ThreadState | None, Callable[[ThreadRecord, Sequence[ResumeEntry]], bool], ErrorCode], ...]
+] = (
+    (ThreadState.RUNNING, lambda record, entries: True, ErrorCode.THREAD_BUSY),
+    (None, _answers_applied, ErrorCode.RESUME_ALREADY_APPLIED),
+    (ThreadState.TERMINAL, _expired, ErrorCode.EXECUTION_EXPIRED),
+)
+
+
+class Due(enum.Enum):
+    """What a thread's expiry timer does when it fires."""
+
+    #: Nothing is due: forget the timer.
+    NOTHING = "nothing"
+    #: Look again at the returned time.
+    LATER = "later"
+    #: The pending interrupts expired: take ``expire``.
+    EXPIRE = "expire"
+
+
+def expiry_due(record: ThreadRecord, now: float) -> tuple[Due, float | None]:
+    """What the expiry timer does for ``record`` at ``now`` (after a dead
+    run was recovered), and when it looks again."""
+    deadline = record.deadline
+    if deadline is None:
+        return Due.NOTHING, None
+    if deadline > now:
+        return Due.LATER, deadline
+    if allowed(record, "expire"):
+        return Due.EXPIRE, None
+    if record.handed_off and record.parked_until is not None:
+        # Interrupts that a resume carries expire with it, not before; a
+        # handed-off run's grace is looked at when it ends.
+        return Due.LATER, record.parked_until
+    return Due.NOTHING, None
 
 
 def new_pending(envelope: InputEnvelope, *, expires_at: float, raised_after: int = 0) -> PendingInterrupt:
@@ -571,9 +635,6 @@ def admit(record: ThreadRecord, request: Request, now: float) -> Plan:
     check_owner(record, request.principal)
     check_idempotency(record, request)
     check_binding(record, request)
-    if record.handed_off:
-        # Alive in the runtime, waiting for a re-attach to adopt it.
-        raise AdapterError(ErrorCode.THREAD_BUSY)
     state = record.state
     if request.resume is None:
         if not allowed(record, "start_turn"):
@@ -585,7 +646,7 @@ def admit(record: ThreadRecord, request: Request, now: float) -> Plan:
     unreported = record.unreported_answers()
     if entries and all(entry.interrupt_id in unreported for entry in entries):
         return _retried_answers(record, entries, unreported)
-    if state is ThreadState.INTERRUPTED:
+    if allowed(record, "resume"):
         if request.ros_invocation_id != record.ros_invocation_id:
             raise AdapterError(ErrorCode.EXECUTION_LOST, "resume_identity_mismatch")
         if any(item.expires_at <= now for item in record.pending_interrupts):
@@ -628,9 +689,11 @@ def _retried_answers(record: ThreadRecord, entries: Sequence[ResumeEntry], unrep
         Answer(entry.interrupt_id, entry.status, entry.payload, {"id": entry.interrupt_id}, _digest(entry))
         for entry in entries
     )
-    if record.state is ThreadState.RUNNING:
+    if restore(record).may("follow", taken=answers):
         return Plan(PlanKind.FOLLOW, answers)
-    return Plan(PlanKind.REPORT, answers)
+    if allowed(record, "report"):
+        return Plan(PlanKind.REPORT, answers)
+    raise AdapterError(REFUSALS[("follow", record.state)])
 
 
 def _digest(entry: ResumeEntry) -> str:
@@ -640,12 +703,9 @@ def _digest(entry: ResumeEntry) -> str:
 def refuse_settled(record: ThreadRecord, entries: Sequence[ResumeEntry]) -> None:
     """A resume of a thread that waits for nothing: why it is refused."""
     state = record.state
-    if state is ThreadState.RUNNING:
-        raise AdapterError(REFUSALS[("resume", state)])
-    if entries and all(entry.interrupt_id in record.applied_answers for entry in entries):
-        raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
-    if state is ThreadState.TERMINAL and record.last_error == ErrorCode.EXECUTION_EXPIRED.name:
-        raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
+    for in_state, holds, code in SETTLED_RESUME_REFUSALS:
+        if in_state in (None, state) and holds(record, entries):
+            raise AdapterError(code)
     raise AdapterError(REFUSALS.get(("resume", state), ErrorCode.UNKNOWN_INTERRUPT))
 
 
@@ -675,7 +735,8 @@ def preflight(record: ThreadRecord, request: Request) -> None:
     check_owner(record, request.principal)
     check_idempotency(record, request)
     check_binding(record, request)
-    settled = record.state in (ThreadState.IDLE, ThreadState.TERMINAL)
+    # Settled: a new turn may start (nothing runs, nothing waits).
+    settled = allowed(record, "start_turn")
     if request.resume and settled and not set(record.unreported_answers()) >= {e.interrupt_id for e in request.resume}:
         refuse_settled(record, request.resume)
 

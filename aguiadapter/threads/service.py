@@ -500,7 +500,7 @@ class ThreadService:
                 return "already_terminal"
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
-            if record.state not in (ThreadState.INTERRUPTED, ThreadState.RUNNING):
+            if not tm.allowed(record, "cancel"):
                 return "already_terminal"
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
@@ -535,15 +535,11 @@ class ThreadService:
                 return
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
-            deadline = record.deadline
-            if deadline is None:
-                await self.expiry.cancel(thread_id)
-            elif deadline > self.clock():
-                await self.expiry.schedule(thread_id, deadline)
-            elif record.state is ThreadState.INTERRUPTED:
+            due, at = tm.expiry_due(record, self.clock())
+            if due is tm.Due.EXPIRE:
                 await self._expire(shell)
-            elif record.handed_off and record.parked_until is not None:
-                await self.expiry.schedule(thread_id, record.parked_until)
+            elif at is not None:
+                await self.expiry.schedule(thread_id, at)
             else:
                 await self.expiry.cancel(thread_id)
         except (CorruptRecord, PersistenceError, StoreUnavailable, AdapterError) as exc:
