@@ -23,7 +23,7 @@ from aguiadapter.protocol.resume import answer_digest, check_resume
 from aguiadapter.runtime.envelope import envelope_of
 from aguiadapter.runtime.evidence import Findings, InputStatus, TaskFate
 from aguiadapter.threads import machine as tm
-from aguiadapter.threads.diagram import render_mermaid
+from aguiadapter.threads.diagram import render_all, render_mermaid
 from aguiadapter.threads.record import PendingInterrupt, RunKind, ThreadRecord, ThreadState
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -444,9 +444,21 @@ def test_start_turn_binds_the_run_and_a_new_execution() -> None:
     assert record.active_run_id is None and record.runs["run-7"].outcome == "success"
 
 
-def test_the_state_diagram_in_the_docs_is_generated_from_the_machine() -> None:
+def test_the_state_diagrams_in_the_docs_are_generated_from_the_machine() -> None:
     text = (DOCS / "thread-states.md").read_text()
-    assert render_mermaid() in text, "docs/thread-states.md is stale: run `python -m aguiadapter diagram --write ...`"
+    for diagram in render_all():
+        assert diagram in text, "docs/thread-states.md is stale: run `python -m aguiadapter diagram --write ...`"
+
+
+def test_the_diagram_draws_every_transition_that_stays_in_running_inside_it() -> None:
+    inside = {
+        event.id
+        for transition in tm.ThreadMachine.running.transitions
+        if transition.target is tm.ThreadMachine.running
+        for event in transition.events
+    }
+    assert {event for event, _, _ in tm.RUNNING_PHASES} == inside
+    assert "running --> running" not in render_mermaid()
 
 
 def test_a_dead_follow_run_keeps_its_answers_unreported_for_the_retry() -> None:

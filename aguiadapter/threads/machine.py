@@ -424,6 +424,51 @@ class ThreadMachine(ThreadRules, StateMachine):
         """Whether ``event`` may happen in the current state (guards aside)."""
         return any(allowed.id == event for allowed in self.allowed_events)
 
+#: ``running``'s inner phases, as the guards above tell them apart, and the
+#: transitions that stay in ``running`` between them: (event, from, to).
+#: ``relayed``: a process of ours streams the run; ``parked``: its client
+#: went away and it goes on for the grace; ``handed_off``: its replica shut
+#: down and any replica may adopt it; ``carried``: no stream follows the task,
+#: which carries out answers it took. (The diagram's composite state.)
+RUNNING_PHASES: Final = (
+    ("bind_task", "relayed", "relayed"),
+    ("accept", "relayed", "relayed"),
+    ("park", "relayed", "parked"),
+    ("rejoin", "parked", "relayed"),
+    ("hand_off", "relayed", "handed_off"),
+    ("hand_off", "parked", "handed_off"),
+    ("adopt", "handed_off", "relayed"),
+    ("detach", "relayed", "carried"),
+    ("recover", "relayed", "carried"),
+    ("follow", "carried", "relayed"),
+)
+
+#: What a front end sees of each state.
+CLIENT_VIEW: Final = {
+    ThreadState.IDLE: "idle",
+    ThreadState.RUNNING: "running",
+    ThreadState.INTERRUPTED: "waiting_for_the_user",
+    ThreadState.TERMINAL: "ended",
+}
+
+#: What a front end sees of a transition that moves it between those views
+#: (the others move nothing it sees).
+CLIENT_EVENTS: Final = {
+    "start_turn": "POST / (RUN_STARTED)",
+    "resume": "POST / with resume (RUN_STARTED)",
+    "announce": "POST / with resume (RUN_STARTED)",
+    "follow": "POST / with resume (RUN_STARTED)",
+    "finish": "RUN_FINISHED success",
+    "interrupt": "RUN_FINISHED interrupt",
+    "reject": "RUN_ERROR, the answer not taken",
+    "fail": "RUN_ERROR",
+    "cancel": "RUN_ERROR CANCELLED, or the cancel route",
+    "expire": "EXECUTION_EXPIRED on the next request",
+    "lose": "EXECUTION_LOST on the next request",
+    "recover": "after a crash, the next request",
+}
+
+
 class Machine(Protocol):
     """What a transition function needs: the record and ``send``. Both the
     declared :class:`ThreadMachine` and :class:`ThreadRun` are one."""
