@@ -833,13 +833,12 @@ def _event(action: Callable[Concatenate[ThreadRules, _P], _R]) -> Callable[Conca
     declared once (in :class:`ThreadMachine`) and written once (its action),
     and a misspelt argument is still a type error where it is taken."""
     event = action.__name__.removeprefix("on_")
-    signature = inspect.signature(action)
+    # Both engines hand the action its arguments by name: positional ones
+    # are named here (mypy has checked them against the action already).
+    names = tuple(name for name in inspect.signature(action).parameters if name != "self")
 
     def take(machine: Machine, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        # Both engines hand the action its arguments by name.
-        given = signature.bind_partial(None, *args, **kwargs).arguments
-        given.pop("self")
-        return cast(_R, machine.send(event, **given))
+        return cast(_R, machine.send(event, **dict(zip(names, args, strict=False)), **kwargs))
 
     take.__name__ = take.__qualname__ = event
     take.__doc__ = action.__doc__
