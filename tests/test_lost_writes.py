@@ -283,8 +283,9 @@ async def disk(tmp_path: Path) -> FullDisk:
     return FullDisk(tmp_path / "state")
 
 
-async def serve(store: Any, state_dir: Path, demo: DemoRuntime, **options: Any) -> RunningAdapter:
-    config = Config(state_dir=state_dir, a2a_url=demo.url, **options)
+async def serve(store: Any, state_dir: Path, a2a_url: str, **options: Any) -> RunningAdapter:
+    """The adapter on ``store``, in front of the runtime at ``a2a_url``."""
+    config = Config(state_dir=state_dir, a2a_url=a2a_url, **options)
     app = create_app(config, store=store)
     runner = AdapterRunner(app, shutdown_timeout=1.0)
     await runner.setup()
@@ -301,7 +302,7 @@ def as_stored(record: ThreadRecord | None) -> dict[str, Any] | None:
 async def check_row(row: Row, store: Any, state_dir: Path, demo: DemoRuntime, workspace: Path) -> None:
     """Fail the row's save on ``store`` (an :class:`Outage`), check what the
     user sees, heal the store, check the thread works."""
-    adapter = await serve(store, state_dir, demo, **row.config)
+    adapter = await serve(store, state_dir, demo.url, **row.config)
     try:
         case = Case(adapter, store, demo, workspace)
         await row.prepare(case)
