@@ -1,19 +1,17 @@
-"""Durable file replacement, in groups, through aiofiles on the store's executor.
+"""Durable file replacement, in groups: one writer thread for a store.
 
 Each write is a temp file (0600) written and fsynced, then an atomic
 rename over the target, then an fsync of the folder; the caller's await
 returns only once all of that is done, exactly as with a write of its own.
-Writes that wait together form a group: while one group is on its way,
-the writes that arrive wait, and the next group takes them all. A group
-writes and fsyncs its temp files side by side on the executor (the file
-system commits fsyncs that wait together at once), renames them in the
-order they came, and fsyncs each folder once. A lone write is one trip to
-the executor; many at once (a burst of runs) share folder fsyncs and
-wake-ups. A write that fails fails alone (its folder's fsync fails all the
-writes of that folder in the group).
-
-The disk is reached only through :func:`aiofiles.os.wrap` on the executor
-the store owns: nothing here starts a thread.
+The writer thread takes every write waiting when it wakes: it writes and
+fsyncs their temp files (side by side in a few helper threads when there
+are several: the file system commits fsyncs that wait together at once),
+renames them in the order they came, fsyncs each folder once for the
+group, and wakes the event loop once for the group. A lone write costs
+what it did through an executor, minus the executor's bookkeeping; many at
+once (a burst of runs) share commits, folder fsyncs and wake-ups. A write
+that fails fails alone (its folder's fsync fails all the writes of that
+folder in the group).
 """
 
 from __future__ import annotations
@@ -21,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
+import threading
 from collections.abc import Sequence
-from concurrent.futures import Executor
+from concurrent.futures import ThreadPoolExecutor
 
-import aiofiles.os
 import attrs
 
 
@@ -34,68 +33,102 @@ class _Write:
     path: str
     data: bytes
     future: asyncio.Future[None]
+    loop: asyncio.AbstractEventLoop
     error: OSError | None = None
 
 
-class GroupWriter:
-    """Makes file replacements durable, in groups, on ``executor``."""
+_STOP = object()
+#: Helper threads that fsync the temp files of a group side by side.
+SYNC_WORKERS = 8
 
-    def __init__(self, executor: Executor) -> None:
-        self._executor = executor
-        self._waiting: list[_Write] = []
-        self._flushing: asyncio.Task[None] | None = None
+
+class GroupWriter:
+    """Makes file replacements durable, in groups, from one thread."""
+
+    def __init__(self, name: str = "aguiadapter-writer") -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[_Write | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
         self._closed = False
+        self._helpers: ThreadPoolExecutor | None = None
 
     async def replace(self, tmp: str, path: str, data: bytes) -> None:
         """Write ``data`` to ``tmp``, fsync it, rename it to ``path`` and
-        fsync the folder; raises ``OSError`` when any of it failed. A caller
-        cancelled meanwhile leaves the write to go on."""
-        if self._closed:
-            raise OSError("the store is closed")
+        fsync the folder; raises ``OSError`` when any of it failed."""
         loop = asyncio.get_running_loop()
-        write = _Write(tmp, path, data, loop.create_future())
-        self._waiting.append(write)
-        if self._flushing is None:
-            self._flushing = loop.create_task(self._flush())
+        write = _Write(tmp, path, data, loop.create_future(), loop)
+        self._start()
+        self._queue.put(write)
         await write.future
 
-    async def close(self) -> None:
-        """Refuse new writes; wait for the ones already taken."""
-        self._closed = True
-        if self._flushing is not None:
-            await asyncio.shield(self._flushing)
+    def close(self) -> None:
+        """Let the thread end once the writes already queued are done."""
+        with self._lock:
+            self._closed = True
+            if self._thread is not None:
+                self._queue.put(_STOP)
+            else:
+                self._shut_helpers()
 
-    async def _flush(self) -> None:
-        try:
-            while self._waiting:
-                group, self._waiting = self._waiting, []
+    def _shut_helpers(self) -> None:
+        if self._helpers is not None:
+            self._helpers.shutdown(wait=False)
+            self._helpers = None
+
+    def _start(self) -> None:
+        if self._closed:
+            raise OSError("the store is closed")
+        if self._thread is not None:
+            return
+        with self._lock:
+            if self._closed:
+                raise OSError("the store is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            group: list[_Write] = []
+            stop = item is _STOP
+            if not stop:
+                group.append(item)  # type: ignore[arg-type]
+            while not stop:
                 try:
-                    if len(group) == 1:
-                        await _write_alone(group[0], executor=self._executor)
-                    else:
-                        await asyncio.gather(*(_write_temp(write, executor=self._executor) for write in group))
-                        await _replace_group(group, executor=self._executor)
-                except (RuntimeError, asyncio.CancelledError) as exc:  # the executor or the loop is gone
-                    for write in group:
-                        write.error = write.error or OSError(f"not written: {exc!r}")
-                _settle(group)
-        finally:
-            self._flushing = None
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                else:
+                    group.append(item)  # type: ignore[arg-type]
+            if group:
+                self._write_group(group)
+                _report(group)
+            if stop:
+                self._shut_helpers()
+                return
+
+    def _write_group(self, group: Sequence[_Write]) -> None:
+        if len(group) == 1:
+            _write_temp(group[0])
+        else:
+            if self._helpers is None:
+                self._helpers = ThreadPoolExecutor(SYNC_WORKERS, thread_name_prefix=f"{self._name}-sync")
+            list(self._helpers.map(_write_temp, group))
+        _replace_group(group)
 
 
-def _write_alone_sync(write: _Write) -> None:
-    _write_temp_sync(write)
-    _replace_group_sync([write])
-
-
-def _write_temp_sync(write: _Write) -> None:
+def _write_temp(write: _Write) -> None:
     try:
         _write_synced(write.tmp, write.data)
     except OSError as exc:
         write.error = exc
 
 
-def _replace_group_sync(group: Sequence[_Write]) -> None:
+def _replace_group(group: Sequence[_Write]) -> None:
     """Rename the group's synced temp files in order, then fsync their folders."""
     folders: dict[str, list[_Write]] = {}
     for write in group:
@@ -119,11 +152,6 @@ def _replace_group_sync(group: Sequence[_Write]) -> None:
                 os.unlink(write.tmp)
 
 
-_write_alone = aiofiles.os.wrap(_write_alone_sync)
-_write_temp = aiofiles.os.wrap(_write_temp_sync)
-_replace_group = aiofiles.os.wrap(_replace_group_sync)
-
-
 def _write_synced(tmp: str, data: bytes) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -141,6 +169,16 @@ def _fsync_folder(folder: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _report(group: Sequence[_Write]) -> None:
+    """Wake each event loop once for its writes of the group."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Write]] = {}
+    for write in group:
+        by_loop.setdefault(write.loop, []).append(write)
+    for loop, writes in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a loop that closed meanwhile
+            loop.call_soon_threadsafe(_settle, writes)
 
 
 def _settle(writes: Sequence[_Write]) -> None:

@@ -26,9 +26,9 @@ from .store import Claim, CorruptRecord, PersistenceError, parse_stored_record
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()
-#: The store's threads, for every file operation (I/O-bound: more than the
-#: cores, but few: every thread that allocates gets a malloc arena of its
-#: own, and 16 of them cost some 30 MB of peak RSS under 200 concurrent runs).
+#: Threads for file reads (I/O-bound: more than the cores, but few: every
+#: thread that allocates gets a malloc arena of its own, and 16 of them cost
+#: some 30 MB of peak RSS under 200 concurrent runs).
 FILE_WORKERS = 4
 #: Thread file names kept at hand (cleared when full).
 _PATH_CACHE = 8192
@@ -65,11 +65,11 @@ class FileThreadStore:
         self._deadlines: dict[str, float] | None = None
         self._deadline_lock = asyncio.Lock()
         self._lock_fd: int | None = None
-        # The one way to the disk: aiofiles on threads of the store's own (a
-        # burst of runs should not queue behind the loop's default pool,
-        # which other work shares). Durable writes go there in groups.
+        # File reads in threads of its own: a burst of runs should not queue
+        # behind the loop's default pool (which other work shares).
         self._executor = ThreadPoolExecutor(max_workers=FILE_WORKERS, thread_name_prefix="aguiadapter-store")
-        self._writer = GroupWriter(self._executor)
+        # Durable writes go through one thread that makes them durable in groups.
+        self._writer = GroupWriter()
         #: thread id -> its file (hashing and path joins cost more than a look-up).
         self._paths: dict[str, str] = {}
 
@@ -100,13 +100,12 @@ class FileThreadStore:
         """Lock the state folder: claims live in this process's memory, so a
         second process on the same folder would break ``THREAD_BUSY``."""
         await self._ensure_dir()
-        self._lock_fd = await _lock_folder_async(self.state_dir, executor=self._executor)
+        self._lock_fd = await asyncio.to_thread(_lock_folder, self.state_dir)
 
     async def close(self) -> None:
-        """Release the folder lock and the file threads (once the writes
-        already taken are done)."""
-        await self._writer.close()
+        """Release the folder lock and the file threads."""
         self._executor.shutdown(wait=False)
+        self._writer.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -210,7 +209,7 @@ class FileThreadStore:
     async def _load_deadlines(self) -> dict[str, float]:
         if self._deadlines is None:
             try:
-                async with aiofiles.open(self.state_dir / "deadlines.json", "rb", executor=self._executor) as handle:
+                async with aiofiles.open(self.state_dir / "deadlines.json", "rb") as handle:
                     raw = json.loads(await handle.read())
                 self._deadlines = {str(k): float(v) for k, v in raw.items()}
             except FileNotFoundError:
@@ -248,7 +247,7 @@ class FileThreadStore:
     async def _ensure_dir(self) -> None:
         if self._dir_ready:
             return
-        await _make_private_dirs_async(self.threads_dir, executor=self._executor)
+        await asyncio.to_thread(_make_private_dirs, self.threads_dir)
         self._dir_ready = True
 
 
@@ -283,7 +282,5 @@ def _read_bytes_sync(path: str) -> bytes:
 
 
 _read_bytes = aiofiles.os.wrap(_read_bytes_sync)
-_lock_folder_async = aiofiles.os.wrap(_lock_folder)
-_make_private_dirs_async = aiofiles.os.wrap(_make_private_dirs)
 
 
