@@ -25,6 +25,7 @@ from aguiadapter.threads.shell import SinkClosed
 from tests.support.adapter import run_body
 from tests.support.agui import parse_sse
 from tests.support.eventually import eventually
+from tests.test_lost_writes import FullDisk, as_stored, moves
 
 TTL = 600.0
 
@@ -125,6 +126,31 @@ async def test_a_run_without_its_client_goes_on_until_the_grace_ends_by_the_cloc
         record = await service.store.load("t-grace")
         assert record is not None and record.state is ThreadState.TERMINAL and record.last_error == "CANCELLED"
         assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
+    finally:
+        await service.shutdown()
+        await client.close()
+
+
+async def test_an_expiry_that_cannot_be_stored_changes_nothing_and_is_taken_once_the_disk_is_back(
+    tmp_path: Path, demo: DemoRuntime, clock: Clock, workspace: Path
+) -> None:
+    disk = FullDisk(tmp_path / "state")
+    client = A2AClient(demo.url)
+    service = ThreadService(disk, client, interrupt_ttl_seconds=TTL, clock=clock)
+    await service.start()
+    try:
+        await interrupted(service, "t-full", workspace)
+        disk.trips = moves(ThreadState.INTERRUPTED, ThreadState.TERMINAL)
+        clock.now += TTL
+        await service.expire_thread("t-full")  # the timer fires; the write is lost
+        assert disk.full
+        assert as_stored(await disk.load("t-full")) == as_stored(disk.kept)
+        assert await disk.deadlines() == {"t-full": clock.now}, "the deadline stays for the sweeper"
+        disk.heal()
+        await service.expire_thread("t-full")  # the sweeper finds it due
+        record = await disk.load("t-full")
+        assert record is not None and record.state is ThreadState.TERMINAL and record.last_error == "EXECUTION_EXPIRED"
+        assert await disk.deadlines() == {}
     finally:
         await service.shutdown()
         await client.close()
