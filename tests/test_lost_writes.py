@@ -83,6 +83,12 @@ def binds_task(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
     return stored is not None and stored.task_id is None and new.task_id is not None
 
 
+def rejoins(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
+    return stored is not None and stored.parked_until is not None and new.parked_until is None and (
+        new.state is ThreadState.RUNNING
+    )
+
+
 def accepts(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
     return stored is not None and len(new.applied_answers) > len(stored.applied_answers)
 
@@ -197,6 +203,23 @@ async def leave_it(case: Case) -> tuple[str, str]:
     return last_seen(Reply(status, {}, first.raw + rest))
 
 
+async def come_back(case: Case) -> tuple[str, str]:
+    """The client's connection breaks, the run is parked; the client comes
+    back (its re-attach rejoins the run) and reads to the end."""
+    body = case.turn("slow 5")
+    trips, case.disk.trips = case.disk.trips, None
+    first = await read_then_cut(case.adapter.url, body, events=4)
+
+    async def parked() -> bool:
+        record = await case.disk.load(case.thread_id)
+        return record is not None and record.parked_until is not None
+
+    await eventually(parked, "the run is parked")
+    case.disk.trips = trips
+    status, rest = await reattach(case.adapter.url, case.thread_id, body["runId"], first.last_id)
+    return last_seen(Reply(status, {}, first.raw + rest))
+
+
 async def finishes(case: Case) -> None:
     """A new turn on the thread ends normally."""
     assert await run("hello again")(case) == ("RUN_FINISHED", "None")
@@ -265,6 +288,8 @@ ROWS = [
     Row("accept", waiting_permission, answer, accepts, after=answered_once),
     Row("park", nothing, leave_it, parks, cancelled=True, after=finishes_once_free,
         config={"disconnect_grace_seconds": 30.0}),
+    # A client reads the run again: it goes on (its rejoin asked again); its end cannot be stored either.
+    Row("rejoin", nothing, come_back, rejoins, after=finishes_once_free, config={"disconnect_grace_seconds": 30.0}),
     # A run ends.
     Row("finish", nothing, run("firehose 3"), moves(RUNNING, IDLE)),
     Row("finish after an answer", waiting_permission, answer, moves(RUNNING, IDLE), after=answered_once),

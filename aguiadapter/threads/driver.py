@@ -271,7 +271,7 @@ class RunDriver:
                 watched = logs is not None and await logs.watched(ident.thread_id, ident.run_id)
                 if watched:
                     if record.parked_until is not None:
-                        await shell.apply(tm.rejoin)
+                        await self._rejoin()
                     await asyncio.sleep(GRACE_POLL_SECONDS)
                     continue
                 if record.parked_until is None:
@@ -293,6 +293,17 @@ class RunDriver:
         except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
             log.warning("run %s: disconnect grace not kept: %r", ident.run_id, exc)
+
+    async def _rejoin(self) -> None:
+        """A client reads the parked run again. A lost write of that changes
+        nothing the run needs (it goes on, to that client; a process that
+        dies meanwhile leaves a dead run, which recovery settles without
+        the grace): the record says parked until the store takes the rejoin,
+        asked again at the next look."""
+        try:
+            await self.shell.apply(tm.rejoin)
+        except LostWrite as exc:
+            log.warning("run %s: rejoin not recorded yet: %s", self.identity.run_id, exc)
 
     def _stop_without_client(self) -> None:
         """The client is gone for good: the run ends as one that left."""

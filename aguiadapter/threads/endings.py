@@ -93,11 +93,12 @@ class Failure:
 
 #: Lost writes after which the runtime's task is cancelled: recovery needs
 #: what they wrote (the task binding; a new interrupt, never announced;
-#: a handoff nobody would adopt). Any other lost write leaves the task to
+#: a handoff nobody would adopt; a grace the run cannot keep: its client
+#: left). Any other lost write leaves the task to
 #: recovery: ``accept`` carries an answer the person gave, ``finish``,
 #: ``reject``, ``detach``, ``fail`` and ``cancel`` end a run whose task is
 #: done, still waits for the same answers, or was cancelled already.
-CANCELLED_AFTER_LOST: Final = frozenset({"bind_task", "interrupt", "hand_off", "park", "rejoin"})
+CANCELLED_AFTER_LOST: Final = frozenset({"bind_task", "interrupt", "hand_off", "park"})
 
 
 def ending_for(failure: Failure) -> Ending:
