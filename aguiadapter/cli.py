@@ -178,13 +178,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m aguiadapter`` and ``aguiadapter``."""
     args = build_parser().parse_args(argv)
     if args.command == "diagram":
-        from .threads.diagram import render_mermaid, update_document
+        from .threads.diagram import render_all, update_document
 
         if args.write:
             changed = update_document(args.write)
             print(f"{args.write}: {'updated' if changed else 'already current'}")
         else:
-            sys.stdout.write(render_mermaid())
+            sys.stdout.write("\n".join(render_all()))
         return 0
     try:
         config = config_from_args(args)

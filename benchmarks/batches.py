@@ -6,18 +6,17 @@ import shutil
 import statistics
 from typing import TYPE_CHECKING
 
+from .harness import redis_unavailable
 from .procs import RedisServer, free_port, wait_quiet
 from .report import Results
 
 if TYPE_CHECKING:
-    from .suite import Bench, Target
+    from .harness import Bench, Target
 
 
 async def private_redis(bench: Bench, name: str) -> tuple[RedisServer | None, str | None]:
     """A started ``redis-server`` of the measure's own (stopped with the bench
     after a failure), or why there is none."""
-    from .suite import redis_unavailable
-
     problem = redis_unavailable()
     if problem is not None:
         return None, problem

@@ -24,14 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from .client import StreamResult, run_body
 from .batches import private_redis, short_run_batch
-from .procs import RedisServer, free_port
+from .client import StreamResult, run_body
 from .comparison import Comparison
+from .harness import Target
+from .procs import RedisServer, free_port
 from .report import Column, Results
 
 if TYPE_CHECKING:
-    from .suite import Bench, Target
+    from .harness import Bench
 
 OFF, ON, OFF_REDIS, ON_REDIS = "ids_off", "ids_on", "ids_off_redis", "ids_on_redis"
 ID_TARGETS = (OFF, ON, OFF_REDIS, ON_REDIS)
@@ -62,8 +63,6 @@ REPLAYED = 8000
 
 async def measure_event_ids(bench: Bench) -> Results:
     """Run 12. and return its results (targets of :data:`ID_TARGETS`)."""
-    from .suite import Target
-
     results = Results(ID_TARGETS)
     for key in (OFF, OFF_REDIS):
         results.na(key, "replay_eps", "no log to re-attach to")

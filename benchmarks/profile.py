@@ -27,9 +27,10 @@ import time
 from pathlib import Path
 
 from .client import agui_outcome
+from .harness import PROFILES, Target
 from .procs import free_port, raise_fd_limit
 from .report import ADAPTER
-from .suite import PROFILES, Bench, Target
+from .suite import Bench
 
 #: Frames under the checkout are shown relative to it, wherever it was cloned.
 _CHECKOUT = f"{Path(__file__).resolve().parents[1]}/"

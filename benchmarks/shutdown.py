@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from .client import run_body
 from .batches import private_redis
+from .client import run_body
 from .procs import RedisServer, Server, free_port
 from .report import Results, _table
 
 if TYPE_CHECKING:
-    from .suite import Bench
+    from .harness import Bench
 
 IDLE, STREAM, CTRL_C, REDIS_IDLE, HANDOFF = "sigterm_idle", "sigterm_stream", "sigint_stream", "redis_idle", "handoff"
 CASES = (IDLE, STREAM, CTRL_C, REDIS_IDLE, HANDOFF)

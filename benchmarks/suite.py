@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import platform
 import shutil
@@ -27,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import attrs
 
 from . import iacenv
 from .client import (
@@ -40,6 +38,8 @@ from .client import (
     run_body,
     stream,
 )
+from .event_ids import event_ids_json, event_ids_notes, render_event_ids
+from .harness import PROFILES, Sizes, Target, redis_unavailable
 from .procs import RedisServer, Server, fd_limit, free_port, raise_fd_limit, wait_quiet
 from .report import (
     ADAPTER,
@@ -58,127 +58,17 @@ from .report import (
     to_json,
     write_json,
 )
-from .statefiles import make_state_dir
-from .event_ids import event_ids_json, event_ids_notes, render_event_ids
 from .shutdown import render_shutdown, shutdown_json
+from .statefiles import make_state_dir
 from .telemetry import render_telemetry, telemetry_json, telemetry_notes
 
 MB = 1024 * 1024
 
 
-@attrs.frozen
-class Sizes:
-    """How much each measure does."""
-
-    name: str
-    reps: int
-    firehose: int
-    short_text: str
-    short_rounds: int
-    short_batch: int
-    conc_levels: tuple[int, int]
-    conc_events: int
-    conc_reps: int
-    idle_streams: int
-    idle_seconds: float
-    idle_reps: int
-    idle_ramp_limit: float
-    startup_files: tuple[int, int, int]
-    startup_reps: int
-    interrupt_reps: int
-    warmup: int
-    run_timeout: float
-    cost_rounds: int = 2
-    cost_batch: int = 3
-    cost_text: str = "firehose 1"
-    #: Idle capacity (10.): streams on a silent runtime, how long they wait, repetitions.
-    cap_streams: int = 5
-    cap_hold: float = 3.0
-    cap_reps: int = 1
-    #: The heartbeat interval of the adapter in 10. and 11. (the default, 15 s, in full runs).
-    cap_heartbeat: float = 1.0
-    #: 10.: the one-process capacity check (adapter only).
-    big_streams: int = 8
-    big_hold: float = 3.0
-    #: Streams being opened at once (a client that opens thousands at the same
-    #: instant measures the kernel's listen backlog, not the server).
-    open_in_flight: int = 64
-    cap_ramp_limit: float = 10.0
-
-    def public(self) -> dict[str, Any]:
-        """The sizes named in column labels and in the JSON."""
-        return {
-            "profile": self.name,
-            "firehose": self.firehose,
-            "reps": self.reps,
-            "short_text": self.short_text,
-            "short_rounds": self.short_rounds,
-            "short_batch": self.short_batch,
-            "conc_low": self.conc_levels[0],
-            "conc_high": self.conc_levels[1],
-            "conc_events_per_run": self.conc_events,
-            "conc_reps": self.conc_reps,
-            "idle_streams": self.idle_streams,
-            "idle_seconds": self.idle_seconds,
-            "idle_reps": self.idle_reps,
-            "idle_ramp_limit_s": self.idle_ramp_limit,
-            "files_empty": self.startup_files[0],
-            "files_mid": self.startup_files[1],
-            "files_large": self.startup_files[2],
-            "startup_reps": self.startup_reps,
-            "interrupt_reps": self.interrupt_reps,
-            "cost_text": self.cost_text,
-            "cost_rounds": self.cost_rounds,
-            "cost_batch": self.cost_batch,
-            "cap_streams": self.cap_streams,
-            "cap_hold_s": self.cap_hold,
-            "cap_reps": self.cap_reps,
-            "cap_heartbeat_s": self.cap_heartbeat,
-            "big_streams": self.big_streams,
-            "big_hold_s": self.big_hold,
-            "open_in_flight": self.open_in_flight,
-        }
-
-
-PROFILES = {
-    "full": Sizes("full", reps=7, firehose=20_000, short_text="firehose 5", short_rounds=7, short_batch=30,
-                  conc_levels=(50, 200), conc_events=500, conc_reps=3,
-                  idle_streams=1000, idle_seconds=120.0, idle_reps=3, idle_ramp_limit=45.0,
-                  startup_files=(0, 10_000, 100_000), startup_reps=9, interrupt_reps=7,
-                  warmup=2000, run_timeout=300.0, cost_rounds=7, cost_batch=80,
-                  cap_streams=2000, cap_hold=40.0, cap_reps=3, cap_heartbeat=15.0,
-                  big_streams=10_000, big_hold=20.0, cap_ramp_limit=120.0),
-    "quick": Sizes("quick", reps=3, firehose=20_000, short_text="firehose 5", short_rounds=3, short_batch=30,
-                   conc_levels=(50, 200), conc_events=500, conc_reps=2,
-                   idle_streams=1000, idle_seconds=120.0, idle_reps=1, idle_ramp_limit=45.0,
-                   startup_files=(0, 10_000, 100_000), startup_reps=3, interrupt_reps=3,
-                   warmup=1000, run_timeout=180.0, cost_rounds=4, cost_batch=50,
-                   cap_streams=2000, cap_hold=40.0, cap_reps=1, cap_heartbeat=15.0,
-                   big_streams=10_000, big_hold=20.0, cap_ramp_limit=120.0),
-    "smoke": Sizes("smoke", reps=2, firehose=300, short_text="firehose 5", short_rounds=2, short_batch=3,
-                   conc_levels=(3, 6), conc_events=20, conc_reps=1,
-                   idle_streams=5, idle_seconds=10.0, idle_reps=1, idle_ramp_limit=5.0,
-                   startup_files=(0, 10, 100), startup_reps=1, interrupt_reps=1,
-                   warmup=50, run_timeout=60.0, cost_rounds=2, cost_batch=3),
-}
 MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
             "capacity", "ids", "shutdown")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
-
-
-@attrs.define
-class Target:
-    """One server under test."""
-
-    key: str
-    server: Server
-    kind: str  # "agui" or "a2a"
-
-    @property
-    def label(self) -> str:
-        """Human name."""
-        return TARGET_LABELS[self.key]
 
 
 class Bench:
@@ -899,19 +789,6 @@ class _PeakRss:
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
         return max(self.highest, self.server.rss())
-
-
-def redis_unavailable() -> str | None:
-    """Why the Redis-store target cannot run here, or ``None``."""
-    if shutil.which("redis-server") is None:
-        return "redis-server not found on PATH (apt-get install redis-server)"
-    try:
-        found = importlib.util.find_spec("redis") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        return "the redis package is not installed (pip install 'aguiadapter[redis]')"
-    return None
 
 
 def redis_server_version(executable: str) -> str:

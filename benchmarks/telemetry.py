@@ -22,12 +22,13 @@ import attrs
 from aiohttp import web
 
 from .batches import short_run_batch
-from .procs import free_port
 from .comparison import Comparison
+from .harness import Target
+from .procs import free_port
 from .report import Column, Results
 
 if TYPE_CHECKING:
-    from .suite import Bench, Target
+    from .harness import Bench
 
 PLAIN, METRICS, TRACING, BOTH = "plain", "metrics", "tracing", "both"
 TELEMETRY_TARGETS = (PLAIN, METRICS, TRACING, BOTH)
@@ -92,8 +93,6 @@ def otel_missing() -> str | None:
 
 async def measure_telemetry(bench: Bench) -> Results:
     """Run 9. and return its results (targets of :data:`TELEMETRY_TARGETS`)."""
-    from .suite import Target
-
     results = Results(TELEMETRY_TARGETS)
     missing = otel_missing()
     wanted = [PLAIN, METRICS] if missing else list(TELEMETRY_TARGETS)

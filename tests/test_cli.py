@@ -15,7 +15,7 @@ import aiohttp
 
 from aguiadapter.cli import build_parser, config_from_args
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads.diagram import render_mermaid
+from aguiadapter.threads.diagram import render_all
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream, texts
 
@@ -117,7 +117,7 @@ def test_options_beat_the_environment(tmp_path: Path) -> None:
 
 def test_diagram_command_prints_the_generated_diagram() -> None:
     out = subprocess.run([sys.executable, "-m", "aguiadapter", "diagram"], capture_output=True, text=True, check=True)
-    assert out.stdout == render_mermaid()
+    assert out.stdout == "\n".join(render_all())
 
 
 async def test_a_run_lost_with_a_killed_adapter_has_its_task_cancelled_on_next_use(

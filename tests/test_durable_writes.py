@@ -74,3 +74,16 @@ async def test_a_closed_store_refuses_writes_and_its_thread_ends(tmp_path: Path)
         await store.save(record)
     assert (await FileThreadStore(tmp_path / "state").load("t-1")) == saved
     assert not [name for name in os.listdir(store.threads_dir) if name.endswith(".tmp")]
+
+
+async def test_a_write_whose_caller_was_cancelled_still_lands_before_the_next_one(tmp_path: Path) -> None:
+    writer = GroupWriter()
+    try:
+        path = tmp_path / "same"
+        first = asyncio.create_task(writer.replace(f"{path}.1.tmp", str(path), b"v1"))
+        await asyncio.sleep(0)  # on its way
+        first.cancel()
+        await writer.replace(f"{path}.2.tmp", str(path), b"v2")
+        assert path.read_bytes() == b"v2", "an older write landed over a newer one"
+    finally:
+        writer.close()

@@ -10,17 +10,22 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "aguiadapter"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "aguiadapter"
+#: Every package whose modules must import each other without a cycle.
+PACKAGES = [PACKAGE, ROOT / "benchmarks", ROOT / "tests" / "support"]
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module → the package modules it imports."""
-    files = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module → the modules of the same package it imports."""
+    files = {module_name(path): path for path in package.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -79,8 +84,9 @@ def test_the_graph_sees_the_package_imports() -> None:
     assert "aguiadapter.runtime.evidence" in graph["aguiadapter.threads.machine"]
 
 
-def test_no_module_of_the_package_imports_itself_through_others() -> None:
-    assert cycles(import_graph()) == []
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_no_module_of_the_package_imports_itself_through_others(package: Path) -> None:
+    assert cycles(import_graph(package)) == []
 
 
 def test_a_cycle_would_be_found() -> None:

@@ -23,7 +23,7 @@ from aguiadapter.protocol.resume import answer_digest, check_resume
 from aguiadapter.runtime.envelope import envelope_of
 from aguiadapter.runtime.evidence import Findings, InputStatus, TaskFate
 from aguiadapter.threads import machine as tm
-from aguiadapter.threads.diagram import render_mermaid
+from aguiadapter.threads.diagram import render_all, render_mermaid
 from aguiadapter.threads.record import PendingInterrupt, RunKind, ThreadRecord, ThreadState
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -216,21 +216,22 @@ def test_a_run_takes_each_transition_exactly_as_python_statemachine_does(row: tu
     assert by_run == by_library
 
 
-@pytest.mark.parametrize("state", list(ThreadState))
-@pytest.mark.parametrize("event", sorted({row[0] for row in declared_transitions()}))
+#: Every (state, event) the declaration does not allow, and ``follow`` from
+#: running, which its guard refuses without taken answers.
+REFUSED = [
+    (state, event)
+    for state in ThreadState
+    for event in sorted({row[0] for row in declared_transitions()})
+    if not tm.allowed(record_in(state), event)
+] + [(ThreadState.RUNNING, "follow")]
+
+
+@pytest.mark.parametrize(("state", "event"), REFUSED, ids=lambda value: getattr(value, "value", value))
 def test_a_transition_the_state_refuses_is_refused_the_same_way(state: ThreadState, event: str) -> None:
-    if tm.allowed(record_in(state), event) and event != "follow":
-        return
-    # ``follow`` from running needs its guard: without taken answers it is refused too.
-    outcomes = []
     for machine in (tm.ThreadMachine(record_in(state)), tm.restore(record_in(state))):
-        try:
+        with pytest.raises(TransitionNotAllowed):
             machine.send(event, binding=binding(), taken=())
-        except TransitionNotAllowed as exc:
-            outcomes.append(type(exc))
-        else:
-            outcomes.append(machine.record.state)
-    assert outcomes[0] == outcomes[1]
+        assert machine.record.state is state, "a refused transition changes nothing"
 
 
 def test_one_machine_carries_a_whole_run_like_a_fresh_one_per_transition() -> None:
@@ -255,6 +256,12 @@ def test_one_machine_carries_a_whole_run_like_a_fresh_one_per_transition() -> No
 def test_admission_refuses_with_the_documented_code(asks: str, state: ThreadState) -> None:
     record = record_in(state, pending_interrupts=[permission()] if state is ThreadState.INTERRUPTED else [])
     resume = (allow(permission("permission-other")),) if asks == "resume" else None
+    if asks == "follow":
+        # A retried answer the runtime took, whose run was handed off at a shutdown.
+        answer = allow(permission("permission-taken"))
+        record.remember_answer(answer.interrupt_id, answer_digest(answer), reported=False)
+        record.active_run_id, record.handed_off, record.parked_until = "run-1", True, NOW + 60
+        resume = (answer,)
     request = tm.Request(run_id="run-9", digest="d", cwd="/w", user_id=None, ros_invocation_id="inv-1",
                          resume=resume, user_message_id="m-9")
     with pytest.raises(AdapterError) as raised:
@@ -437,9 +444,21 @@ def test_start_turn_binds_the_run_and_a_new_execution() -> None:
     assert record.active_run_id is None and record.runs["run-7"].outcome == "success"
 
 
-def test_the_state_diagram_in_the_docs_is_generated_from_the_machine() -> None:
+def test_the_state_diagrams_in_the_docs_are_generated_from_the_machine() -> None:
     text = (DOCS / "thread-states.md").read_text()
-    assert render_mermaid() in text, "docs/thread-states.md is stale: run `python -m aguiadapter diagram --write ...`"
+    for diagram in render_all():
+        assert diagram in text, "docs/thread-states.md is stale: run `python -m aguiadapter diagram --write ...`"
+
+
+def test_the_diagram_draws_every_transition_that_stays_in_running_inside_it() -> None:
+    inside = {
+        event.id
+        for transition in tm.ThreadMachine.running.transitions
+        if transition.target is tm.ThreadMachine.running
+        for event in transition.events
+    }
+    assert {event for event, _, _ in tm.RUNNING_PHASES} == inside
+    assert "running --> running" not in render_mermaid()
 
 
 def test_a_dead_follow_run_keeps_its_answers_unreported_for_the_retry() -> None:
@@ -542,3 +561,24 @@ def test_a_crash_during_the_grace_of_a_resume_is_settled_on_evidence_never_blind
     assert [e["code"] for e in events] == ["EXECUTION_LOST"]
     # The retried answer follows the task that carries it.
     assert tm.admit(record, request(allow(permission())), NOW).kind is tm.PlanKind.FOLLOW
+
+
+# ---------------------------------------------------------------- expiry
+@pytest.mark.parametrize(
+    ("make", "due"),
+    [
+        (lambda: record_in(ThreadState.IDLE), (tm.Due.NOTHING, None)),
+        (lambda: record_in(ThreadState.INTERRUPTED, pending_interrupts=[permission()]), (tm.Due.LATER, NOW + 600)),
+        (lambda: record_in(ThreadState.INTERRUPTED, pending_interrupts=[attrs.evolve(permission(), expires_at=NOW)]),
+         (tm.Due.EXPIRE, None)),
+        # A resume carries the answers: they expire with its run, not by the timer.
+        (lambda: record_in(ThreadState.RUNNING, active_run_id="run-1",
+                           pending_interrupts=[attrs.evolve(permission(), expires_at=NOW)]), (tm.Due.NOTHING, None)),
+        (lambda: record_in(ThreadState.RUNNING, active_run_id="run-1", handed_off=True, parked_until=NOW - 1,
+                           pending_interrupts=[attrs.evolve(permission(), expires_at=NOW)]),
+         (tm.Due.LATER, NOW - 1)),
+    ],
+    ids=["idle", "waiting", "expired", "carried by a resume", "handed off"],
+)
+def test_the_expiry_timer_does_what_the_machine_says(make: Callable[[], ThreadRecord], due: Any) -> None:
+    assert tm.expiry_due(make(), NOW) == due

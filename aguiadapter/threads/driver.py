@@ -12,18 +12,19 @@ inner task, so that a disconnect, the cancel route or a shutdown can stop it
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Concatenate, Final, Literal, ParamSpec
 
 import attrs
 from statemachine.exceptions import TransitionNotAllowed
 
-from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable, StreamEndedEarly
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
+from ..protocol import events as ev
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
 from ..protocol.resume import Answer
@@ -35,6 +36,7 @@ from ..telemetry import QUIET, Telemetry
 from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
 from . import machine as tm
+from .endings import End, Ending, Failure, LostTask, LostWrite, ending_for, failure_of
 from .latch import Latch
 from .record import PendingInterrupt, RunKind, ThreadRecord
 from .run_log import DetachedRun, LogBroken, RunLog, RunLogs, UnloggedRun
@@ -45,8 +47,9 @@ from .store import PersistenceError, StoreUnavailable
 GRACE_POLL_SECONDS: Final = 1.0
 
 log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
 
-StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost", "handoff"]
+StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost", "handoff", "lost_write"]
 
 #: How iac-code's refusal of an answer it cannot resume from begins.
 RESUME_INVALID: Final = "permission_resume_invalid"
@@ -60,6 +63,37 @@ _FATE_OUTCOMES: Final = {
     TaskFate.TURN_ENDED: "success",
     TaskFate.FAILED: "failed",
     TaskFate.CANCELED: "canceled",
+}
+
+
+class Phase(enum.Enum):
+    """Where a run is, as far as its client and its relaying go."""
+
+    #: Being opened (its opening transition, its first events).
+    OPENING = "opening"
+    #: A client reads its stream.
+    WATCHED = "watched"
+    #: Its client went away; it goes on, into its log, for the grace.
+    UNWATCHED = "unwatched"
+    #: Shutdown: its client was let go; it goes on until adopted or the end of the drain.
+    DRAINING = "draining"
+    #: Asked to stop (:attr:`RunDriver.stop_reason` says why); it is being ended.
+    STOPPING = "stopping"
+    #: Ended in its opening (a report of how an earlier run ended).
+    OVER = "over"
+    ENDED = "ended"
+
+
+#: The phases a run may move to from each phase; any other move is ignored
+#: (a stop after the end, a second disconnect).
+PHASES: Final[dict[Phase, frozenset[Phase]]] = {
+    Phase.OPENING: frozenset({Phase.WATCHED, Phase.UNWATCHED, Phase.DRAINING, Phase.STOPPING, Phase.OVER}),
+    Phase.WATCHED: frozenset({Phase.UNWATCHED, Phase.DRAINING, Phase.STOPPING, Phase.ENDED}),
+    Phase.UNWATCHED: frozenset({Phase.DRAINING, Phase.STOPPING, Phase.ENDED}),
+    Phase.DRAINING: frozenset({Phase.STOPPING, Phase.ENDED}),
+    Phase.STOPPING: frozenset({Phase.ENDED}),
+    Phase.OVER: frozenset({Phase.ENDED}),
+    Phase.ENDED: frozenset(),
 }
 
 
@@ -105,15 +139,6 @@ class Ticket:
         if self.plan.kind is tm.PlanKind.TURN or self.record.execution_id is None:
             return self.new_execution_id
         return self.record.execution_id
-
-
-class LostTask(AdapterError):
-    """The runtime no longer knows the run's task, or cannot go on with it
-    (``cancel``: it may still wait for something nobody can answer)."""
-
-    def __init__(self, *, cancel: bool = False) -> None:
-        super().__init__(ErrorCode.EXECUTION_LOST)
-        self.cancel = cancel
 
 
 class RunDriver:
@@ -163,18 +188,15 @@ class RunDriver:
         )
         #: The run's event log (what a re-attached client reads).
         self.log: RunLog = UnloggedRun()
-        #: Watches for a re-attach while the run has no client.
+        self.phase = Phase.OPENING
+        #: Watches for a re-attach while the run has no client (or the end of a drain).
         self._grace: asyncio.Task[None] | None = None
-        #: Set on shutdown: the client was let go; the run waits to be adopted.
-        self.draining = False
         self._ending: asyncio.Task[None] | None = None
         self.started = time.monotonic()
         self.report = context.telemetry.run(
             thread_id=record.thread_id, run_id=self.identity.run_id, execution_id=self.identity.execution_id,
             resume=continuing,
         )
-        #: The report is open from the run's opening to the end of drive().
-        self._reporting = False
         self.stop_reason: StopReason | None = None
         self.ended = Latch()
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
@@ -182,33 +204,47 @@ class RunDriver:
         self._accepted: set[str] = set()
         self._view_restored = False
         self._outcome_name = "unknown"
-        #: Set when the run ended in its opening (a report).
-        self._over = False
+        #: The transition whose write the grace watcher lost.
+        self._lost_write = "park"
 
     # ------------------------------------------------------------- control
     def stop(self, reason: StopReason) -> None:
         """Stop relaying; the run then ends as cancelled (``handoff``: it is
         left to another replica). A client that went away while there is a
         disconnect grace only parks the run."""
-        if reason == "disconnect" and self.context.grace_seconds > 0 and self.stop_reason is None:
+        watched = self.phase in (Phase.OPENING, Phase.WATCHED, Phase.UNWATCHED)
+        if reason == "disconnect" and self.context.grace_seconds > 0 and watched:
             self._client_left()
             return
-        if self.stop_reason is None:
+        if self._enter(Phase.STOPPING):
             self.stop_reason = reason
         if self._inner is not None:
             self._inner.cancel()
 
+    def _enter(self, phase: Phase) -> bool:
+        """Move to ``phase`` if :data:`PHASES` allows it; whether it did."""
+        if phase not in PHASES[self.phase]:
+            return False
+        self.phase = phase
+        return True
+
+    @property
+    def draining(self) -> bool:
+        """Shutdown let the client go; the run waits to be adopted."""
+        return self.phase is Phase.DRAINING
+
     def _client_left(self) -> None:
         """The client vanished: go on without it for the grace."""
         self.sink = None
-        if self._grace is None and not self.ended.is_set():
+        if self._enter(Phase.UNWATCHED):
             self._grace = asyncio.create_task(self._mind_the_grace())
 
     def drain(self, until: float) -> None:
         """Shutdown: let the client go (it re-attaches elsewhere with its
         last event id) and go on relaying into the log until another replica
         adopts the run (:meth:`hand_off`) or ``until``."""
-        self.draining = True
+        if not self._enter(Phase.DRAINING):
+            return
         sink, self.sink = self.sink, None
         end = getattr(sink, "end", None)
         if end is not None:
@@ -237,7 +273,7 @@ class RunDriver:
                 watched = logs is not None and await logs.watched(ident.thread_id, ident.run_id)
                 if watched:
                     if record.parked_until is not None:
-                        await shell.apply(tm.rejoin)
+                        await self._rejoin()
                     await asyncio.sleep(GRACE_POLL_SECONDS)
                     continue
                 if record.parked_until is None:
@@ -246,14 +282,37 @@ class RunDriver:
                 if remaining <= 0:
                     log.info("run %s: no client came back within the grace", ident.run_id)
                     self._grace = None
-                    self.stop_reason = self.stop_reason or "disconnect"
-                    if self._inner is not None:
-                        self._inner.cancel()
+                    self._stop_without_client()
                     return
                 await asyncio.sleep(min(GRACE_POLL_SECONDS, remaining))
+        except LostWrite as exc:
+            # The grace cannot be kept (nor a rejoin told) without its
+            # record: the run ends, as a client that left without a grace.
+            log.error("run %s: disconnect grace not kept: %s", ident.run_id, exc)
+            self._grace = None
+            self._lost_write = exc.transition
+            self.stop("lost_write")
         except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
             log.warning("run %s: disconnect grace not kept: %r", ident.run_id, exc)
+
+    async def _rejoin(self) -> None:
+        """A client reads the parked run again. A lost write of that changes
+        nothing the run needs (it goes on, to that client; a process that
+        dies meanwhile leaves a dead run, which recovery settles without
+        the grace): the record says parked until the store takes the rejoin,
+        asked again at the next look."""
+        try:
+            await self.shell.apply(tm.rejoin)
+        except LostWrite as exc:
+            log.warning("run %s: rejoin not recorded yet: %s", self.identity.run_id, exc)
+
+    def _stop_without_client(self) -> None:
+        """The client is gone for good: the run ends as one that left."""
+        if self._enter(Phase.STOPPING):
+            self.stop_reason = "disconnect"
+        if self._inner is not None:
+            self._inner.cancel()
 
     def message(self, code: ErrorCode) -> str:
         """The caller-language message of an error code."""
@@ -304,10 +363,9 @@ class RunDriver:
         # The run is open: it counts from here, under its own span, until
         # drive() has logged its end.
         self.report.begin()
-        self._reporting = True
         if plan.kind is tm.PlanKind.REPORT:
             self._outcome_name = "report"
-            self._over = True
+            self._enter(Phase.OVER)
             events = [events[0], *self.translator.opening(), *missed, *self.translator.finish(), *events[1:]]
         else:
             shell.keep_claim(lambda: self.stop("lease_lost"))
@@ -315,15 +373,19 @@ class RunDriver:
                 # The run's start is in its log already; its client reads it there.
                 events += self.translator.reopen_steps()
                 self._client_left()
-            elif plan.kind is not tm.PlanKind.TURN:
-                events += self.translator.opening() + self.translator.reopen_steps()
-                view = self.ticket.view
-                if view is not None and view.pipeline is not None:
-                    events += self._recovered(view.pipeline)
+            else:
+                self._enter(Phase.WATCHED)
+                if plan.kind is not tm.PlanKind.TURN:
+                    events += self.translator.opening() + self.translator.reopen_steps()
+                    view = self.ticket.view
+                    if view is not None and view.pipeline is not None:
+                        events += self._recovered(view.pipeline)
         try:
             await self._emit(events)
         except SinkClosed:
+            # Gone before the run streamed (without a grace): it ends as one that left.
             self.sink = None
+            self._stop_without_client()
 
     def _binding(self) -> tm.RunBinding:
         run_input, message = self.ticket.run_input, self.ticket.message
@@ -347,24 +409,23 @@ class RunDriver:
                 self._grace.cancel()
             await self.shell.release()
             self._log_run()
-            if self._reporting:  # the run's report ends after its log line
-                self._reporting = False
-                self.report.leave()
+            # The run's report (begun by open(), which drive() follows) ends after its log line.
+            self.report.leave()
+            self._enter(Phase.ENDED)
         self.ended.set()
 
     async def _drive(self) -> None:
-        if self._over:
+        if self.phase is Phase.OVER:
             return
-        if self.stop_reason is not None or (self.sink is None and self._grace is None and not self.draining):
-            self.stop_reason = self.stop_reason or "disconnect"
+        if self.phase is Phase.STOPPING:
             await self._abandon()
             return
         self._inner = asyncio.create_task(self._stream_to_pause())
         try:
             outcome = await self._inner
         except asyncio.CancelledError:
-            if self.stop_reason is None:  # our own task was cancelled
-                self.stop_reason = "disconnect"
+            if self.stop_reason is None:  # our own task was cancelled, not the run stopped
+                self._stop_without_client()
                 await self._abandon()
                 raise
             if self.stop_reason == "handoff":
@@ -373,7 +434,7 @@ class RunDriver:
             await self._abandon()
             return
         except SinkClosed:
-            self.stop_reason = "disconnect"
+            self._stop_without_client()
             await self._abandon()
             return
         except _RUN_ERRORS as exc:
@@ -471,9 +532,17 @@ class RunDriver:
                 if first:
                     first = False
                     self.report.first_event()
+                # Spans the chunk opens are forgotten if its answer's acceptance
+                # cannot be stored: its events never go out.
+                spans = translator.spans.snapshot() if accepting is not None else None
                 events = await self._translate(batch)
                 if accepting is not None and self._taken(accepting):
-                    await self._accept([accepting])
+                    try:
+                        await self._accept([accepting])
+                    except BaseException:
+                        if spans is not None:
+                            translator.spans.restore(spans)
+                        raise
                     accepting = None
                 await self._emit(events)
                 del events
@@ -683,14 +752,10 @@ class RunDriver:
         await self._close_spans()
         usage = self.translator.usage()
         self._outcome_name = outcome.kind
-        try:
-            if outcome.kind == "interrupt":
-                await self._end(tm.interrupt, self._pending(outcome.inputs), usage)
-            else:
-                await self._end(tm.finish, usage)
-        except PersistenceError:
-            await self.context.runtime.cancel_task(self.identity.task_id)
-            await self._fail(ErrorCode.STATE_PERSISTENCE_FAILED)
+        if outcome.kind == "interrupt":
+            await self._end(tm.interrupt, self._pending(outcome.inputs), usage)
+        else:
+            await self._end(tm.finish, usage)
 
     def _pending(self, inputs: Sequence[InputEnvelope]) -> list[PendingInterrupt]:
         """The interrupts to announce: the ones already pending keep their
@@ -708,31 +773,25 @@ class RunDriver:
         return pending
 
     async def _end_by_error(self, exc: BaseException) -> None:
-        code = _error_code(exc)
-        log.warning("run %s: %s (%s)", self.identity.run_id, code.name, exc)
-        resuming = self.ticket.plan.kind is tm.PlanKind.RESUME
-        if resuming and not self._accepted and not isinstance(exc, (IdentityMismatch, TaskMismatch, LostTask)):
-            # Nothing was applied: the interrupts stay pending and retryable.
-            await self._refuse_answer(ErrorCode.A2A_UNAVAILABLE if isinstance(exc, AnswerRefused) else code)
+        failure = failure_of(
+            exc, resuming=self.ticket.plan.kind is tm.PlanKind.RESUME, accepted=bool(self._accepted),
+            turn=self._is_turn(),
+        )
+        log.warning("run %s: %s (%s)", self.identity.run_id, failure.code.name, exc)
+        ending = ending_for(failure)
+        if ending.end is End.LOST:
+            await self._lost(ending)
             return
-        if code is ErrorCode.A2A_UNAVAILABLE and not self._is_turn():
-            # The runtime may be carrying out what it took; look again later.
-            self._note_error(code)
-            await self._close_spans()
-            await self._end(tm.detach, code, self.message(code), best_effort=True)
-            return
-        if isinstance(exc, A2ARpcError) and exc.code == wire.INVALID_PARAMS and not self._accepted:
-            # The runtime refused the request itself (a pipeline it does not
-            # have, an image its model cannot read): the caller's input, in
-            # the runtime's own words (in the caller's language).
-            await self._fail(ErrorCode.INVALID_INPUT, detail=exc.message)
-            return
-        if code not in (ErrorCode.A2A_UNAVAILABLE, ErrorCode.EXECUTION_LOST) or (
-            isinstance(exc, LostTask) and exc.cancel
-        ):
-            # Only a task whose identity was verified is ours to cancel.
+        if ending.cancel_task:
             await self.context.runtime.cancel_task(self.identity.task_id)
-        await self._fail(code)
+        if ending.end is End.REJECT:
+            await self._refuse_answer(ending.code)
+        elif ending.end is End.DETACH:
+            self._note_error(ending.code)
+            await self._close_spans()
+            await self._end(tm.detach, ending.code, self.message(ending.code))
+        else:
+            await self._fail(ending.code, detail=ending.detail)
 
     async def _fail(self, code: ErrorCode, detail: str | None = None) -> None:
         self._note_error(code)
@@ -741,18 +800,17 @@ class RunDriver:
         if detail and code in (ErrorCode.A2A_EXECUTION_FAILED, ErrorCode.INVALID_INPUT):
             # The runtime's own words help the user more than the code alone.
             message = f"{message} {detail[:300]}"
-        transition = tm.cancel if code is ErrorCode.CANCELLED else tm.fail
-        if transition is tm.cancel:
-            await self._end(tm.cancel, message, best_effort=True)
+        if code is ErrorCode.CANCELLED:
+            await self._end(tm.cancel, message)
         else:
-            await self._end(tm.fail, code, message, best_effort=True)
+            await self._end(tm.fail, code, message)
 
     async def _refuse_answer(self, code: ErrorCode) -> None:
         """The answer was not applied: the run ends with an error, the thread
         keeps waiting with the same pending interrupts."""
         self._note_error(code)
         await self._close_spans()
-        await self._end(tm.reject, code, self.message(code), best_effort=True)
+        await self._end(tm.reject, code, self.message(code))
 
     async def _abandon(self) -> None:
         """Stopped: cancel the runtime's task and end the execution. A client
@@ -762,6 +820,9 @@ class RunDriver:
         await asyncio.shield(self._end_abandoned())
 
     async def _end_abandoned(self) -> None:
+        if self.stop_reason == "lost_write":
+            await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=self._lost_write)))
+            return
         lease_lost = self.stop_reason == "lease_lost"
         code = ErrorCode.STATE_PERSISTENCE_FAILED if lease_lost else ErrorCode.CANCELLED
         self._note_error(code)
@@ -776,7 +837,7 @@ class RunDriver:
             return
         await self.context.runtime.cancel_task(self.identity.task_id)
         await self._close_spans()
-        await self._end(tm.cancel, self.message(code), best_effort=True)
+        await self._end(tm.cancel, self.message(code))
 
     async def _let_go(self) -> None:
         """Shutdown handoff: close what this process opened (in the log),
@@ -801,14 +862,33 @@ class RunDriver:
         except SinkClosed:
             self.sink = None
 
-    async def _end(self, transition: Callable[..., list[Event]], *args: Any, best_effort: bool = False) -> None:
+    async def _end(
+        self, transition: Callable[Concatenate[tm.Machine, _P], list[Event]], *args: _P.args, **kwargs: _P.kwargs
+    ) -> None:
         """Take the run's last transition, then free the thread, then send
         the terminal event: a client that answers RUN_FINISHED at once (a
-        resume) finds the thread free, not THREAD_BUSY."""
-        if best_effort:
-            events = await self.shell.apply_best_effort(transition, *args)
-        else:
-            events = await self.shell.apply(transition, *args)
+        resume) finds the thread free, not THREAD_BUSY. A lost write ends
+        the run as :func:`.endings.ending_for` says."""
+        try:
+            events = await self.shell.apply(transition, *args, **kwargs)
+        except LostWrite as exc:
+            log.error("run %s: %s", self.identity.run_id, exc)
+            await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))
+            return
+        await self._let_the_thread_go(events)
+
+    async def _lost(self, ending: Ending) -> None:
+        """The record cannot be written: end the run as a crash would (the
+        record stays as last stored, and the next request that touches the
+        thread recovers it from the runtime), with the task cancelled when
+        ``ending`` says so; the client hears it was not saved."""
+        self._note_error(ending.code)
+        if ending.cancel_task:
+            await self.context.runtime.cancel_task(self.identity.task_id)
+        await self._close_spans()
+        await self._let_the_thread_go([ev.run_error(self.message(ending.code), ending.code.name)])
+
+    async def _let_the_thread_go(self, events: list[Event]) -> None:
         self.shell.stop_keeping()
         await self.shell.release()
         try:
@@ -849,16 +929,3 @@ class RunDriver:
         }
         log.info("run ended", extra={"fields": fields})
 
-
-def _error_code(exc: BaseException) -> ErrorCode:
-    if isinstance(exc, AdapterError):
-        return exc.code
-    if isinstance(exc, (A2AUnavailable, AnswerRefused)):
-        return ErrorCode.A2A_UNAVAILABLE
-    if isinstance(exc, A2ARpcError):
-        return ErrorCode.A2A_EXECUTION_FAILED
-    if isinstance(exc, (IdentityMismatch, TaskMismatch)):
-        return ErrorCode.A2A_PROTOCOL_ERROR
-    if isinstance(exc, A2AError):
-        return ErrorCode.A2A_UNAVAILABLE
-    return ErrorCode.STATE_PERSISTENCE_FAILED

@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar, cast
 
 import attrs
 from statemachine import State, StateMachine
@@ -48,6 +48,9 @@ from ..runtime.evidence import Findings, InputStatus, TaskFate
 from ..translate.pipeline import PipelineState
 from .access import check_owner
 from .record import PendingInterrupt, RunKind, ThreadRecord, ThreadState
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 @attrs.frozen
@@ -105,6 +108,7 @@ class ThreadRules:
 
     # ------------------------------------------------------- opening a run
     def on_start_turn(self, binding: RunBinding) -> list[ev.Event]:
+        """A new user turn opens (a new execution)."""
         record = self.record
         self._open_run(binding, RunKind.TURN)
         record.execution_id = binding.execution_id
@@ -117,7 +121,11 @@ class ThreadRules:
             record.last_user_message_id = binding.user_message_id
         return [self._started(binding)]
 
-    def on_resume(self, binding: RunBinding, answers: Sequence[Answer], taken: Sequence[Answer]) -> list[ev.Event]:
+    def on_resume(
+        self, binding: RunBinding, answers: Sequence[Answer], taken: Sequence[Answer] = ()
+    ) -> list[ev.Event]:
+        """A resume opens; its answers are marked as on their way (``taken``:
+        answers to inputs the runtime already moved past)."""
         record = self.record
         self._take(taken)
         self._open_run(binding, RunKind.RESUME)
@@ -127,10 +135,12 @@ class ThreadRules:
         return [self._started(binding)]
 
     def on_announce(self, binding: RunBinding) -> list[ev.Event]:
+        """A resume opens that only announces what the runtime waits for."""
         self._open_run(binding, RunKind.ANNOUNCE)
         return [self._started(binding)]
 
-    def on_follow(self, binding: RunBinding, taken: Sequence[Answer]) -> list[ev.Event]:
+    def on_follow(self, binding: RunBinding, taken: Sequence[Answer] = ()) -> list[ev.Event]:
+        """A run opens that follows a task carrying out answers it took."""
         self._take(taken)
         self._open_run(binding, RunKind.FOLLOW)
         return [self._started(binding)]
@@ -146,7 +156,8 @@ class ThreadRules:
         record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in done]
 
     def on_report(self, binding: RunBinding, message: str) -> list[ev.Event]:
-        """A retried answer learns how the run that carried it ended."""
+        """A retried answer's run: opens and closes with the recorded outcome
+        (it learns how the run that carried its answer ended)."""
         record = self.record
         started = self._started(binding)
         record.remember_run(binding.run_id, binding.digest)
@@ -161,7 +172,7 @@ class ThreadRules:
         else:
             closing = ev.run_finished(record.thread_id, binding.run_id, {"type": "success"})
             outcome = "success"
-        record.runs[binding.run_id].outcome = outcome
+        _note_outcome(record, binding.run_id, outcome)
         return [started, closing]
 
     def _open_run(self, binding: RunBinding, kind: RunKind) -> None:
@@ -175,6 +186,7 @@ class ThreadRules:
 
     # ---------------------------------------------------- while it streams
     def on_bind_task(self, task_id: str | None, session_id: str | None) -> None:
+        """The run learned its task and session ids."""
         self.record.task_id = task_id
         self.record.session_id = session_id
 
@@ -190,10 +202,12 @@ class ThreadRules:
 
     # ------------------------------------------------------ a run ends
     def on_finish(self, usage: list[dict[str, Any]]) -> list[ev.Event]:
+        """The run ended normally."""
         run_id = self._end_run("success")
         return [ev.run_finished(self.record.thread_id, run_id, {"type": "success"}, usage)]
 
     def on_interrupt(self, pending: Sequence[PendingInterrupt], usage: list[dict[str, Any]]) -> list[ev.Event]:
+        """The run ended waiting for the user."""
         self.record.pending_interrupts = list(pending)
         run_id = self._end_run("interrupt")
         outcome = {"type": "interrupt", "interrupts": [item.interrupt for item in pending]}
@@ -213,8 +227,7 @@ class ThreadRules:
         touches the thread asks the runtime what became of them."""
         record = self.record
         run_id = record.active_run_id or ""
-        if run_id in record.runs:
-            record.runs[run_id].outcome = code.name
+        _note_outcome(record, run_id, code.name)
         record.active_run_id = None
         record.active_run_kind = RunKind.FOLLOW
         record.parked_until = None
@@ -243,22 +256,36 @@ class ThreadRules:
         record.adoptions += 1
 
     def on_fail(self, code: ErrorCode, message: str) -> list[ev.Event]:
+        """The run ended with an error."""
         return self._end_with_error(code, message)
 
-    def on_cancel(self, code: ErrorCode, message: str) -> list[ev.Event]:
+    def on_cancel(self, message: str, code: ErrorCode = ErrorCode.CANCELLED) -> list[ev.Event]:
+        """The execution was cancelled (the cancel route, a disconnect, shutdown)."""
         return self._end_with_error(code, message)
 
     def on_expire(self) -> None:
+        """The pending interrupts expired."""
         self._end_with_error(ErrorCode.EXECUTION_EXPIRED, "")
 
     def on_lose(self) -> None:
+        """The runtime no longer has the waiting task."""
         self._end_with_error(ErrorCode.EXECUTION_LOST, "")
 
     def on_recover(
-        self, findings: Findings, target: State, expires_at: float, describe: Callable[[ErrorCode], str]
+        self,
+        findings: Findings,
+        *,
+        expires_at: float,
+        describe: Callable[[ErrorCode], str] = lambda code: "",
+        target: State | None = None,
     ) -> list[ev.Event]:
-        """Settle a dead run the way the runtime says it went; announce its
-        end (for its event log: no client listens to a dead run)."""
+        """Settle a run that died with its process, the way the runtime says
+        it went; ``expires_at`` is the deadline of interrupts the runtime
+        raised meanwhile. Announces the ``RUN_ERROR`` that ends the dead
+        run's event log (``describe`` words it; no client listens to a dead
+        run). ``target`` is the state the machine moves to (both engines
+        pass it; callers do not)."""
+        assert target is not None
         record = self.record
         self._settle_dead(findings, target, expires_at)
         code = ErrorCode.EXECUTION_LOST
@@ -319,8 +346,7 @@ class ThreadRules:
     def _end_run(self, outcome: str) -> str:
         record = self.record
         run_id = record.active_run_id or ""
-        if run_id in record.runs:
-            record.runs[run_id].outcome = outcome
+        _note_outcome(record, run_id, outcome)
         record.active_run_id = None
         record.active_run_kind = None
         record.parked_until = None
@@ -336,12 +362,27 @@ class ThreadRules:
 
 
 
+def _note_outcome(record: ThreadRecord, run_id: str, outcome: str | None) -> None:
+    """How a run ended; the entry is replaced, never changed in place (a
+    transition works on a copy of the record that shares the entries)."""
+    entry = record.runs.get(run_id)
+    if entry is not None:
+        record.runs[run_id] = attrs.evolve(entry, outcome=outcome)
+
+
 class ThreadMachine(ThreadRules, StateMachine):
     """One thread's lifecycle, as python-statemachine declares it; the record
     is its model. The declaration is the one source of which transitions
     exist (and of the diagram); runs take them through :class:`ThreadRun`,
-    which reads this declaration once instead of building a machine per
-    transition (a build costs about 0.3 ms and 65 KB)."""
+    which compiles this declaration once (:func:`_compile`) instead of
+    building a machine per transition: measured here, a build and one
+    transition cost about 0.9 ms and 69 KiB against 7 µs for ThreadRun, and
+    a machine cannot be kept per thread since each transition works on a
+    fresh copy of the record. The compiled table reads fields of the
+    library's transition and callback objects that are not its public API,
+    so setup.cfg pins the library to the range whose every transition
+    ``tests/test_thread_machine.py`` checks ThreadRun against the library's
+    own engine (python-statemachine 3.2.x); widen it only with that test green."""
 
     idle = State(value=ThreadState.IDLE, initial=True)
     running = State(value=ThreadState.RUNNING)
@@ -387,6 +428,51 @@ class ThreadMachine(ThreadRules, StateMachine):
     def allows(self, event: str) -> bool:
         """Whether ``event`` may happen in the current state (guards aside)."""
         return any(allowed.id == event for allowed in self.allowed_events)
+
+#: ``running``'s inner phases, as the guards above tell them apart, and the
+#: transitions that stay in ``running`` between them: (event, from, to).
+#: ``relayed``: a process of ours streams the run; ``parked``: its client
+#: went away and it goes on for the grace; ``handed_off``: its replica shut
+#: down and any replica may adopt it; ``carried``: no stream follows the task,
+#: which carries out answers it took. (The diagram's composite state.)
+RUNNING_PHASES: Final = (
+    ("bind_task", "relayed", "relayed"),
+    ("accept", "relayed", "relayed"),
+    ("park", "relayed", "parked"),
+    ("rejoin", "parked", "relayed"),
+    ("hand_off", "relayed", "handed_off"),
+    ("hand_off", "parked", "handed_off"),
+    ("adopt", "handed_off", "relayed"),
+    ("detach", "relayed", "carried"),
+    ("recover", "relayed", "carried"),
+    ("follow", "carried", "relayed"),
+)
+
+#: What a front end sees of each state.
+CLIENT_VIEW: Final = {
+    ThreadState.IDLE: "idle",
+    ThreadState.RUNNING: "running",
+    ThreadState.INTERRUPTED: "waiting_for_the_user",
+    ThreadState.TERMINAL: "ended",
+}
+
+#: What a front end sees of a transition that moves it between those views
+#: (the others move nothing it sees).
+CLIENT_EVENTS: Final = {
+    "start_turn": "POST / (RUN_STARTED)",
+    "resume": "POST / with resume (RUN_STARTED)",
+    "announce": "POST / with resume (RUN_STARTED)",
+    "follow": "POST / with resume (RUN_STARTED)",
+    "finish": "RUN_FINISHED success",
+    "interrupt": "RUN_FINISHED interrupt",
+    "reject": "RUN_ERROR, the answer not taken",
+    "fail": "RUN_ERROR",
+    "cancel": "RUN_ERROR CANCELLED, or the cancel route",
+    "expire": "EXECUTION_EXPIRED on the next request",
+    "lose": "EXECUTION_LOST on the next request",
+    "recover": "after a crash, the next request",
+}
+
 
 class Machine(Protocol):
     """What a transition function needs: the record and ``send``. Both the
@@ -459,15 +545,28 @@ class ThreadRun(ThreadRules):
         """Take ``event``; the action's result. A transition the state does
         not allow, or whose guards all fail, raises ``TransitionNotAllowed``."""
         source = self.record.state
+        taken = self._step(event, kwargs)
+        if taken is None:
+            raise TransitionNotAllowed(getattr(ThreadMachine, event, None), {ThreadMachine.states_map[source]})
+        step, offered = taken
+        result = None
+        if step.action is not None:
+            result = step.action(self, **_given(offered, step.wants[step.action.__name__]))
+        self.record.state = step.target.value
+        return result
+
+    def may(self, event: str, **kwargs: Any) -> bool:
+        """Whether ``event`` would be taken now, guards included (nothing changes)."""
+        return self._step(event, kwargs) is not None
+
+    def _step(self, event: str, kwargs: dict[str, Any]) -> tuple[_Step, dict[str, Any]] | None:
+        """The first declared transition of ``event`` whose guards hold."""
+        source = self.record.state
         for step in _TRANSITIONS.get((source, event), ()):
             offered = {**kwargs, "source": ThreadMachine.states_map[source], "target": step.target}
             if all(getattr(self, guard)(**_given(offered, step.wants[guard])) for guard in step.guards):
-                result = None
-                if step.action is not None:
-                    result = step.action(self, **_given(offered, step.wants[step.action.__name__]))
-                self.record.state = step.target.value
-                return result
-        raise TransitionNotAllowed(getattr(ThreadMachine, event, None), {ThreadMachine.states_map[source]})
+                return step, offered
+        return None
 
     def allows(self, event: str) -> bool:
         """Whether ``event`` may happen in the current state (guards aside)."""
@@ -507,7 +606,58 @@ REFUSALS: Final[dict[tuple[str, ThreadState], ErrorCode]] = {
     ("resume", ThreadState.RUNNING): ErrorCode.THREAD_BUSY,
     ("resume", ThreadState.IDLE): ErrorCode.UNKNOWN_INTERRUPT,
     ("resume", ThreadState.TERMINAL): ErrorCode.UNKNOWN_INTERRUPT,
+    # A retried answer whose run no process relays, and that no run follows:
+    # its run was handed off at a shutdown and waits to be adopted.
+    ("follow", ThreadState.RUNNING): ErrorCode.THREAD_BUSY,
 }
+
+
+def _answers_applied(record: ThreadRecord, entries: Sequence[ResumeEntry]) -> bool:
+    return bool(entries) and all(entry.interrupt_id in record.applied_answers for entry in entries)
+
+
+def _expired(record: ThreadRecord, entries: Sequence[ResumeEntry]) -> bool:
+    return record.last_error == ErrorCode.EXECUTION_EXPIRED.name
+
+
+#: Why a resume of a thread that waits for nothing is refused, before the
+#: plain :data:`REFUSALS` row of its state: (state, what else holds, code),
+#: the first row that holds wins.
+SETTLED_RESUME_REFUSALS: Final[
+    tuple[tuple[ThreadState | None, Callable[[ThreadRecord, Sequence[ResumeEntry]], bool], ErrorCode], ...]
+] = (
+    (ThreadState.RUNNING, lambda record, entries: True, ErrorCode.THREAD_BUSY),
+    (None, _answers_applied, ErrorCode.RESUME_ALREADY_APPLIED),
+    (ThreadState.TERMINAL, _expired, ErrorCode.EXECUTION_EXPIRED),
+)
+
+
+class Due(enum.Enum):
+    """What a thread's expiry timer does when it fires."""
+
+    #: Nothing is due: forget the timer.
+    NOTHING = "nothing"
+    #: Look again at the returned time.
+    LATER = "later"
+    #: The pending interrupts expired: take ``expire``.
+    EXPIRE = "expire"
+
+
+def expiry_due(record: ThreadRecord, now: float) -> tuple[Due, float | None]:
+    """What the expiry timer does for ``record`` at ``now`` (after a dead
+    run was recovered), and when it looks again."""
+    deadline = record.deadline
+    if deadline is None:
+        return Due.NOTHING, None
+    if deadline > now:
+        return Due.LATER, deadline
+    if allowed(record, "expire"):
+        return Due.EXPIRE, None
+    if record.handed_off and record.parked_until is not None:
+        # Interrupts that a resume carries expire with it, not before; a
+        # handed-off run's grace is looked at when it ends.
+        return Due.LATER, record.parked_until
+    return Due.NOTHING, None
 
 
 def new_pending(envelope: InputEnvelope, *, expires_at: float, raised_after: int = 0) -> PendingInterrupt:
@@ -570,9 +720,6 @@ def admit(record: ThreadRecord, request: Request, now: float) -> Plan:
     check_owner(record, request.principal)
     check_idempotency(record, request)
     check_binding(record, request)
-    if record.handed_off:
-        # Alive in the runtime, waiting for a re-attach to adopt it.
-        raise AdapterError(ErrorCode.THREAD_BUSY)
     state = record.state
     if request.resume is None:
         if not allowed(record, "start_turn"):
@@ -584,7 +731,7 @@ def admit(record: ThreadRecord, request: Request, now: float) -> Plan:
     unreported = record.unreported_answers()
     if entries and all(entry.interrupt_id in unreported for entry in entries):
         return _retried_answers(record, entries, unreported)
-    if state is ThreadState.INTERRUPTED:
+    if allowed(record, "resume"):
         if request.ros_invocation_id != record.ros_invocation_id:
             raise AdapterError(ErrorCode.EXECUTION_LOST, "resume_identity_mismatch")
         if any(item.expires_at <= now for item in record.pending_interrupts):
@@ -627,9 +774,11 @@ def _retried_answers(record: ThreadRecord, entries: Sequence[ResumeEntry], unrep
         Answer(entry.interrupt_id, entry.status, entry.payload, {"id": entry.interrupt_id}, _digest(entry))
         for entry in entries
     )
-    if record.state is ThreadState.RUNNING:
+    if restore(record).may("follow", taken=answers):
         return Plan(PlanKind.FOLLOW, answers)
-    return Plan(PlanKind.REPORT, answers)
+    if allowed(record, "report"):
+        return Plan(PlanKind.REPORT, answers)
+    raise AdapterError(REFUSALS[("follow", record.state)])
 
 
 def _digest(entry: ResumeEntry) -> str:
@@ -639,12 +788,9 @@ def _digest(entry: ResumeEntry) -> str:
 def refuse_settled(record: ThreadRecord, entries: Sequence[ResumeEntry]) -> None:
     """A resume of a thread that waits for nothing: why it is refused."""
     state = record.state
-    if state is ThreadState.RUNNING:
-        raise AdapterError(REFUSALS[("resume", state)])
-    if entries and all(entry.interrupt_id in record.applied_answers for entry in entries):
-        raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
-    if state is ThreadState.TERMINAL and record.last_error == ErrorCode.EXECUTION_EXPIRED.name:
-        raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
+    for in_state, holds, code in SETTLED_RESUME_REFUSALS:
+        if in_state in (None, state) and holds(record, entries):
+            raise AdapterError(code)
     raise AdapterError(REFUSALS.get(("resume", state), ErrorCode.UNKNOWN_INTERRUPT))
 
 
@@ -674,7 +820,8 @@ def preflight(record: ThreadRecord, request: Request) -> None:
     check_owner(record, request.principal)
     check_idempotency(record, request)
     check_binding(record, request)
-    settled = record.state in (ThreadState.IDLE, ThreadState.TERMINAL)
+    # Settled: a new turn may start (nothing runs, nothing waits).
+    settled = allowed(record, "start_turn")
     if request.resume and settled and not set(record.unreported_answers()) >= {e.interrupt_id for e in request.resume}:
         refuse_settled(record, request.resume)
 
@@ -685,121 +832,41 @@ def restore(record: ThreadRecord) -> ThreadRun:
     return ThreadRun(record)
 
 
-def start_turn(machine: Machine, binding: RunBinding) -> list[ev.Event]:
-    """A new user turn opens (a new execution)."""
-    return _events(machine.send("start_turn", binding=binding))
+def _event(action: Callable[Concatenate[ThreadRules, _P], _R]) -> Callable[Concatenate[Machine, _P], _R]:
+    """The transition whose ``on_<event>`` action is ``action``, as a
+    function of a machine with the action's own signature: each event is
+    declared once (in :class:`ThreadMachine`) and written once (its action),
+    and a misspelt argument is still a type error where it is taken."""
+    event = action.__name__.removeprefix("on_")
+    # Both engines hand the action its arguments by name: positional ones
+    # are named here (mypy has checked them against the action already).
+    names = tuple(name for name in inspect.signature(action).parameters if name != "self")
+
+    def take(machine: Machine, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return cast(_R, machine.send(event, **dict(zip(names, args, strict=False)), **kwargs))
+
+    take.__name__ = take.__qualname__ = event
+    take.__doc__ = action.__doc__
+    return take
 
 
-def resume(
-    machine: Machine, binding: RunBinding, answers: Sequence[Answer], taken: Sequence[Answer] = ()
-) -> list[ev.Event]:
-    """A resume opens; its answers are marked as on their way (``taken``:
-    answers to inputs the runtime already moved past)."""
-    return _events(machine.send("resume", binding=binding, answers=answers, taken=taken))
-
-
-def announce(machine: Machine, binding: RunBinding) -> list[ev.Event]:
-    """A resume opens that only announces what the runtime waits for."""
-    return _events(machine.send("announce", binding=binding))
-
-
-def follow(machine: Machine, binding: RunBinding, taken: Sequence[Answer] = ()) -> list[ev.Event]:
-    """A run opens that follows a task carrying out answers it took."""
-    return _events(machine.send("follow", binding=binding, taken=taken))
-
-
-def report(machine: Machine, binding: RunBinding, message: str) -> list[ev.Event]:
-    """A retried answer's run: opens and closes with the recorded outcome."""
-    return _events(machine.send("report", binding=binding, message=message))
-
-
-def bind_task(machine: Machine, task_id: str | None, session_id: str | None) -> None:
-    """The run learned its task and session ids."""
-    machine.send("bind_task", task_id=task_id, session_id=session_id)
-
-
-def accept(machine: Machine, interrupt_ids: Sequence[str]) -> None:
-    """The runtime took the answers to these interrupts."""
-    machine.send("accept", interrupt_ids=interrupt_ids)
-
-
-def finish(machine: Machine, usage: list[dict[str, Any]]) -> list[ev.Event]:
-    """The run ended normally."""
-    return _events(machine.send("finish", usage=usage))
-
-
-def interrupt(
-    machine: Machine, pending: Sequence[PendingInterrupt], usage: list[dict[str, Any]]
-) -> list[ev.Event]:
-    """The run ended waiting for the user."""
-    return _events(machine.send("interrupt", pending=pending, usage=usage))
-
-
-def reject(machine: Machine, code: ErrorCode, message: str) -> list[ev.Event]:
-    """The runtime did not take the answers; they stay pending."""
-    return _events(machine.send("reject", code=code, message=message))
-
-
-def detach(machine: Machine, code: ErrorCode, message: str) -> list[ev.Event]:
-    """The stream broke after the runtime took the answers; the task is
-    left to carry them out and is looked at again on the next request."""
-    return _events(machine.send("detach", code=code, message=message))
-
-
-def fail(machine: Machine, code: ErrorCode, message: str) -> list[ev.Event]:
-    """The run ended with an error."""
-    return _events(machine.send("fail", code=code, message=message))
-
-
-def cancel(machine: Machine, message: str, code: ErrorCode = ErrorCode.CANCELLED) -> list[ev.Event]:
-    """The execution was cancelled (the cancel route, a disconnect, shutdown)."""
-    return _events(machine.send("cancel", code=code, message=message))
-
-
-def expire(machine: Machine) -> None:
-    """The pending interrupts expired."""
-    machine.send("expire")
-
-
-def lose(machine: Machine) -> None:
-    """The runtime no longer has the waiting task."""
-    machine.send("lose")
-
-
-def recover(
-    machine: Machine,
-    findings: Findings,
-    *,
-    expires_at: float,
-    describe: Callable[[ErrorCode], str] = lambda code: "",
-) -> list[ev.Event]:
-    """Settle a run that died with its process; ``expires_at`` is the
-    deadline of interrupts the runtime raised meanwhile. Announces the
-    ``RUN_ERROR`` that ends the dead run's event log (``describe`` words it)."""
-    return _events(machine.send("recover", findings=findings, expires_at=expires_at, describe=describe))
-
-
-def park(machine: Machine, until: float) -> None:
-    """The run's client went away; it goes on until ``until`` unless one
-    re-attaches (the disconnect grace)."""
-    machine.send("park", until=until)
-
-
-def rejoin(machine: Machine) -> None:
-    """A client re-attached to the parked run."""
-    machine.send("rejoin")
-
-
-def hand_off(machine: Machine, until: float) -> None:
-    """The relaying process shuts down and leaves the runtime's task running;
-    a re-attach on any replica may adopt the run until ``until``."""
-    machine.send("hand_off", until=until)
-
-
-def adopt(machine: Machine, now: float) -> None:
-    """This process takes over relaying a handed-off run."""
-    machine.send("adopt", now=now)
-
-
-def _events(result: Any) -> list[ev.Event]:
-    return list(result) if isinstance(result, list) else []
+start_turn = _event(ThreadRules.on_start_turn)
+resume = _event(ThreadRules.on_resume)
+announce = _event(ThreadRules.on_announce)
+follow = _event(ThreadRules.on_follow)
+report = _event(ThreadRules.on_report)
+bind_task = _event(ThreadRules.on_bind_task)
+accept = _event(ThreadRules.on_accept)
+finish = _event(ThreadRules.on_finish)
+interrupt = _event(ThreadRules.on_interrupt)
+reject = _event(ThreadRules.on_reject)
+detach = _event(ThreadRules.on_detach)
+fail = _event(ThreadRules.on_fail)
+cancel = _event(ThreadRules.on_cancel)
+expire = _event(ThreadRules.on_expire)
+lose = _event(ThreadRules.on_lose)
+recover = _event(ThreadRules.on_recover)
+park = _event(ThreadRules.on_park)
+rejoin = _event(ThreadRules.on_rejoin)
+hand_off = _event(ThreadRules.on_hand_off)
+adopt = _event(ThreadRules.on_adopt)

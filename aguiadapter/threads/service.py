@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Concatenate, Final, Literal, ParamSpec
 
 from ..a2a.client import A2AClient, A2AError
 from ..a2a.messages import build_user_message
@@ -44,6 +44,7 @@ from .shell import EventSink, ThreadShell
 from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
 
 log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
 
 CancelStatus = Literal["cancelled", "already_terminal", "not_found"]
 
@@ -300,7 +301,13 @@ class ThreadService:
             shell, tm.recover, findings, expires_at=self.clock() + self.interrupt_ttl_seconds, describe=_describe
         )
 
-    async def _settle(self, shell: ThreadShell, transition: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    async def _settle(
+        self,
+        shell: ThreadShell,
+        transition: Callable[Concatenate[tm.Machine, _P], list[Event] | None],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> None:
         """Take a transition outside any run; what it announces ends the
         event log of the run it settled (no client listens to that run)."""
         run_id = shell.record.active_run_id
@@ -505,7 +512,7 @@ class ThreadService:
                 return "already_terminal"
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
-            if record.state not in (ThreadState.INTERRUPTED, ThreadState.RUNNING):
+            if not tm.allowed(record, "cancel"):
                 return "already_terminal"
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
@@ -540,15 +547,11 @@ class ThreadService:
                 return
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
-            deadline = record.deadline
-            if deadline is None:
-                await self.expiry.cancel(thread_id)
-            elif deadline > self.clock():
-                await self.expiry.schedule(thread_id, deadline)
-            elif record.state is ThreadState.INTERRUPTED:
+            due, at = tm.expiry_due(record, self.clock())
+            if due is tm.Due.EXPIRE:
                 await self._expire(shell)
-            elif record.handed_off and record.parked_until is not None:
-                await self.expiry.schedule(thread_id, record.parked_until)
+            elif at is not None:
+                await self.expiry.schedule(thread_id, at)
             else:
                 await self.expiry.cancel(thread_id)
         except (CorruptRecord, PersistenceError, StoreUnavailable, AdapterError) as exc:

@@ -14,8 +14,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
+import attrs
+
+from .endings import LostWrite
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
 from .machine import Machine, restore
@@ -26,6 +29,31 @@ log = logging.getLogger(__name__)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+
+#: The record's fields, in the order :func:`commit` copies them.
+_FIELDS: Final = tuple(field.name for field in attrs.fields(ThreadRecord))
+
+
+def working_copy(record: ThreadRecord) -> ThreadRecord:
+    """A copy of ``record`` that a transition may change without touching
+    ``record``: its containers are new; the entries they hold are shared, and
+    the machine replaces an entry instead of changing it (pending interrupts,
+    which it does change, are copied). The pipeline cursor is shared on
+    purpose: the run's translator moves it between transitions."""
+    return attrs.evolve(
+        record,
+        runs=dict(record.runs),
+        pending_interrupts=[attrs.evolve(item) for item in record.pending_interrupts],
+        applied_answers=dict(record.applied_answers),
+    )
+
+
+def commit(live: ThreadRecord, draft: ThreadRecord) -> None:
+    """Make the live record what the stored draft says (in place: the run
+    and the service hold the live record)."""
+    for name in _FIELDS:
+        setattr(live, name, getattr(draft, name))
 
 
 class SinkClosed(Exception):
@@ -63,32 +91,23 @@ class ThreadShell:
         *args: _P.args,
         **kwargs: _P.kwargs,
     ) -> _R:
-        """Take a transition and write its outcome; a write that fails
-        raises :class:`PersistenceError` and the caller announces nothing."""
+        """Take a transition and write its outcome, as h11 commits a sent
+        event only once it went out: the transition works on a copy of the
+        record, and the live record becomes that copy only after the store
+        took it. A write that fails raises :class:`LostWrite` (a :class:`PersistenceError`); the
+        record (in memory, and on disk) is what it was, and the caller
+        announces nothing of the transition."""
         async with self._lock:
-            before = self.record.deadline
-            result = transition(restore(self.record), *args, **kwargs)
-            await self.store.save(self.record, self.claim)
-            await self._follow_deadline(before)
-            return result
-
-    async def apply_best_effort(
-        self,
-        transition: Callable[Concatenate[Machine, _P], _R],
-        *args: _P.args,
-        **kwargs: _P.kwargs,
-    ) -> _R:
-        """Like :meth:`apply`, for a transition whose announcement must reach
-        the client even when the record cannot be written (an error)."""
-        async with self._lock:
-            before = self.record.deadline
-            result = transition(restore(self.record), *args, **kwargs)
+            live = self.record
+            before = live.deadline
+            draft = working_copy(live)
+            result = transition(restore(draft), *args, **kwargs)
             try:
-                await self.store.save(self.record, self.claim)
+                await self.store.save(draft, self.claim)
             except PersistenceError as exc:
-                log.warning("thread %s: %s not persisted: %s", self.record.thread_id, self.record.state.value, exc)
-            else:
-                await self._follow_deadline(before)
+                raise LostWrite(getattr(transition, "__name__", "transition"), exc) from exc
+            commit(live, draft)
+            await self._follow_deadline(before)
             return result
 
     async def _follow_deadline(self, before: float | None) -> None:

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from .chat import message_text
 from .eventually import eventually
 
 if TYPE_CHECKING:  # annotations only: no runtime dependency on typing_extensions
@@ -107,16 +108,6 @@ def _parse_args(raw: str) -> dict[str, str]:
     if sep:
         args["cmd"] = command.strip()
     return args
-
-
-def message_text(message: dict[str, Any]) -> str:
-    """Plain text of an OpenAI message whose content is a string or a part list."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
 
 
 def latest_user_text(messages: list[dict[str, Any]]) -> str:

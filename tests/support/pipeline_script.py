@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.model_stub import message_text
+from tests.support.chat import message_text
 
 SCRIPT_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "a2a-pipeline" / "selling-model-script.json"
 PIPELINE_NAME = "selling"
