@@ -56,7 +56,7 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     parser.add_argument("--jwt-issuer", default=env.get(cfg.ENV_JWT_ISSUER) or None,
                         help="required iss claim")
     parser.add_argument("--jwt-audience", default=env.get(cfg.ENV_JWT_AUDIENCE) or None,
-                        help="required aud claim")
+                        help="the aud claim a token must hold (required with --jwt-jwks-file)")
     parser.add_argument("--jwt-principal-claim", default=env.get(cfg.ENV_JWT_PRINCIPAL_CLAIM) or "sub",
                         metavar="CLAIM", help="the claim that names the user (default sub)")
     parser.add_argument("--max-active-runs", type=_positive_int, default=None, metavar="N",

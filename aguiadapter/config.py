@@ -40,7 +40,8 @@ class JwtSettings:
     jwks_file: Path
     #: ``iss`` must equal this when given.
     issuer: str | None = None
-    #: ``aud`` must contain this when given; a token with an ``aud`` is refused when not.
+    #: ``aud`` must contain this: required, so that a token minted for another
+    #: service never opens this one (``None`` is refused by ``Config``).
     audience: str | None = None
     #: The claim that names the user (the thread's principal).
     principal_claim: str = "sub"
@@ -96,6 +97,11 @@ class Config:
             raise ValueError(
                 f"{ENV_AUTH_TOKEN} and a JWKS file (--jwt-jwks-file, {ENV_JWT_JWKS_FILE}) exclude each other: "
                 "configure one way to authenticate callers"
+            )
+        if self.jwt is not None and not (self.jwt.audience or "").strip():
+            raise ValueError(
+                f"JWT mode needs an audience (--jwt-audience, {ENV_JWT_AUDIENCE}): without one a token "
+                "minted for another service would open this one"
             )
         for name in ("max_active_runs", "max_active_runs_per_user"):
             value = getattr(self, name)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from aguiadapter.config import JwtSettings
+from aguiadapter.config import Config, JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
@@ -413,13 +413,43 @@ async def test_a_shared_token_and_a_jwks_file_together_stop_the_start(tmp_path: 
 
 
 async def test_an_unusable_jwks_file_stops_the_start(tmp_path: Path) -> None:
-    missing = await asyncio.to_thread(run_cli, tmp_path, "--jwt-jwks-file", str(tmp_path / "nope.json"))
+    missing = await asyncio.to_thread(
+        run_cli, tmp_path, "--jwt-jwks-file", str(tmp_path / "nope.json"), "--jwt-audience", AUDIENCE
+    )
     assert missing.returncode == 2 and "cannot start: JWKS file" in missing.stderr
     empty = tmp_path / "empty.json"
     empty.write_text('{"keys": []}')
-    env = {"IAC_CODE_AGUI_JWT_JWKS_FILE": str(empty)}
+    env = {"IAC_CODE_AGUI_JWT_JWKS_FILE": str(empty), "IAC_CODE_AGUI_JWT_AUDIENCE": AUDIENCE}
     refused = await asyncio.to_thread(run_cli, tmp_path, env=env)
     assert refused.returncode == 2 and "no usable key" in refused.stderr
+
+
+async def test_jwt_mode_without_an_audience_stops_the_start(tmp_path: Path, jwks_file: Path) -> None:
+    """A token minted for another service must never open this one: no audience, no start."""
+    for audience in ([], ["--jwt-audience", ""], ["--jwt-audience", "  "]):
+        done = await asyncio.to_thread(run_cli, tmp_path, "--jwt-jwks-file", str(jwks_file), *audience)
+        assert done.returncode == 2, audience
+        assert "--jwt-audience" in done.stderr and "IAC_CODE_AGUI_JWT_AUDIENCE" in done.stderr
+    with pytest.raises(ValueError, match="audience"):
+        Config(state_dir=tmp_path, jwt=JwtSettings(jwks_file=jwks_file, issuer=ISSUER))
+
+
+async def test_a_token_for_another_audience_is_refused_and_the_configured_one_accepted(
+    secured: RunningAdapter, key: SigningKey, workspace: Path
+) -> None:
+    state = state_files(secured)
+    for aud, status in [
+        ("some-other-service", 401), (["some-other-service", "another"], 401), (None, 401),
+        ("", 401), (AUDIENCE, 200), (["some-other-service", AUDIENCE], 200),
+    ]:
+        thread = f"t-aud-{status}-{aud!r}".replace(" ", "")
+        token = key.token("alice", aud=aud)  # None: no aud claim at all
+        reply = await secured.run(run_body(thread_id=thread, text="hi", cwd=str(workspace)), bearer(token))
+        assert reply.status == status, aud
+        if status == 401:
+            assert code_of(reply) == "UNAUTHORIZED"
+            assert state_files(secured) == state, "a refused token leaves nothing on disk"
+        state = state_files(secured)
 
 
 async def test_the_shared_token_mode_answers_401_with_the_same_challenge(

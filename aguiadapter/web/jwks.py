@@ -306,7 +306,7 @@ class JwtVerifier:
                 audience=settings.audience,
                 issuer=settings.issuer,
                 leeway=settings.leeway_seconds,
-                options={"require": ["exp"], "verify_aud": settings.audience is not None},
+                options={"require": ["exp", "aud"], "verify_aud": True},
             )
         except InvalidSignatureError:
             raise
