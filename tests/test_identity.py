@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from aguiadapter.config import Config, JwtSettings
@@ -393,6 +395,35 @@ async def test_unusable_keys_are_skipped_and_named(tmp_path: Path, demo: DemoRun
                                   bearer(private.token("alice")))).status == 401
     finally:
         await running.close()
+
+
+async def test_weak_keys_are_refused_at_load_with_one_line_in_the_log_format(tmp_path: Path, key: SigningKey) -> None:
+    from tests.test_cli import start_cli
+
+    weak = {"rsa-1024": SigningKey("RS256", kid="rsa-1024", rsa_bits=1024),
+            "secp256k1": SigningKey("ES256K", kid="secp256k1")}
+    strong = SigningKey("RS256", kid="rsa-2048")
+    path = tmp_path / "jwks.json"
+    write_jwks(path, key, strong, *weak.values())
+    process, url, banner = await start_cli(
+        tmp_path, "--jwt-jwks-file", str(path), "--jwt-audience", AUDIENCE, "--log-format", "json",
+        "--allowed-cwd", str(tmp_path),
+    )
+    try:
+        async with aiohttp.ClientSession() as session:
+            for signer, status in [(key, 200), (strong, 200), *((weak_key, 401) for weak_key in weak.values())]:
+                body = run_body(thread_id=f"t-{signer.kid}", text="hi", cwd=str(tmp_path))
+                async with session.post(url, json=body, headers=bearer(signer.token("alice"))) as resp:
+                    assert resp.status == status, signer.kid
+                    await resp.read()
+    finally:
+        process.send_signal(signal.SIGINT)
+        output = "".join(banner) + (await process.communicate())[0].decode()
+    logged = [line for line in output.splitlines() if line.startswith("{")]
+    for kid in weak:
+        (line,) = [line for line in logged if f"'{kid}'" in line]
+        assert json.loads(line)["level"] == "WARNING" and "skipped" in line
+    assert "Warning" not in output, "no raw PyJWT warning outside the log format"
 
 
 # ------------------------------------------------------------ starting the server
