@@ -50,6 +50,12 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         "(needs aguiadapter[redis]; default: files in --state-dir)")
     parser.add_argument("--allowed-cwd", action="append", default=None, metavar="DIR",
                         help="allowed workspace root (repeatable; default: any absolute path)")
+    parser.add_argument("--allowed-host", action="append", default=None, metavar="NAME",
+                        help="Host name accepted besides loopback names when listening on loopback without "
+                        f"auth (repeatable; or ${cfg.ENV_ALLOWED_HOSTS}, comma-separated)")
+    parser.add_argument("--allowed-origin", action="append", default=None, metavar="ORIGIN",
+                        help="scheme://host[:port] of a web page allowed to call the server (CORS; "
+                        f"repeatable; or ${cfg.ENV_ALLOWED_ORIGINS}, comma-separated)")
     parser.add_argument("--jwt-jwks-file", type=Path, default=env.get(cfg.ENV_JWT_JWKS_FILE) or None, metavar="PATH",
                         help="verify bearer JWTs against this JWKS file (re-read when it changes; needs "
                         "aguiadapter[jwt]; excludes the shared token)")
@@ -170,6 +176,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         replay_retention_seconds=args.replay_retention_seconds,
         run_log_max_events=args.run_log_max_events,
         run_log_max_bytes=args.run_log_max_bytes,
+        allowed_hosts=tuple(args.allowed_host or cfg.split_list(env.get(cfg.ENV_ALLOWED_HOSTS))),
+        allowed_origins=tuple(args.allowed_origin or cfg.split_list(env.get(cfg.ENV_ALLOWED_ORIGINS))),
     )
 
 

@@ -8,8 +8,9 @@ that this server is a drop-in replacement for it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -31,6 +32,8 @@ ENV_JWT_AUDIENCE = "IAC_CODE_AGUI_JWT_AUDIENCE"
 ENV_JWT_PRINCIPAL_CLAIM = "IAC_CODE_AGUI_JWT_PRINCIPAL_CLAIM"
 ENV_DISCONNECT_GRACE = "IAC_CODE_AGUI_DISCONNECT_GRACE_SECONDS"
 ENV_REPLAY_RETENTION = "IAC_CODE_AGUI_REPLAY_RETENTION_SECONDS"
+ENV_ALLOWED_HOSTS = "IAC_CODE_AGUI_ALLOWED_HOSTS"
+ENV_ALLOWED_ORIGINS = "IAC_CODE_AGUI_ALLOWED_ORIGINS"
 
 
 @attrs.frozen
@@ -49,6 +52,14 @@ class JwtSettings:
     leeway_seconds: float = 30.0
     #: The JWKS file is looked at (stat) at most this often; 0: on every request.
     jwks_check_seconds: float = 5.0
+
+
+def _lower_names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(name.strip().lower() for name in names)
+
+
+def _origins(origins: Iterable[str]) -> tuple[str, ...]:
+    return tuple(normalise_origin(origin) for origin in origins)
 
 
 @attrs.frozen
@@ -91,6 +102,10 @@ class Config:
     #: The bounds of one run's event log.
     run_log_max_events: int = 10_000
     run_log_max_bytes: int = 8 * 1024 * 1024
+    #: ``Host`` names accepted besides the loopback ones on a loopback listener without auth.
+    allowed_hosts: tuple[str, ...] = attrs.field(default=(), converter=_lower_names)
+    #: Origins (``scheme://host[:port]``) whose pages may call the server (CORS).
+    allowed_origins: tuple[str, ...] = attrs.field(default=(), converter=_origins)
 
     def __attrs_post_init__(self) -> None:
         if self.auth_token and self.jwt is not None:
@@ -117,6 +132,19 @@ class Config:
     def resumable(self) -> bool:
         """Whether runs keep an event log (ids, re-attach)."""
         return self.replay_retention_seconds > 0 or self.disconnect_grace_seconds > 0
+
+
+def normalise_origin(origin: str) -> str:
+    """``scheme://host[:port]`` in lower case, without a trailing slash (``ValueError`` if not an origin)."""
+    parts = urlsplit(origin.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
+        raise ValueError(f"not an origin (scheme://host[:port]): {origin!r}")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def split_list(value: str | None) -> tuple[str, ...]:
+    """A comma-separated list of an environment variable (empty items dropped)."""
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
 def default_config_dir(env: Mapping[str, str] = os.environ) -> Path:

@@ -18,6 +18,8 @@ class ErrorCode(enum.Enum):
 
     BAD_REQUEST = (400, "bad_request")
     UNAUTHORIZED = (401, "unauthorized")
+    # Addition: a Host or Origin a web page may not use (DNS rebinding, CORS).
+    FORBIDDEN = (403, "forbidden")
     # Additions to the reference's codes: admission limits (--max-active-runs*).
     TOO_MANY_RUNS = (429, "too_many_runs")
     SERVER_BUSY = (503, "server_busy")

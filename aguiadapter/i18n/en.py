@@ -8,6 +8,12 @@ MESSAGES: dict[str, str] = {
     "bad_request_body": "The request body cannot be read: its Content-Encoding or chunked encoding is broken.",
     "unauthorized": "Missing or invalid bearer token.",
     "unauthorized_token_expired": "The bearer token has expired; get a new one.",
+    "forbidden": "This request is not allowed from where it comes.",
+    "forbidden_host": (
+        "This server accepts only loopback host names here (localhost, 127.0.0.1, [::1]);"
+        " add another name with --allowed-host."
+    ),
+    "forbidden_origin": "Web pages from this origin may not call this server; list it with --allowed-origin.",
     "too_many_runs": "You already have as many active runs as allowed; try again when one of them has ended.",
     "server_busy": "The server is running as many runs as it allows; try again shortly.",
     "unsupported_media_type": "The request body must be sent as application/json.",

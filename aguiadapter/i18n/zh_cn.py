@@ -8,6 +8,11 @@ MESSAGES: dict[str, str] = {
     "bad_request_body": "无法读取请求体：其 Content-Encoding 或分块传输编码已损坏。",
     "unauthorized": "缺少 Bearer 令牌，或令牌无效。",
     "unauthorized_token_expired": "Bearer 令牌已过期，请重新获取。",
+    "forbidden": "不允许从该来源发出此请求。",
+    "forbidden_host": (
+        "此服务器在这里只接受回环主机名（localhost、127.0.0.1、[::1]）；其他主机名请用 --allowed-host 添加。"
+    ),
+    "forbidden_origin": "不允许来自该源的网页调用此服务器；请用 --allowed-origin 列出该源。",
     "too_many_runs": "您同时进行的 run 已达上限，请等其中一个结束后再试。",
     "server_busy": "服务器同时进行的 run 已达上限，请稍后重试。",
     "unsupported_media_type": "请求体必须以 application/json 格式发送。",

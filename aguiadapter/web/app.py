@@ -18,6 +18,7 @@ from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
 from . import handlers, thread_routes
 from .auth import authenticator_for
+from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
 from .keys import AUTH, BACKEND, CONFIG, STREAMS, TELEMETRY, Backend
 from .stream_watch import StreamWatch
@@ -51,12 +52,13 @@ def create_app(
     """
     telemetry = Telemetry.create(metrics=config.keeps_metrics, tracer_provider=tracer_provider)
     # The request's span (when tracing) around everything, its JSON error answer included.
-    app = web.Application(middlewares=[*telemetry.middlewares(), json_errors])
+    app = web.Application(middlewares=[*telemetry.middlewares(), json_errors, request_guard(config)])
     app[CONFIG] = config
     app[BACKEND] = Backend()
     app[TELEMETRY] = telemetry
     app[AUTH] = authenticator_for(config)
     app[STREAMS] = StreamWatch(config.heartbeat_seconds)
+    app.on_response_prepare.append(add_cors_headers)
     app.router.add_get("/health", handlers.health)
     app.router.add_post("/", handlers.run)
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
