@@ -18,7 +18,7 @@ from aiohttp import web
 
 from .version import __version__
 from . import config as cfg
-from .logs import configure_logging
+from .logs import configure_logging, mask_url
 from .telemetry import tracer_provider_from_env
 
 if TYPE_CHECKING:
@@ -273,7 +273,7 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     from .web.keys import BACKEND
 
     started = app[BACKEND]
-    runtime = started.client.url if started.client is not None else "?"
+    runtime = mask_url(started.client.url) if started.client is not None else "?"
     kind = "embedded demo runtime" if config.a2a_url is None else "A2A runtime"
     roots = ", ".join(config.allowed_cwds) or "any absolute path"
     sockets = getattr(site._server, "sockets", None) or ()

@@ -16,12 +16,36 @@ import logging
 import re
 import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 _SECRET_PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"),
-    re.compile(r"(?i)((?:api[_-]?key|access[_-]?key[_-]?secret|security[_-]?token|token|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+    re.compile(
+        r"(?i)((?:api[_-]?key|access[_-]?key[_-]?secret|security[_-]?token|token|secret|password|passwd)"
+        r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',}&]+"
+    ),
     re.compile(r"\b(sk-)[A-Za-z0-9_-]{8,}"),
+    # The user info of a URL: scheme://user:password@host.
+    re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@"),
 )
+#: Query parameters of a URL whose values are credentials.
+_SECRET_PARAMETER = re.compile(r"(?i)key|token|secret|passw|pwd|auth|sig|credential|session")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its user info and secret-looking query values masked (banners, ``/health``, logs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(
+        f"{name}={'***' if _SECRET_PARAMETER.search(name) else value}" if sep else name
+        for name, sep, value in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -42,7 +66,7 @@ def one_line(text: str) -> str:
 def redact(text: str) -> str:
     """Mask credential-shaped substrings."""
     for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda match: match.group(1) + "***", text)
+        text = pattern.sub(lambda match: match.group(1) + "***" + ("@" if match.group().endswith("@") else ""), text)
     return text
 
 

@@ -161,3 +161,34 @@ async def test_metrics_port_serves_metrics_on_a_listener_of_their_own(tmp_path: 
     finally:
         process.send_signal(signal.SIGINT)
         await process.wait()
+
+
+async def test_credentials_in_the_runtime_url_are_masked_in_the_banner_health_and_logs(tmp_path: Path) -> None:
+    secret_url = "http://svc-user:pa55w0rd-x@127.0.0.1:9/a2a/?api_key=k3y-value&region=eu"
+    process, url, banner = await start_cli(tmp_path, "--a2a-url", secret_url, "--log-level", "DEBUG")
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url + "health") as resp:
+                health = await resp.json()
+        assert health["a2a"]["url"] == "http://***@127.0.0.1:9/a2a/?api_key=***&region=eu"
+    finally:
+        process.send_signal(signal.SIGINT)
+        output = "".join(banner) + (await process.communicate())[0].decode()
+    assert "runtime: A2A runtime at http://***@127.0.0.1:9/a2a/?api_key=***&region=eu" in output
+    for secret in ("svc-user", "pa55w0rd-x", "k3y-value"):
+        assert secret not in output
+
+
+async def test_anonymous_health_callers_of_a_server_with_a_token_do_not_see_the_runtime_url(tmp_path: Path) -> None:
+    process, url, _ = await start_cli(tmp_path, env={"IAC_CODE_AGUI_AUTH_TOKEN": "t0ken-h"})
+    try:
+        async with aiohttp.ClientSession() as session:
+            for headers, shown in [({}, False), ({"Authorization": "Bearer wrong"}, False),
+                                   ({"Authorization": "Bearer t0ken-h"}, True)]:
+                async with session.get(url + "health", headers=headers) as resp:
+                    assert resp.status == 200
+                    runtime = (await resp.json())["a2a"]
+                assert runtime["reachable"] is True and ("url" in runtime) == shown, headers
+    finally:
+        process.send_signal(signal.SIGINT)
+        await process.wait()

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from ..version import __version__
 from ..errors import AdapterError, ErrorCode
+from ..logs import mask_url
 from ..protocol.digest import canonical_digest
 from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
@@ -18,7 +19,7 @@ from ..threads.driver import Ticket
 from ..threads.service import ThreadService
 from ..threads.store import StoreUnavailable
 from ..workspace import resolve_workspace
-from .auth import bind_user_id
+from .auth import OpenAccess, Unauthorized, bind_user_id
 from .http_errors import error_response, request_language
 from .keys import AUTH, CONFIG, STREAMS, TELEMETRY, admission, backend
 from .sse import SseWriter
@@ -27,6 +28,20 @@ from .sse import SseWriter
 async def authenticate(request: web.Request) -> str | None:
     """The caller's verified principal (``None`` in the modes that name nobody); 401 to refuse."""
     return await request.config_dict[AUTH].principal(request)
+
+
+async def _may_see_internals(request: web.Request) -> bool:
+    """Open mode, or a caller whose bearer token authenticates."""
+    auth = request.config_dict[AUTH]
+    if isinstance(auth, OpenAccess):
+        return True
+    if "Authorization" not in request.headers:
+        return False
+    try:
+        await auth.principal(request)
+    except Unauthorized:
+        return False
+    return True
 
 
 async def read_json_body(request: web.Request, limit: int) -> Any:
@@ -81,9 +96,17 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    """Open health check with protocol and runtime reachability."""
+    """Open health check with protocol and runtime reachability.
+
+    The runtime's URL (credentials masked) is shown in open mode and to a
+    caller whose token is good; an anonymous caller of a server that checks
+    tokens learns only whether the runtime answers.
+    """
     client, service = backend(request)
     reachable, store_ok = await asyncio.gather(client.health(), service.store.ping())
+    runtime: dict[str, Any] = {"reachable": reachable}
+    if await _may_see_internals(request):
+        runtime = {"url": mask_url(client.url), **runtime}
     status = "ok" if reachable and store_ok else "degraded"
     if service.draining:
         status = "draining"
@@ -93,7 +116,7 @@ async def health(request: web.Request) -> web.Response:
             "protocol": "ag-ui",
             "protocolVersion": "1.0",
             "serverVersion": __version__,
-            "a2a": {"url": client.url, "reachable": reachable},
+            "a2a": runtime,
             "store": {"kind": service.store.kind, "reachable": store_ok},
         },
         # A draining replica tells the load balancer to send it nothing new.
