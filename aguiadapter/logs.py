@@ -15,6 +15,9 @@ import json
 import logging
 import re
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -63,8 +66,36 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda match: _SHORT_ESCAPES.get(match.group(), f"\\u{ord(match.group()):04x}"), text)
 
 
+#: The secret values of the request being served (its ``llmApiKey``...), masked
+#: wherever they appear in a line logged while it is served, runtime quotes included.
+_REQUEST_SECRETS: ContextVar[tuple[str, ...]] = ContextVar("aguiadapter_request_secrets", default=())
+#: Shorter values are not masked: they would mask ordinary words.
+MIN_SECRET_LENGTH = 6
+
+
+@contextmanager
+def secrets_hidden(values: Iterable[str | None]) -> Iterator[None]:
+    """Mask these values in every line logged inside (and by the tasks started inside)."""
+    kept = tuple(sorted({value for value in values if value and len(value) >= MIN_SECRET_LENGTH}, key=len,
+                        reverse=True))
+    token = _REQUEST_SECRETS.set(_REQUEST_SECRETS.get() + kept)
+    try:
+        yield
+    finally:
+        _REQUEST_SECRETS.reset(token)
+
+
+def scrub(text: str, values: Iterable[str | None] = ()) -> str:
+    """``text`` with ``values`` (and the current request's secrets) replaced by ``***``."""
+    for value in (*values, *_REQUEST_SECRETS.get()):
+        if value and len(value) >= MIN_SECRET_LENGTH and value in text:
+            text = text.replace(value, "***")
+    return text
+
+
 def redact(text: str) -> str:
-    """Mask credential-shaped substrings."""
+    """Mask the request's secrets and credential-shaped substrings."""
+    text = scrub(text)
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda match: match.group(1) + "***" + ("@" if match.group().endswith("@") else ""), text)
     return text
@@ -78,6 +109,9 @@ class RedactingFilter(logging.Filter):
         masked = redact(message)
         if masked != message:
             record.msg, record.args = masked, None
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            record.fields = {key: redact(value) if isinstance(value, str) else value for key, value in fields.items()}
         return True
 
 

@@ -24,6 +24,7 @@ from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
+from ..logs import scrub
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
 from ..protocol.resume import Answer
@@ -630,7 +631,7 @@ class RunDriver:
         if outcome.kind in _OUTCOME_ERRORS:
             if outcome.detail:
                 log.warning("run %s: the runtime ended the task %s: %s", self.identity.run_id, outcome.kind,
-                            outcome.detail[:500])
+                            scrub(outcome.detail)[:500])
             await self._fail(_OUTCOME_ERRORS[outcome.kind], detail=outcome.detail)
             return
         await self._close_spans()
@@ -690,8 +691,9 @@ class RunDriver:
         await self._close_spans()
         message = self.message(code)
         if detail and code in (ErrorCode.A2A_EXECUTION_FAILED, ErrorCode.INVALID_INPUT):
-            # The runtime's own words help the user more than the code alone.
-            message = f"{message} {detail[:300]}"
+            # The runtime's own words help the user more than the code alone
+            # (never the request's own secrets, which a provider may quote).
+            message = f"{message} {scrub(detail, self.ticket.run_input.iac_code.secret_values())[:300]}"
         transition = tm.cancel if code is ErrorCode.CANCELLED else tm.fail
         if transition is tm.cancel:
             await self._end(tm.cancel, message, best_effort=True)

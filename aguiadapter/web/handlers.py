@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from contextlib import ExitStack
 from importlib import resources
 from typing import Any
 
@@ -11,7 +12,7 @@ from aiohttp import web
 
 from ..version import __version__
 from ..errors import AdapterError, ErrorCode
-from ..logs import mask_url
+from ..logs import mask_url, secrets_hidden
 from ..protocol.digest import canonical_digest
 from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
@@ -132,24 +133,27 @@ async def run(request: web.Request) -> web.StreamResponse:
     limits = admission(request)
     payload: Any = None
     slot = None
-    try:
+    with ExitStack() as hidden:
         try:
-            principal = await authenticate(request)
-            payload = await read_json_body(request, config.max_body_bytes)
-            language = request_language(request, payload)
-            run_input = bind_user_id(parse_run_input(payload), principal)
-            cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
-            # Before admission: a refused run never touches its thread or the runtime.
-            slot = await limits.acquire(run_input.iac_code.user_id)
-            ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
-        except AdapterError as exc:
-            return error_response(exc, language, request)
-        # The ticket holds what the run needs; the decoded body is not kept for
-        # as long as the stream stays open.
-        del payload, run_input
-        return await _stream(request, service, ticket, language)
-    finally:
-        await limits.release(slot)
+            try:
+                principal = await authenticate(request)
+                payload = await read_json_body(request, config.max_body_bytes)
+                language = request_language(request, payload)
+                run_input = bind_user_id(parse_run_input(payload), principal)
+                # From every line this run logs, the runtime's quotes included.
+                hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
+                cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
+                # Before admission: a refused run never touches its thread or the runtime.
+                slot = await limits.acquire(run_input.iac_code.user_id)
+                ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
+            except AdapterError as exc:
+                return error_response(exc, language, request)
+            # The ticket holds what the run needs; the decoded body is not kept for
+            # as long as the stream stays open.
+            del payload, run_input
+            return await _stream(request, service, ticket, language)
+        finally:
+            await limits.release(slot)
 
 
 async def _stream(request: web.Request, service: ThreadService, ticket: Ticket, language: str) -> web.StreamResponse:
