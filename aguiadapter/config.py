@@ -113,6 +113,12 @@ class Config:
                 f"{ENV_AUTH_TOKEN} and a JWKS file (--jwt-jwks-file, {ENV_JWT_JWKS_FILE}) exclude each other: "
                 "configure one way to authenticate callers"
             )
+        for root in self.allowed_cwds:
+            if not root.strip() or not os.path.isabs(root):
+                raise ValueError(
+                    f"an allowed workspace root (--allowed-cwd, {ENV_ALLOWED_CWDS}) must be an absolute path, "
+                    f"not {root!r}"
+                )
         if self.jwt is not None and not (self.jwt.audience or "").strip():
             raise ValueError(
                 f"JWT mode needs an audience (--jwt-audience, {ENV_JWT_AUDIENCE}): without one a token "

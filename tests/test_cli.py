@@ -192,3 +192,16 @@ async def test_anonymous_health_callers_of_a_server_with_a_token_do_not_see_the_
     finally:
         process.send_signal(signal.SIGINT)
         await process.wait()
+
+
+def test_an_empty_or_relative_workspace_root_stops_the_start(tmp_path: Path) -> None:
+    """``--allowed-cwd ''`` would make the working directory the only root while the banner said otherwise."""
+    for root in ("", "  ", "workspaces", "~/workspaces"):
+        done = subprocess.run(
+            [sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state"),
+             "--allowed-cwd", str(tmp_path), "--allowed-cwd", root],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert done.returncode == 2, root
+        assert "--allowed-cwd" in done.stderr and "absolute path" in done.stderr, done.stderr
+    assert not (tmp_path / "state").exists(), "nothing was started"
