@@ -231,7 +231,7 @@ class RunDriver:
         record, ident = shell.record, self.identity
         try:
             while not self.ended.is_set():
-                watched = logs is not None and await logs.watched(ident.thread_id, ident.run_id)
+                watched = logs is not None and await logs.watched(self.ticket.record.key, ident.run_id)
                 if watched:
                     if record.parked_until is not None:
                         await shell.apply(tm.rejoin)
@@ -269,7 +269,7 @@ class RunDriver:
         try:
             if logs is not None:
                 self.log = await logs.open(
-                    self.identity.thread_id, self.identity.run_id, continuing=plan.kind is tm.PlanKind.ADOPT
+                    self.ticket.record.key, self.identity.run_id, continuing=plan.kind is tm.PlanKind.ADOPT
                 )
             if plan.kind is tm.PlanKind.ADOPT:
                 events = []

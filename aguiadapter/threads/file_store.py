@@ -171,7 +171,7 @@ class FileThreadStore:
         record.version += 1
         record.updated_at = time.time()
         try:
-            await self._write_atomic(self._file_of(record.thread_id), record_to_json(record))
+            await self._write_atomic(self._file_of(record.key), record_to_json(record))
         except PersistenceError:
             record.version -= 1
             raise

@@ -313,12 +313,12 @@ class RedisThreadStore:
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Compare-and-set the record on its version, fenced by the claim's token."""
-        if claim is not None and claim.thread_id != record.thread_id:
-            raise PersistenceError(f"claim of {claim.thread_id} used for {record.thread_id}")
+        if claim is not None and claim.thread_id != record.key:
+            raise PersistenceError(f"claim of {claim.thread_id} used for {record.key}")
         expected = record.version
         record.version, record.updated_at = expected + 1, time.time()
         try:
-            keys = [self.keys.thread(record.thread_id), self.keys.claim(record.thread_id)]
+            keys = [self.keys.thread(record.key), self.keys.claim(record.key)]
             args: list[bytes | str | int] = [
                 expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record)
             ]
