@@ -576,3 +576,23 @@ async def test_the_shared_token_mode_answers_401_with_the_same_challenge(
         assert (await shared.run(body, bearer("shared-secret"))).status == 200
     finally:
         await shared.close()
+
+
+async def test_an_unreadable_thread_file_is_unknown_to_other_users(
+    secured: RunningAdapter, key: SigningKey, workspace: Path
+) -> None:
+    alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
+    body = run_body(thread_id="t-broken", text="permission notes.txt", cwd=str(workspace))
+    interrupt, _ = interrupted(await secured.run(body, alice))
+    state_file_of(secured, "t-broken", "alice").write_text("{ not json")
+    # The same damage under a bare id (a record of an earlier version, or of the shared token).
+    state_file_of(secured, "t-bare", None).write_text("{ not json")
+    for thread in ("t-broken", "t-bare"):
+        for path in (f"threads/{thread}", f"threads/{thread}/runs/r1/events"):
+            theirs, nothing = await get(secured, path, bob), await get(secured, path.replace(thread, "t-never"), bob)
+            assert (theirs.status, theirs.json()) == (nothing.status, nothing.json()), path
+        theirs = await secured.run(resume_body(thread, workspace, interrupt), bob)
+        nothing = await secured.run(resume_body("t-never", workspace, interrupt), bob)
+        assert (theirs.status, theirs.json()) == (nothing.status, nothing.json())
+    mine = await get(secured, "threads/t-broken", alice)
+    assert mine.status == 409 and code_of(mine) == "EXECUTION_LOST", "its owner is told what happened"
