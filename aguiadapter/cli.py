@@ -69,6 +69,10 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="runs streaming at once, whole server (all replicas on Redis); then 503 SERVER_BUSY")
     parser.add_argument("--max-active-runs-per-user", type=_positive_int, default=None, metavar="M",
                         help="runs streaming at once per user; then 429 TOO_MANY_RUNS")
+    parser.add_argument("--max-new-threads-per-user", type=_count, metavar="K",
+                        default=_count_from(env, cfg.ENV_MAX_NEW_THREADS, 60),
+                        help="new threads a verified user may start per minute (default 60, 0: no limit); then "
+                        f"429 TOO_MANY_THREADS (or ${cfg.ENV_MAX_NEW_THREADS})")
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
     parser.add_argument("--interrupt-ttl-seconds", type=float, default=3600.0,
                         help="how long a pending interrupt may wait for its answer (default 1 h)")
@@ -125,6 +129,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
+    return value
+
+
+def _count_from(env: Mapping[str, str], name: str, default: int) -> int:
+    """A count from the environment (empty means unset); a bad value is a usage error."""
+    raw = env.get(name) or ""
+    try:
+        return _count(raw) if raw else default
+    except argparse.ArgumentTypeError as exc:
+        raise SystemExit(f"aguiadapter: {name}: {exc}") from None
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -176,6 +199,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         replay_retention_seconds=args.replay_retention_seconds,
         run_log_max_events=args.run_log_max_events,
         run_log_max_bytes=args.run_log_max_bytes,
+        max_new_threads_per_user=args.max_new_threads_per_user,
         allowed_hosts=tuple(args.allowed_host or cfg.split_list(env.get(cfg.ENV_ALLOWED_HOSTS))),
         allowed_origins=tuple(args.allowed_origin or cfg.split_list(env.get(cfg.ENV_ALLOWED_ORIGINS))),
     )
@@ -286,6 +310,8 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     if config.max_active_runs or config.max_active_runs_per_user:
         print(f"  limits:  {config.max_active_runs or 'no limit'} active runs, "
               f"{config.max_active_runs_per_user or 'no limit'} per user", flush=True)
+    if config.jwt is not None and config.max_new_threads_per_user:
+        print(f"  threads: {config.max_new_threads_per_user} new per user per minute", flush=True)
     metrics = [f"{where[0]}metrics"] if config.metrics and where else []
     metrics += started.metrics_urls
     if metrics:

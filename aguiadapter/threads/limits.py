@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import uuid
 
 from ..errors import AdapterError, ErrorCode
@@ -49,10 +50,20 @@ class LimitReached(AdapterError):
 class AdmissionLimits:
     """The gate the run handler passes before admission, and leaves when the run ends."""
 
-    def __init__(self, slots: RunSlots, max_total: int | None = None, max_per_user: int | None = None) -> None:
+    def __init__(
+        self,
+        slots: RunSlots,
+        max_total: int | None = None,
+        max_per_user: int | None = None,
+        *,
+        new_threads_per_user: int | None = None,
+        new_threads_window_seconds: float = 60.0,
+    ) -> None:
         self.slots = slots
         self.max_total = max_total
         self.max_per_user = max_per_user
+        self.new_threads_per_user = new_threads_per_user
+        self.new_threads_window_seconds = new_threads_window_seconds
         #: Slots this process holds, renewed together while their runs stream.
         self.held: dict[str, RunSlot] = {}
         self._renewer: asyncio.Task[None] | None = None
@@ -101,6 +112,19 @@ class AdmissionLimits:
             return
         self.held.pop(slot.slot_id, None)
         await self.slots.release(slot)
+
+    async def new_thread(self, principal: str | None) -> None:
+        """Count a new thread of a verified user; ``LimitReached`` (``TOO_MANY_THREADS``)
+        beyond ``new_threads_per_user`` in the window. Unverified callers are
+        not counted: a body ``userId`` proves nothing and would only be rotated."""
+        if principal is None or not self.new_threads_per_user:
+            return
+        try:
+            wait = await self.slots.new_thread(principal, self.new_threads_per_user, self.new_threads_window_seconds)
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
+        if wait > 0:
+            raise LimitReached(ErrorCode.TOO_MANY_THREADS, max(1, math.ceil(wait)))
 
     async def _renew_forever(self, every: float) -> None:
         while True:

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Final, Literal
 
 from ..a2a.client import A2AClient, A2AError
@@ -103,6 +103,9 @@ class ThreadService:
         self._sweeper: asyncio.Task[None] | None = None
         #: Re-attaches that look for the run's holder, and adopted runs.
         self._background: set[asyncio.Task[None]] = set()
+        #: Asked before a new thread is made for a verified user (the app's
+        #: cap on new threads per user); raises to refuse.
+        self.new_thread_gate: Callable[[str | None], Awaitable[None]] | None = None
 
     @property
     def resumable(self) -> bool:
@@ -167,6 +170,8 @@ class ThreadService:
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
             plan = tm.admit(record, request, self.clock())
+            if known is None and plan.kind is tm.PlanKind.TURN and self.new_thread_gate is not None:
+                await self.new_thread_gate(principal)  # before anything of the thread is written
             view: TaskView | None = None
             if plan.kind is tm.PlanKind.EXPIRE:
                 await self._expire(shell)

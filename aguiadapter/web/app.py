@@ -110,7 +110,12 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             grace_seconds=config.disconnect_grace_seconds,
             log_bounds=_log_bounds(config),
         )
-        started.limits = AdmissionLimits(threads.run_slots(), config.max_active_runs, config.max_active_runs_per_user)
+        started.limits = AdmissionLimits(
+            threads.run_slots(), config.max_active_runs, config.max_active_runs_per_user,
+            new_threads_per_user=config.max_new_threads_per_user,
+            new_threads_window_seconds=config.new_threads_window_seconds,
+        )
+        started.service.new_thread_gate = started.limits.new_thread
         try:
             await started.service.start()
             await started.limits.start()

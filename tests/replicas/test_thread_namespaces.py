@@ -115,3 +115,24 @@ async def test_a_record_kept_under_its_bare_id_stays_its_owners(
     done = await post(http, replica.url, resume("t-old", workspace, interrupt["id"]), alice)
     assert done.events()[-1]["outcome"] == {"type": "success"}
     assert (await stored_record(redis_server.url, "t-old")).principal == "alice"
+
+
+async def test_new_threads_per_user_are_counted_across_replicas(
+    start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
+    demo: DemoRuntime, workspace: Path, tmp_path: Path,
+) -> None:
+    key = SigningKey("ES256", kid="es-1")
+    jwks = tmp_path / "jwks.json"
+    write_jwks(jwks, key)
+    first, second = await start_replicas(2, redis_server.url, "--jwt-jwks-file", str(jwks),
+                                         "--jwt-audience", AUDIENCE, "--max-new-threads-per-user", "2")
+    alice, bob = key.token("alice"), key.token("bob")
+    for replica, thread in ((first, "n-1"), (second, "n-2")):
+        reply = await post(http, replica.url, run_body(thread_id=thread, text="hi", cwd=str(workspace)), alice)
+        assert reply.status == 200
+    for replica in (first, second):
+        refused = await post(http, replica.url, run_body(thread_id="n-3", text="hi", cwd=str(workspace)), alice)
+        assert refused.status == 429 and json.loads(refused.body)["error"]["code"] == "TOO_MANY_THREADS"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert await stored_record(redis_server.url, thread_key("n-3", "alice")) is None
+    assert (await post(http, first.url, run_body(thread_id="n-3", text="hi", cwd=str(workspace)), bob)).status == 200
