@@ -233,3 +233,45 @@ async def test_a_user_minting_thread_ids_is_refused_with_429_and_retry_after(
         assert (await running.run(run_body(thread_id="n-3", text="hi", cwd=str(workspace)), bob)).status == 200
     finally:
         await running.close()
+
+
+async def test_re_attached_streams_are_bounded_per_user(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
+    """One user cannot hold more re-attached streams open than --max-active-runs-per-user;
+    their own run's re-attach still gets in while that run counts."""
+    from tests.support.reattach import read_then_cut
+
+    running = await start_adapter(
+        tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+        max_active_runs_per_user=2, disconnect_grace_seconds=30.0,
+    )
+    try:
+        body = run_body(thread_id="r-1", text="slow 20", cwd=str(workspace), userId="alice")
+        half = await read_then_cut(running.url, body, events=4)
+        path = running.url + f"threads/r-1/runs/{body['runId']}/events"
+        async with contextlib.AsyncExitStack() as stack:
+            for _ in range(2):
+                resp = await stack.enter_async_context(running.session.get(path, headers={"Last-Event-ID": half.last_id}))
+                assert resp.status == 200
+            async with running.session.get(path, headers={"Last-Event-ID": half.last_id}) as third:
+                refused_with(Reply(third.status, dict(third.headers), await third.read()), 429, "TOO_MANY_RUNS")
+            async with running.session.get(running.url + "threads/r-none/runs/x/events") as unknown:
+                assert unknown.status == 404, "an unknown thread is told so, not counted"
+            # Runs are counted apart: alice's second run and bob's run go on.
+            mine = await running.run(run_body(thread_id="r-2", text="hi", cwd=str(workspace), userId="alice"))
+            assert mine.status == 200
+            other = await running.run(run_body(thread_id="r-3", text="hi", cwd=str(workspace), userId="bob"))
+            assert other.status == 200
+        # The re-attaches closed: their slots are free again.
+        async def reattached() -> bool | None:
+            async with running.session.get(path, headers={"Last-Event-ID": half.last_id}) as resp:
+                if resp.status != 200:
+                    return None
+                resp.release()
+                return True
+        assert await eventually(reattached, "the closed re-attaches are counted out", interval=0.05)
+        async with running.session.get(running.url + "threads/r-1") as view:
+            execution_id = (await view.json())["executionId"]
+        cancel = f"/extensions/iac-code/v1/executions/{execution_id}/cancel"
+        await running.post(cancel, {"threadId": "r-1", "rosInvocationId": "invocation-1"})
+    finally:
+        await running.close()

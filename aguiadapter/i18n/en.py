@@ -16,6 +16,9 @@ MESSAGES: dict[str, str] = {
     "forbidden_origin": "Web pages from this origin may not call this server; list it with --allowed-origin.",
     "too_many_runs": "You already have as many active runs as allowed; try again when one of them has ended.",
     "too_many_threads": "You have started as many new threads as allowed for now; try again after Retry-After seconds.",
+    "too_many_reattaches": (
+        "You already have as many re-attached streams open as allowed; close one, or try again later."
+    ),
     "server_busy": "The server is running as many runs as it allows; try again shortly.",
     "unsupported_media_type": "The request body must be sent as application/json.",
     "request_too_large": "The request body is too large.",

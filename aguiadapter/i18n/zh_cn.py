@@ -15,6 +15,7 @@ MESSAGES: dict[str, str] = {
     "forbidden_origin": "不允许来自该源的网页调用此服务器；请用 --allowed-origin 列出该源。",
     "too_many_runs": "您同时进行的 run 已达上限，请等其中一个结束后再试。",
     "too_many_threads": "您新建会话（thread）的次数已达当前上限，请在 Retry-After 秒后重试。",
+    "too_many_reattaches": "您同时打开的重新连接（re-attach）流已达上限，请关闭其中一个或稍后重试。",
     "server_busy": "服务器同时进行的 run 已达上限，请稍后重试。",
     "unsupported_media_type": "请求体必须以 application/json 格式发送。",
     "request_too_large": "请求体过大。",

@@ -82,8 +82,8 @@ class FileThreadStore:
         """This is the file store."""
         return "file"
 
-    def run_slots(self) -> LocalRunSlots:
-        """Active runs are counted in memory: one process owns the state folder."""
+    def run_slots(self, purpose: str = "runs") -> LocalRunSlots:
+        """Active runs are counted in memory: one process owns the state folder (each call counts apart)."""
         return LocalRunSlots()
 
     @property

@@ -38,8 +38,8 @@ RETRY_AFTER_SECONDS = 5
 class LimitReached(AdapterError):
     """``SERVER_BUSY`` or ``TOO_MANY_RUNS``, answered with ``Retry-After``."""
 
-    def __init__(self, code: ErrorCode, retry_after: int = RETRY_AFTER_SECONDS) -> None:
-        super().__init__(code)
+    def __init__(self, code: ErrorCode, retry_after: int = RETRY_AFTER_SECONDS, message_id: str | None = None) -> None:
+        super().__init__(code, message_id)
         self.retry_after = retry_after
 
     def response_headers(self) -> dict[str, str]:
@@ -58,14 +58,19 @@ class AdmissionLimits:
         *,
         new_threads_per_user: int | None = None,
         new_threads_window_seconds: float = 60.0,
+        reattach_slots: RunSlots | None = None,
     ) -> None:
         self.slots = slots
+        #: Where re-attached streams are counted, apart from runs (the same per-user limit).
+        self.reattach_slots = reattach_slots
         self.max_total = max_total
         self.max_per_user = max_per_user
         self.new_threads_per_user = new_threads_per_user
         self.new_threads_window_seconds = new_threads_window_seconds
         #: Slots this process holds, renewed together while their runs stream.
         self.held: dict[str, RunSlot] = {}
+        #: Re-attach slots this process holds.
+        self.held_reattaches: dict[str, RunSlot] = {}
         self._renewer: asyncio.Task[None] | None = None
 
     @property
@@ -110,8 +115,28 @@ class AdmissionLimits:
         """Give a slot back (``None``: nothing was counted)."""
         if slot is None:
             return
+        if self.held_reattaches.pop(slot.slot_id, None) is not None and self.reattach_slots is not None:
+            await self.reattach_slots.release(slot)
+            return
         self.held.pop(slot.slot_id, None)
         await self.slots.release(slot)
+
+    async def acquire_reattach(self, user: str | None) -> RunSlot | None:
+        """A slot for a re-attached stream of ``user``: at most ``max_per_user``
+        of them per user, counted apart from runs (a run whose client left
+        still counts as a run; its own client's re-attach must get in).
+        ``None`` when no per-user limit is set."""
+        if self.max_per_user is None or self.reattach_slots is None:
+            return None
+        slot = RunSlot(f"reattach-{uuid.uuid4()}", user or "")
+        try:
+            taken = await self.reattach_slots.take(slot, None, self.max_per_user)
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
+        if taken != "taken":
+            raise LimitReached(ErrorCode.TOO_MANY_RUNS, message_id="too_many_reattaches")
+        self.held_reattaches[slot.slot_id] = slot
+        return slot
 
     async def new_thread(self, principal: str | None) -> None:
         """Count a new thread of a verified user; ``LimitReached`` (``TOO_MANY_THREADS``)
@@ -129,9 +154,10 @@ class AdmissionLimits:
     async def _renew_forever(self, every: float) -> None:
         while True:
             await asyncio.sleep(every)
-            if not self.held:
-                continue
             try:
-                await self.slots.renew(list(self.held.values()))
+                if self.held:
+                    await self.slots.renew(list(self.held.values()))
+                if self.held_reattaches and self.reattach_slots is not None:
+                    await self.reattach_slots.renew(list(self.held_reattaches.values()))
             except StoreUnavailable as exc:
                 log.warning("run slots not renewed (they lapse if this goes on): %s", exc)

@@ -271,9 +271,11 @@ class RedisThreadStore:
         """The server (password hidden) and the key prefix."""
         return f"{self._url} (prefix {self.settings.prefix})"
 
-    def run_slots(self) -> RedisRunSlots:
-        """Active runs are counted in Redis, for every replica together (leases like claims)."""
-        return RedisRunSlots(self._client, self.keys.prefix, self.settings.lease_ms)
+    def run_slots(self, purpose: str = "runs") -> RedisRunSlots:
+        """Active runs are counted in Redis, for every replica together (leases
+        like claims); another ``purpose`` in keys of its own (``<prefix><purpose>-runs``...)."""
+        prefix = self.keys.prefix if purpose == "runs" else f"{self.keys.prefix}{purpose}-"
+        return RedisRunSlots(self._client, prefix, self.settings.lease_ms)
 
     # ----------------------------------------------------------- lifecycle
     async def start(self) -> None:

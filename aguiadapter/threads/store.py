@@ -118,8 +118,9 @@ class ThreadStore(Protocol):
     def location(self) -> str:
         """Where records are kept, for the startup banner and /health."""
 
-    def run_slots(self) -> RunSlots:
-        """Where the admission limits count active runs (as widely as records are shared)."""
+    def run_slots(self, purpose: str = "runs") -> RunSlots:
+        """Where the admission limits count active runs (as widely as records
+        are shared); another ``purpose`` (``reattach``) counts apart."""
 
 
 def parse_stored_record(key: str, data: bytes, where: str) -> ThreadRecord:

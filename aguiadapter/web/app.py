@@ -114,6 +114,7 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             threads.run_slots(), config.max_active_runs, config.max_active_runs_per_user,
             new_threads_per_user=config.max_new_threads_per_user,
             new_threads_window_seconds=config.new_threads_window_seconds,
+            reattach_slots=threads.run_slots("reattach"),
         )
         started.service.new_thread_gate = started.limits.new_thread
         try:
