@@ -73,6 +73,10 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         default=_count_from(env, cfg.ENV_MAX_NEW_THREADS, 60),
                         help="new threads a verified user may start per minute (default 60, 0: no limit); then "
                         f"429 TOO_MANY_THREADS (or ${cfg.ENV_MAX_NEW_THREADS})")
+    parser.add_argument("--header-timeout-seconds", type=_seconds, metavar="S",
+                        default=_seconds_from(env, cfg.ENV_HEADER_TIMEOUT, 10.0),
+                        help="close a connection that has not sent a request's headers within S seconds "
+                        f"(default 10; 0: no limit; or ${cfg.ENV_HEADER_TIMEOUT})")
     parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
     parser.add_argument("--interrupt-ttl-seconds", type=float, default=3600.0,
                         help="how long a pending interrupt may wait for its answer (default 1 h)")
@@ -200,6 +204,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         run_log_max_events=args.run_log_max_events,
         run_log_max_bytes=args.run_log_max_bytes,
         max_new_threads_per_user=args.max_new_threads_per_user,
+        header_timeout_seconds=args.header_timeout_seconds,
         allowed_hosts=tuple(args.allowed_host or cfg.split_list(env.get(cfg.ENV_ALLOWED_HOSTS))),
         allowed_origins=tuple(args.allowed_origin or cfg.split_list(env.get(cfg.ENV_ALLOWED_ORIGINS))),
     )
@@ -264,7 +269,7 @@ async def serve(
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token)
     app = create_app(config, tracer_provider=tracer_provider)
-    runner = AdapterRunner(app, shutdown_timeout=1.0)
+    runner = AdapterRunner(app, shutdown_timeout=1.0, header_timeout=config.header_timeout_seconds)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -7,6 +7,7 @@ with no auth on loopback: what it gets back, and that nothing changed on disk.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,40 @@ async def test_refusals_are_in_the_callers_language(open_server: RunningAdapter)
                                headers={"Host": "evil.example", "Accept-Language": "zh-CN"}) as resp:
             assert resp.status == 403
             assert "--allowed-host" in (await resp.json())["error"]["message"]
+
+
+async def half_sent(port: int, data: bytes) -> asyncio.StreamReader:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    return reader
+
+
+async def test_connections_that_never_finish_their_headers_are_closed(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    running = await start_adapter(tmp_path / "state", demo.url, header_timeout_seconds=1.0)
+    try:
+        port = int(port_of(running))
+        before = snapshot(tmp_path / "state")
+        readers = [await half_sent(port, b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty") for _ in range(20)]
+        readers += [await half_sent(port, b"") for _ in range(5)]
+        for reader in readers:
+            assert await asyncio.wait_for(reader.read(), 10) == b"", "closed without an answer"
+        assert snapshot(tmp_path / "state") == before
+        # A request whose headers come in time is served, also as the second one on its connection.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for _ in range(2):
+            writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            await asyncio.sleep(0.3)
+            writer.write(b"\r\n")
+            status = await asyncio.wait_for(reader.readline(), 10)
+            assert status.startswith(b"HTTP/1.1 200"), status
+            length = 0
+            while (line := await reader.readline()) != b"\r\n":
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            await reader.readexactly(length)
+        writer.close()
+    finally:
+        await running.close()
