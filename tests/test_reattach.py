@@ -225,3 +225,27 @@ async def test_the_capabilities_document_is_agui_agent_capabilities(adapter: Run
                                      "pushNotifications": False, "resumable": True}
     assert document["humanInTheLoop"]["interrupts"] is True
     assert "iac-code.pipeline.v1" in document["custom"]["iacCode"]["customEvents"]
+
+
+async def test_a_large_ended_run_replays_whole_and_in_bounded_pieces(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    """The replay hands the socket at most 64 KiB at a time, cut between events: every byte, once, in order."""
+    from aguiadapter.threads.run_log import REPLAY_PIECE_BYTES
+
+    async with started(tmp_path, demo) as adapter:
+        body = run_body(thread_id="t-big", text="firehose 4000", cwd=str(workspace))
+        original = (await adapter.run(body)).body
+        assert len(original) > 4 * REPLAY_PIECE_BYTES
+        _, ids, _ = parse_sse_ids(original)
+        for cursor in (None, ids[len(ids) // 3], ids[-2]):
+            status, again = await reattach(adapter.url, "t-big", body["runId"], cursor)
+            assert status == 200
+            expected = original if cursor is None else original[original.index(b"id: %s\n" % cursor.encode()):]
+            if cursor is not None:
+                expected = expected[expected.index(b"\n\n") + 2:]
+            assert again == expected, cursor
+        path = f"{adapter.url}threads/t-big/runs/{body['runId']}/events"
+        async with aiohttp.ClientSession() as session, session.get(path) as resp:
+            sizes = [len(piece) async for piece, _ in resp.content.iter_chunks()]
+        assert sum(sizes) == len(original)

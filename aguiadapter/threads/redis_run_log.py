@@ -28,7 +28,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from ..protocol.events import Event
-from .run_log import TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, note_trimmed, tail_after
+from .run_log import TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, note_trimmed, offset_after, pieces
 from .store import StoreUnavailable
 
 #: The TTL of a stream whose run has not ended (a day).
@@ -164,11 +164,12 @@ class RedisRunLogs:
         try:
             while True:
                 for entry_id, fields in entries:
-                    data = tail_after(fields[b"c"], int(fields[b"f"]), cursor)
+                    chunk = fields[b"c"]
+                    start = offset_after(chunk, int(fields[b"f"]), cursor)
                     cursor = _last_of(entry_id)
                     last_entry = f"{cursor}-0"
-                    if data:
-                        yield data
+                    for piece in pieces(chunk, start):
+                        yield piece
                     if fields[b"t"] == b"1":
                         return
                 if time.monotonic() - watched_at >= 1.0:
