@@ -73,6 +73,10 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         default=_count_from(env, cfg.ENV_MAX_NEW_THREADS, 60),
                         help="new threads a verified user may start per minute (default 60, 0: no limit); then "
                         f"429 TOO_MANY_THREADS (or ${cfg.ENV_MAX_NEW_THREADS})")
+    parser.add_argument("--state-retention-days", type=_seconds, metavar="D",
+                        default=_seconds_from(env, cfg.ENV_STATE_RETENTION, 30.0),
+                        help="file store: delete idle and terminal threads untouched for D days (default 30; "
+                        f"0: never; or ${cfg.ENV_STATE_RETENTION}). Redis: ?retention_days= in --store")
     parser.add_argument("--header-timeout-seconds", type=_seconds, metavar="S",
                         default=_seconds_from(env, cfg.ENV_HEADER_TIMEOUT, 10.0),
                         help="close a connection that has not sent a request's headers within S seconds "
@@ -205,6 +209,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         run_log_max_bytes=args.run_log_max_bytes,
         max_new_threads_per_user=args.max_new_threads_per_user,
         header_timeout_seconds=args.header_timeout_seconds,
+        state_retention_days=args.state_retention_days,
         allowed_hosts=tuple(args.allowed_host or cfg.split_list(env.get(cfg.ENV_ALLOWED_HOSTS))),
         allowed_origins=tuple(args.allowed_origin or cfg.split_list(env.get(cfg.ENV_ALLOWED_ORIGINS))),
     )

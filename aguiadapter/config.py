@@ -33,6 +33,7 @@ ENV_JWT_PRINCIPAL_CLAIM = "IAC_CODE_AGUI_JWT_PRINCIPAL_CLAIM"
 ENV_DISCONNECT_GRACE = "IAC_CODE_AGUI_DISCONNECT_GRACE_SECONDS"
 ENV_REPLAY_RETENTION = "IAC_CODE_AGUI_REPLAY_RETENTION_SECONDS"
 ENV_ALLOWED_HOSTS = "IAC_CODE_AGUI_ALLOWED_HOSTS"
+ENV_STATE_RETENTION = "IAC_CODE_AGUI_STATE_RETENTION_DAYS"
 ENV_HEADER_TIMEOUT = "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS"
 ENV_MAX_NEW_THREADS = "IAC_CODE_AGUI_MAX_NEW_THREADS_PER_USER"
 ENV_ALLOWED_ORIGINS = "IAC_CODE_AGUI_ALLOWED_ORIGINS"
@@ -108,6 +109,9 @@ class Config:
     #: beyond it 429 ``TOO_MANY_THREADS`` with ``Retry-After``.
     max_new_threads_per_user: int = 60
     new_threads_window_seconds: float = 60.0
+    #: The file store deletes idle and terminal threads untouched this long (0: never); the
+    #: Redis store takes ``?retention_days=`` in its URL.
+    state_retention_days: float = 30.0
     #: Seconds a connection may take to send a request's headers (0: no limit beyond keep-alive);
     #: applied by :class:`~aguiadapter.web.server.AdapterRunner` (``python -m aguiadapter``).
     header_timeout_seconds: float = 10.0
@@ -139,7 +143,8 @@ class Config:
                 raise ValueError(f"{name} must be at least 1, not {value}")
         if self.max_new_threads_per_user < 0 or self.new_threads_window_seconds <= 0:
             raise ValueError("max_new_threads_per_user must not be negative and its window must be positive")
-        for name in ("disconnect_grace_seconds", "replay_retention_seconds", "header_timeout_seconds"):
+        for name in ("disconnect_grace_seconds", "replay_retention_seconds", "header_timeout_seconds",
+                     "state_retention_days"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
         if self.run_log_max_events < 1 or self.run_log_max_bytes < 1024:

@@ -166,7 +166,7 @@ def _log_bounds(config: Config) -> LogBounds | None:
 def _configured_store(config: Config) -> ThreadStore:
     """The file store, or the Redis store for ``--store redis://...``."""
     if not config.store_url:
-        return FileThreadStore(config.state_dir)
+        return FileThreadStore(config.state_dir, retention_days=config.state_retention_days)
     try:
         from ..threads.redis_store import store_from_url
     except ImportError as exc:
