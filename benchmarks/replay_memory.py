@@ -10,7 +10,10 @@ close and, once the adapter is quiet again, its RSS is read once more.
 
 Reported per round: RSS while the readers hang, RSS after they left, and
 what each hanging reader pins (RSS while held minus RSS before the round,
-divided by the readers). A replay that copied the run's log per reader
+divided by the readers). Then 200 connections send half a request (the
+request line and part of the headers) and nothing more: how many are still
+open 2 s after the header timeout (the adapter runs with 2 s here), and how
+many more files the adapter holds then than before them. A replay that copied the run's log per reader
 pinned its size per reader, and glibc kept much of it after they closed;
 the replay in bounded pieces pins about one piece per reader.
 """
@@ -18,6 +21,7 @@ the replay in bounded pieces pins about one piece per reader.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import uuid
@@ -34,7 +38,8 @@ if TYPE_CHECKING:
 
 MB = 1024 * 1024
 TARGET = "replay"
-KEYS = ("rss_base_mb", "log_mb", "rss_held_mb", "rss_after_mb", "pinned_per_reader_kb", "growth_mb")
+KEYS = ("rss_base_mb", "log_mb", "rss_held_mb", "rss_after_mb", "pinned_per_reader_kb", "growth_mb",
+        "half_sent_open", "server_fds_extra")
 LABELS = {
     "rss_base_mb": "RSS after the run, before any re-attach (MB)",
     "log_mb": "the run's SSE bytes (MB)",
@@ -42,7 +47,13 @@ LABELS = {
     "rss_after_mb": "RSS after they left (MB)",
     "pinned_per_reader_kb": "pinned per hanging reader (KB)",
     "growth_mb": "RSS after the last round - before the first (MB)",
+    "half_sent_open": "half-sent requests still open after the header timeout + 2 s",
+    "server_fds_extra": "adapter's open files then, over its count before them",
 }
+#: Connections that send half a request line and headers, then nothing; and the
+#: header timeout the adapter runs with here (its default is 10 s).
+HALF_SENT = 200
+HEADER_TIMEOUT = 2.0
 HOLD_SECONDS = 1.5
 
 
@@ -60,7 +71,8 @@ async def measure_replay_memory(bench: Bench) -> Results:
     shutil.rmtree(state, ignore_errors=True)
     # The whole run stays in its log (the default bound, 10,000 events, would trim it).
     server = bench._adapter_server(state, free_port(), name="replay-memory",
-                                   extra_args=("--run-log-max-events", str(events + 10)))
+                                   extra_args=("--run-log-max-events", str(events + 10),
+                                               "--header-timeout-seconds", f"{HEADER_TIMEOUT:g}"))
     bench.extra.append(server)
     server.start()
     try:
@@ -90,11 +102,37 @@ async def measure_replay_memory(bench: Bench) -> Results:
             results.add(TARGET, "pinned_per_reader_kb", max(0.0, held - before) * 1024 / readers)
             before = after
         results.add(TARGET, "growth_mb", before - first)
+        await _half_sent(server, results)
         results.note(TARGET, "rounds", f"{rounds} x {readers} readers, held {HOLD_SECONDS:g} s each")
     finally:
         server.stop()
         bench.extra.remove(server)
     return results
+
+
+async def _half_sent(server: Server, results: Results) -> None:
+    """Open ``HALF_SENT`` connections that never finish their headers; count what is still open later."""
+    fds_before = _open_files(server.pid)
+    connections = []
+    try:
+        for _ in range(HALF_SENT):
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: applica")
+            connections.append((reader, writer))
+        await asyncio.sleep(HEADER_TIMEOUT + 2.0)
+        still_open = sum(1 for reader, _ in connections if not reader.at_eof())
+        results.add(TARGET, "half_sent_open", still_open)
+        results.add(TARGET, "server_fds_extra", max(0, _open_files(server.pid) - fds_before))
+    finally:
+        for _, writer in connections:
+            writer.transport.abort()
+
+
+def _open_files(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
 
 
 async def _one_round(server: Server, path: str, readers: int) -> float:
