@@ -31,7 +31,7 @@ def build_parent(state_dir: Path, *, a2a_url: str | None = None, token: str | No
     """A host app with its own route, and the adapter under ``/agui/``."""
     parent = web.Application(client_max_size=256 * 1024 * 1024)
     parent.router.add_get("/", index)
-    adapter = create_app(Config(state_dir=state_dir, a2a_url=a2a_url, auth_token=token))
+    adapter = create_app(Config(state_dir=state_dir, a2a_url=a2a_url, demo=a2a_url is None, auth_token=token))
     parent.add_subapp("/agui/", adapter)
     return parent
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ..a2a.client import A2AClient
-from ..config import Config
+from ..config import NO_RUNTIME, Config
 from ..telemetry import Telemetry
 from ..threads.file_store import FileThreadStore
 from ..threads.limits import AdmissionLimits
@@ -33,8 +33,10 @@ def create_app(
 ) -> web.Application:
     """An ``aiohttp`` application serving the AG-UI interface.
 
-    Without ``config.a2a_url`` the embedded demo runtime is started on
-    loopback for the lifetime of the app. The app keeps nothing in globals:
+    The runtime is ``config.a2a_url``, or with ``config.demo`` the embedded
+    scripted demo runtime, started on loopback for the lifetime of the app;
+    a config with neither is refused (``ValueError``), so that no deployment
+    answers its users with the demo by accident. The app keeps nothing in globals:
     several instances can live in one process, and mounting it with
     ``parent.add_subapp("/agui", app)`` works as is (the body limits are
     enforced per request, whatever the parent's ``client_max_size``). Every
@@ -49,6 +51,8 @@ def create_app(
     ``TracerProvider``, e.g. ``opentelemetry.trace.get_tracer_provider()``);
     without one nothing is traced and OpenTelemetry is not imported.
     """
+    if config.runtime_kind == "none":
+        raise ValueError(NO_RUNTIME)
     telemetry = Telemetry.create(metrics=config.keeps_metrics, tracer_provider=tracer_provider)
     # The request's span (when tracing) around everything, its JSON error answer included.
     app = web.Application(middlewares=[*telemetry.middlewares(), json_errors])
@@ -96,6 +100,8 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             demo = DemoRuntime()
             url = await demo.start()
             log.info("embedded demo runtime on %s", url)
+        if demo is None:
+            await _probe(url, config.a2a_token)
         client = A2AClient(url, token=config.a2a_token, telemetry=telemetry)
         started = app[BACKEND]
         started.client = client
@@ -121,6 +127,14 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
                 await demo.close()
 
     return context
+
+
+async def _probe(url: str, token: str | None) -> None:
+    """Warn when the runtime does not answer; the server starts all the same
+    (``/health`` reports it until it does). Not traced: no request caused it."""
+    async with A2AClient(url, token=token) as probe:
+        if not await probe.health():
+            log.warning("the A2A runtime does not answer at %s; runs fail until it does", url)
 
 
 def _metrics_listener(host: str, port: int):  # type: ignore[no-untyped-def]

@@ -83,6 +83,7 @@ async def metrics(request: web.Request) -> web.Response:
 async def health(request: web.Request) -> web.Response:
     """Open health check with protocol and runtime reachability."""
     client, service = backend(request)
+    kind = request.config_dict[CONFIG].runtime_kind
     reachable, store_ok = await asyncio.gather(client.health(), service.store.ping())
     status = "ok" if reachable and store_ok else "degraded"
     if service.draining:
@@ -93,6 +94,8 @@ async def health(request: web.Request) -> web.Response:
             "protocol": "ag-ui",
             "protocolVersion": "1.0",
             "serverVersion": __version__,
+            # demo (the scripted agent), iac-code (a supervised child) or a2a.
+            "runtime": kind,
             "a2a": {"url": client.url, "reachable": reachable},
             "store": {"kind": service.store.kind, "reachable": store_ok},
         },
