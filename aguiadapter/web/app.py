@@ -17,7 +17,7 @@ from ..threads.run_log import LogBounds
 from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
 from . import handlers, thread_routes
-from .auth import authenticator_for
+from .auth import PrincipalHook, authenticator_for
 from .http_errors import json_errors
 from .keys import AUTH, BACKEND, CONFIG, STREAMS, TELEMETRY, Backend
 from .stream_watch import StreamWatch
@@ -29,7 +29,11 @@ log = logging.getLogger(__name__)
 
 
 def create_app(
-    config: Config, *, store: ThreadStore | None = None, tracer_provider: TracerProvider | None = None
+    config: Config,
+    *,
+    store: ThreadStore | None = None,
+    tracer_provider: TracerProvider | None = None,
+    principal: PrincipalHook | None = None,
 ) -> web.Application:
     """An ``aiohttp`` application serving the AG-UI interface.
 
@@ -50,6 +54,14 @@ def create_app(
     where you like). Traces go to ``tracer_provider`` (an OpenTelemetry
     ``TracerProvider``, e.g. ``opentelemetry.trace.get_tracer_provider()``);
     without one nothing is traced and OpenTelemetry is not imported.
+
+    ``principal`` lets a host application that already knows its user (its
+    own sessions, its own auth middleware) name it: a coroutine from the
+    request to the user's id, or :func:`~aguiadapter.web.auth.principal_from_request_key`
+    for a middleware that sets ``request[PRINCIPAL_KEY]``. Threads then
+    belong to that user, and per-user limits and metrics count them, as with
+    JWTs; a request whose hook names nobody is refused (401). It excludes
+    ``config.auth_token`` and ``config.jwt``.
     """
     if config.runtime_kind == "none":
         raise ValueError(NO_RUNTIME)
@@ -59,9 +71,10 @@ def create_app(
     app[CONFIG] = config
     app[BACKEND] = Backend()
     app[TELEMETRY] = telemetry
-    app[AUTH] = authenticator_for(config)
+    app[AUTH] = authenticator_for(config, principal)
     app[STREAMS] = StreamWatch(config.heartbeat_seconds)
     app.router.add_get("/health", handlers.health)
+    app.router.add_get("/", handlers.index)
     app.router.add_post("/", handlers.run)
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
     app.router.add_get("/openapi.json", handlers.openapi)

@@ -24,7 +24,7 @@ from ..threads.record import ThreadRecord, ThreadState
 from ..threads.run_log import parse_cursor
 from ..threads.store import StoreUnavailable
 from ..version import __version__
-from .handlers import authenticate
+from .handlers import authenticate, mount_prefix
 from .http_errors import error_response, request_language
 from .keys import CONFIG, STREAMS, backend
 from .sse import ClientGone, SseWriter
@@ -109,6 +109,7 @@ async def capabilities(request: web.Request) -> web.Response:
     """``GET /capabilities``: the AG-UI ``AgentCapabilities`` of this server (open)."""
     _, service = backend(request)
     config = request.config_dict[CONFIG]
+    prefix = mount_prefix(request, "/capabilities")
     document: dict[str, Any] = {
         "identity": {
             "name": "aguiadapter",
@@ -131,9 +132,10 @@ async def capabilities(request: web.Request) -> web.Response:
         "custom": {
             "iacCode": {
                 "customEvents": [SESSION_EVENT, ARTIFACT_EVENT, TOOL_PROGRESS_EVENT, PIPELINE_EVENT],
-                "cancel": "/extensions/iac-code/v1/executions/{executionId}/cancel",
-                "threadStatus": "/threads/{threadId}",
-                "reattach": "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
+                # Paths as the client calls them: under the mount point when mounted.
+                "cancel": prefix + "/extensions/iac-code/v1/executions/{executionId}/cancel",
+                "threadStatus": prefix + "/threads/{threadId}",
+                "reattach": prefix + "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
                 "disconnectGraceSeconds": config.disconnect_grace_seconds,
                 "replayRetentionSeconds": config.replay_retention_seconds if service.resumable else 0,
                 "interruptTtlSeconds": config.interrupt_ttl_seconds,
