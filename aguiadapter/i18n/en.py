@@ -100,6 +100,8 @@ MESSAGES: dict[str, str] = {
     "input_image_bad_base64": "{path} is not valid base64.",
     "input_image_content_mismatch": "{path} does not contain a valid {mime_type} image.",
     "input_image_damaged": "{path} is not a whole {mime_type} image: it is cut short or damaged.",
+    "input_image_unreadable": "{path} is not a {mime_type} image that can be read.",
+    "input_image_too_many_pixels": "{path}: the image has more than {limit_mpx} million pixels.",
     "input_image_too_large": "{path}: the image is larger than {limit_mib} MiB once decoded.",
     "input_images_total_too_large": (
         "{path}: the images of one message must not exceed {limit_mib} MiB in total."

@@ -88,6 +88,8 @@ MESSAGES: dict[str, str] = {
     "input_image_bad_base64": "{path} 不是合法的 base64 编码。",
     "input_image_content_mismatch": "{path} 的内容不是有效的 {mime_type} 图片。",
     "input_image_damaged": "{path} 不是完整的 {mime_type} 图片：数据被截断或已损坏。",
+    "input_image_unreadable": "{path} 不是可以读取的 {mime_type} 图片。",
+    "input_image_too_many_pixels": "{path}：图片超过 {limit_mpx} 百万像素。",
     "input_image_too_large": "{path}：图片解码后超过 {limit_mib} MiB。",
     "input_images_total_too_large": "{path}：同一条消息中的图片合计不能超过 {limit_mib} MiB。",
     # 工作目录。

@@ -18,6 +18,7 @@ from ..protocol.request_json import decode_request_json
 from ..threads.driver import Ticket
 from ..threads.service import ThreadService
 from ..threads.store import StoreUnavailable
+from ..images import fit_images
 from ..workspace import resolve_workspace
 from .auth import bind_user_id
 from .http_errors import error_response, request_language
@@ -193,6 +194,7 @@ async def run(request: web.Request) -> web.StreamResponse:
             language = request_language(request, payload)
             run_input = bind_user_id(parse_run_input(payload), principal)
             cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
+            run_input = await fit_images(run_input)
             # Before admission: a refused run never touches its thread or the runtime.
             slot = await limits.acquire(run_input.iac_code.user_id)
             ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
