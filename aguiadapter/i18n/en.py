@@ -76,6 +76,10 @@ MESSAGES: dict[str, str] = {
     "input_credential_not_ascii": (
         "{path} must be printable ASCII (no other characters, no control characters): it travels in HTTP headers."
     ),
+    "input_credential_too_long": (
+        "{path} is longer than {max_length} characters: a credential travels in an HTTP header, "
+        "which takes a few KiB at most."
+    ),
     "input_region_id_invalid": (
         "{path} must be a region ID such as cn-hangzhou: lower-case letters, digits and hyphens, at most 63."
     ),

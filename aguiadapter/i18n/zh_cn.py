@@ -69,6 +69,9 @@ MESSAGES: dict[str, str] = {
     "input_credential_not_ascii": (
         "{path} 只能包含可打印的 ASCII 字符（不能含其他字符或控制字符），因为它要通过 HTTP 请求头传递。"
     ),
+    "input_credential_too_long": (
+        "{path} 超过 {max_length} 个字符：凭证通过 HTTP 请求头传递，请求头最多只能容纳几 KiB。"
+    ),
     "input_region_id_invalid": "{path} 必须是形如 cn-hangzhou 的地域 ID：仅含小写字母、数字和连字符，最多 63 个字符。",
     "input_tools_unsupported": "{path}：暂不支持客户端自定义工具，请传空数组。",
     "input_user_message_required": "发起新的 run 时，{path} 中必须包含一条用户消息。",
