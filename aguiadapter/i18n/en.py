@@ -37,7 +37,10 @@ MESSAGES: dict[str, str] = {
         "This thread is waiting for an answer to a pending interrupt; send a resume."
     ),
     "incomplete_resume": "The resume must answer every pending interrupt exactly once.",
-    "unknown_interrupt": "The resume refers to an interrupt that is not pending.",
+    "unknown_interrupt": (
+        "The resume refers to an interrupt that is not pending (this thread waits for no answer now: "
+        "GET /threads/{{threadId}} shows what it waits for)."
+    ),
     "resume_payload_invalid": (
         "The resume payload is missing or does not match the interrupt's response schema."
     ),
@@ -124,5 +127,15 @@ MESSAGES: dict[str, str] = {
     "resume_duplicate_ids": "The resume answers the same interrupt more than once.",
     "resume_payload_missing": "The answer to interrupt {id} needs a payload.",
     "resume_payload_schema": "The answer to interrupt {id} does not match its responseSchema.",
+    "unknown_interrupt_pending": (
+        "The resume answers interrupt {id}, which is not pending; the pending interrupt ids are: {pending}."
+    ),
+    "resume_payload_allowed": "The answer to interrupt {id}: {field} must be one of: {allowed}.",
+    "resume_payload_required": "The answer to interrupt {id} needs {field}.",
+    "resume_payload_unknown_field": (
+        "The answer to interrupt {id}: {field} has a field its responseSchema does not define (it takes: {allowed})."
+    ),
+    "resume_payload_type": "The answer to interrupt {id}: {field} must be of type {type}.",
+    "resume_payload_field": "The answer to interrupt {id}: {field} does not match its responseSchema.",
     "resume_identity_mismatch": "The resume does not match the interrupted execution (rosInvocationId).",
 }

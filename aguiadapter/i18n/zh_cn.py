@@ -32,7 +32,10 @@ MESSAGES: dict[str, str] = {
     "thread_binding_conflict": "此会话已绑定到其他工作目录或用户。",
     "resume_required": "此会话正在等待对中断的答复，请发送 Resume 请求。",
     "incomplete_resume": "Resume 必须对每个待处理的中断恰好答复一次。",
-    "unknown_interrupt": "Resume 引用的中断不存在或已不在等待答复。",
+    "unknown_interrupt": (
+        "Resume 引用的中断不存在或已不在等待答复（该会话当前不在等待任何答复，"
+        "可用 GET /threads/{{threadId}} 查看它在等待什么）。"
+    ),
     "resume_payload_invalid": "Resume 缺少 payload，或 payload 不符合该中断要求的格式。",
     "resume_already_applied": "该中断的答复已经生效，无需重复提交。",
     "execution_expired": "该中断已过期。",
@@ -109,5 +112,13 @@ MESSAGES: dict[str, str] = {
     "resume_duplicate_ids": "Resume 对同一个中断答复了不止一次。",
     "resume_payload_missing": "对中断 {id} 的答复缺少 payload。",
     "resume_payload_schema": "对中断 {id} 的答复不符合其 responseSchema。",
+    "unknown_interrupt_pending": "Resume 答复的中断 {id} 不在等待答复；正在等待答复的中断 ID 为：{pending}。",
+    "resume_payload_allowed": "对中断 {id} 的答复中，{field} 只能是以下值之一：{allowed}。",
+    "resume_payload_required": "对中断 {id} 的答复缺少 {field}。",
+    "resume_payload_unknown_field": (
+        "对中断 {id} 的答复中，{field} 含有 responseSchema 未定义的字段（可用字段：{allowed}）。"
+    ),
+    "resume_payload_type": "对中断 {id} 的答复中，{field} 的类型必须是 {type}。",
+    "resume_payload_field": "对中断 {id} 的答复中，{field} 不符合其 responseSchema。",
     "resume_identity_mismatch": "Resume 与被中断的执行不匹配（rosInvocationId 不同）。",
 }
