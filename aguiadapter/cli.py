@@ -164,7 +164,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
     """Turn parsed options (and the environment) into a :class:`Config`."""
     config_dir = args.config_dir or cfg.default_config_dir(env)
     state_dir = args.state_dir or cfg.default_state_dir(config_dir, env)
-    allowed = tuple(args.allowed_cwd or cfg.split_allowed_cwds(env.get(cfg.ENV_ALLOWED_CWDS)))
+    allowed = tuple(args.allowed_cwd or cfg.allowed_cwds_from(env))
     jwt = None
     if args.jwt_jwks_file is not None:
         jwt = cfg.JwtSettings(

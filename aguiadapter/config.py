@@ -25,6 +25,8 @@ ENV_A2A_URL = "IAC_CODE_AGUI_A2A_URL"
 ENV_A2A_TOKEN = "IAC_CODE_AGUI_A2A_TOKEN"
 ENV_STATE_DIR = "IAC_CODE_AGUI_STATE_DIR"
 ENV_ALLOWED_CWDS = "IAC_CODE_AGUI_ALLOWED_CWDS"
+#: The runtime's own variable, read (as iac-code agui reads it) when ours is unset.
+ENV_RUNTIME_ALLOWED_CWDS = "IACCODE_A2A_ALLOWED_CWDS"
 ENV_CONFIG_DIR = "IAC_CODE_CONFIG_DIR"
 ENV_STORE = "IAC_CODE_AGUI_STORE"
 ENV_JWT_JWKS_FILE = "IAC_CODE_AGUI_JWT_JWKS_FILE"
@@ -129,7 +131,7 @@ class Config:
             "a2a_url": env.get(ENV_A2A_URL) or None,
             "a2a_token": env.get(ENV_A2A_TOKEN) or None,
             "auth_token": env.get(ENV_AUTH_TOKEN) or None,
-            "allowed_cwds": split_allowed_cwds(env.get(ENV_ALLOWED_CWDS)),
+            "allowed_cwds": allowed_cwds_from(env),
             "store_url": env.get(ENV_STORE) or None,
             "jwt": jwt,
             "disconnect_grace_seconds": env_seconds(env, ENV_DISCONNECT_GRACE, 0.0),
@@ -257,6 +259,11 @@ def default_workspace_roots() -> tuple[str, ...]:
     """Where runs may work when nothing is configured, as ``iac-code agui``:
     the server's working directory and the temporary directory."""
     return (os.getcwd(), tempfile.gettempdir())
+
+
+def allowed_cwds_from(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The workspace roots the environment names (ours, else the runtime's variable)."""
+    return split_allowed_cwds(env.get(ENV_ALLOWED_CWDS) or env.get(ENV_RUNTIME_ALLOWED_CWDS))
 
 
 def split_allowed_cwds(value: str | None) -> tuple[str, ...]:

@@ -283,3 +283,10 @@ def test_config_from_env_reads_what_the_command_line_reads(tmp_path: Path) -> No
         assert "IAC_CODE_AGUI_METRICS_PORT" in str(exc)
     else:
         raise AssertionError("a bad variable must be refused")
+
+
+def test_the_runtimes_workspace_variable_is_read_when_ours_is_unset() -> None:
+    env = {"IACCODE_A2A_ALLOWED_CWDS": "/srv/w"}
+    assert config_from_args(build_parser(env).parse_args(["--demo"]), env).allowed_cwds == ("/srv/w",)
+    both = {**env, "IAC_CODE_AGUI_ALLOWED_CWDS": "/ours"}
+    assert config_from_args(build_parser(both).parse_args(["--demo"]), both).allowed_cwds == ("/ours",)
