@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -145,6 +146,10 @@ class Config:
     def __attrs_post_init__(self) -> None:
         if self.demo and self.a2a_url:
             raise ValueError("the demo runtime (--demo) and an A2A runtime URL exclude each other: choose one")
+        if self.a2a_url is not None:
+            parts = urlsplit(self.a2a_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"the A2A runtime URL must be an http:// or https:// URL, not {self.a2a_url[:200]!r}")
         if not self.allowed_cwds and not self.demo:
             # The reference's default: its working directory and the temporary directory.
             object.__setattr__(self, "allowed_cwds", default_workspace_roots())

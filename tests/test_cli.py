@@ -192,6 +192,7 @@ def test_every_bad_setting_exits_2_with_one_line() -> None:
         (("--demo",), {"IAC_CODE_AGUI_LOG_LEVEL": "chatty"}, "IAC_CODE_AGUI_LOG_LEVEL"),
         (("--demo",), {"IAC_CODE_AGUI_METRICS": "maybe"}, "IAC_CODE_AGUI_METRICS"),
         (("--demo", "--nonsense"), {}, "--nonsense"),
+        (("--a2a-url", "localhost:9000"), {}, "http://"),
     ]
     for args, env, named in cases:
         done = run_cli_now(*args, env=env)

@@ -121,6 +121,11 @@ async def test_the_per_user_limit_counts_the_hosts_users(host: str, tmp_path: Pa
             bobs = run_body(thread_id="bob-thread", text="hi", cwd=str(tmp_path))
             async with bob.post(f"{host}/agui/", json=bobs) as resp:
                 assert resp.status == 200 and "hi" in texts(check_stream(await resp.read()))
+        # The refusal is counted as with JWT users.
+        async with bob.get(f"{host}/agui/metrics") as resp:
+            metrics = await resp.text()
+        assert any(line.startswith("aguiadapter_refusals_total") and 'code="TOO_MANY_RUNS"' in line
+                   and not line.rstrip().endswith(" 0.0") for line in metrics.splitlines()), metrics
     finally:
         await alice.close()
         await bob.close()
