@@ -84,7 +84,8 @@ async def run_events(request: web.Request) -> web.StreamResponse:
         except StoreUnavailable as exc:
             # The stream ends without its terminal event: the client comes
             # back with the id of the last one it got.
-            log.warning("re-attach to %s ended early: %s", request.match_info["runId"], exc)
+            log.warning("thread %s run %s: re-attach ended early: %s", request.match_info["threadId"],
+                        request.match_info["runId"], exc)
             return
         if not writer.prepared:
             # Nothing after the cursor, and the run is over: an empty stream.
