@@ -1,6 +1,9 @@
 """Log setup: one line per event, as text (``key=value``) or JSON.
 
-Structured fields travel in ``extra={"fields": {...}}``. A filter masks
+A line with structured fields is logged by :func:`log_fields`: its message
+carries them as ``key=value`` (so they show under any formatter, a host's
+``logging.basicConfig`` included) and ``extra={"fields": {...}}`` carries
+them for :class:`JsonFormatter`, which writes them as keys. A filter masks
 anything shaped like a credential before a line is written, as a second
 line of defence: the adapter itself never logs request bodies or headers.
 A record stays one line whatever the values it quotes hold: a thread id may
@@ -15,7 +18,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -115,6 +118,18 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+def log_fields(logger: logging.Logger, level: int, event: str, fields: Mapping[str, Any]) -> None:
+    """Log ``event`` with its ``fields`` (those that are ``None`` are left out)."""
+    shown = {key: value for key, value in fields.items() if value is not None}
+    if not logger.isEnabledFor(level):
+        return
+    logger.log(level, "%s %s", event, _key_values(shown), extra={"fields": shown, "event": event})
+
+
+def _key_values(fields: Mapping[str, Any]) -> str:
+    return " ".join(f"{key}={_plain(value)}" for key, value in fields.items() if value is not None)
+
+
 class KeyValueFormatter(logging.Formatter):
     """``time level logger: message key=value ...``, on one line (a traceback follows it)."""
 
@@ -123,10 +138,10 @@ class KeyValueFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        fields: dict[str, Any] = {**(getattr(record, "fields", None) or {}), **_trace_ids(record)}
-        if fields:
-            line += " " + " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
-        return line
+        # A log_fields message holds its fields already.
+        fields = {} if hasattr(record, "event") else dict(getattr(record, "fields", None) or {})
+        extra = _key_values({**fields, **_trace_ids(record)})
+        return f"{line} {extra}" if extra else line
 
 
 class JsonFormatter(logging.Formatter):
@@ -137,9 +152,10 @@ class JsonFormatter(logging.Formatter):
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": getattr(record, "event", None) or record.getMessage(),
         }
-        entry.update(getattr(record, "fields", None) or {})
+        fields = getattr(record, "fields", None) or {}
+        entry.update((key, value) for key, value in fields.items() if value is not None)
         entry.update(_trace_ids(record))
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))

@@ -54,6 +54,8 @@ ATTACKS = [
     ("rebound name with port", {"Host": "evil.example:{port}"}, "POST /"),
     ("rebound name reads health", {"Host": "evil.example:{port}"}, "GET /health"),
     ("rebound name reads a thread", {"Host": "evil.example"}, "GET /threads/t-1"),
+    ("rebound name reads the index", {"Host": "evil.example"}, "GET /"),
+    ("foreign origin reads the index", {"Origin": "http://evil.example"}, "GET /"),
     ("name ending in localhost text", {"Host": "evil-localhost.example"}, "POST /"),
     ("foreign origin", {"Origin": "http://evil.example"}, "POST /"),
     ("foreign origin on a loopback port", {"Origin": "http://127.0.0.1:1"}, "POST /"),
@@ -145,8 +147,12 @@ def test_the_lists_come_from_options_or_the_environment(tmp_path: Path) -> None:
     assert config.allowed_origins == ("http://localhost:5173", "https://app.example")
     args = build_parser(env).parse_args(["--state-dir", str(tmp_path), "--allowed-origin", "http://x.example:8080"])
     assert config_from_args(args, env).allowed_origins == ("http://x.example:8080",)
-    with pytest.raises(ValueError, match="not an origin"):
-        config_from_args(build_parser(env).parse_args(["--allowed-origin", "http://x.example/path"]), env)
+    with pytest.raises(SystemExit) as refused:  # a usage error naming the option (exit 2)
+        build_parser(env).parse_args(["--allowed-origin", "http://x.example/path"])
+    assert refused.value.code == 2
+    bad = {**env, "IAC_CODE_AGUI_ALLOWED_ORIGINS": "http://x.example/path"}
+    with pytest.raises(ValueError, match="IAC_CODE_AGUI_ALLOWED_ORIGINS: not an origin"):
+        config_from_args(build_parser(bad).parse_args(["--demo"]), bad)
 
 
 async def test_refusals_are_in_the_callers_language(open_server: RunningAdapter) -> None:

@@ -509,7 +509,7 @@ async def test_weak_keys_are_refused_at_load_with_one_line_in_the_log_format(tmp
 # ------------------------------------------------------------ starting the server
 def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state"), *args],
+        [sys.executable, "-m", "aguiadapter", "--demo", "--port", "0", "--state-dir", str(tmp_path / "state"), *args],
         env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=60, check=False,
     )
 

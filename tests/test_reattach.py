@@ -138,12 +138,21 @@ async def test_unknown_threads_runs_and_cursors_are_refused_with_documented_code
         ("threads/nobody/runs/run-1/events", {}, 404, "THREAD_NOT_FOUND"),
         ("threads/t-known/runs/run-unknown/events", {}, 404, "RUN_NOT_FOUND"),
         (f"threads/t-known/runs/{body['runId']}/events", {"Last-Event-ID": "x1"}, 400, "INVALID_INPUT"),
+        # Past the end of the ended run: not one of its ids either (not an empty 200).
+        (f"threads/t-known/runs/{body['runId']}/events", {"Last-Event-ID": "999"}, 400, "INVALID_INPUT"),
+        (f"threads/t-known/runs/{body['runId']}/events?after=999", {}, 400, "INVALID_INPUT"),
         ("threads/nobody", {}, 404, "THREAD_NOT_FOUND"),
     ]
     for path, headers, status, code in cases:
         async with adapter.session.get(adapter.url + path, headers=headers) as resp:
-            assert resp.status == status, path
+            assert resp.status == status, (path, headers)
             assert (await resp.json())["error"]["code"] == code
+    async with adapter.session.get(adapter.url + f"threads/t-known/runs/{body['runId']}/events") as resp:
+        last = [line for line in (await resp.text()).splitlines() if line.startswith("id: ")][-1].split()[1]
+    # The last id itself is a cursor of the run: nothing after it, an empty 200.
+    async with adapter.session.get(adapter.url + f"threads/t-known/runs/{body['runId']}/events",
+                                   headers={"Last-Event-ID": last}) as resp:
+        assert resp.status == 200 and await resp.read() == b""
 
 
 async def test_an_ended_run_past_its_retention_is_not_found(

@@ -24,7 +24,7 @@ from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
-from ..logs import scrub
+from ..logs import log_fields, scrub
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
 from ..protocol.resume import Answer
@@ -250,7 +250,7 @@ class RunDriver:
                 await asyncio.sleep(min(GRACE_POLL_SECONDS, remaining))
         except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
-            log.warning("run %s: disconnect grace not kept: %r", ident.run_id, exc)
+            log.warning("thread %s run %s: disconnect grace not kept: %r", ident.thread_id, ident.run_id, exc)
 
     def message(self, code: ErrorCode) -> str:
         """The caller-language message of an error code."""
@@ -557,7 +557,7 @@ class RunDriver:
             if fate is TaskFate.GONE:
                 raise LostTask()
             if fate is TaskFate.UNKNOWN:
-                log.warning("run %s: the pipeline state is unreadable; the turn counts as ended", self.identity.run_id)
+                log.warning("thread %s run %s: the pipeline state is unreadable; the turn ends", *self._names())
                 return TurnOutcome("success")
             return TurnOutcome(_FATE_OUTCOMES[fate], detail=view.detail)  # type: ignore[arg-type]
 
@@ -630,7 +630,7 @@ class RunDriver:
             return
         if outcome.kind in _OUTCOME_ERRORS:
             if outcome.detail:
-                log.warning("run %s: the runtime ended the task %s: %s", self.identity.run_id, outcome.kind,
+                log.warning("thread %s run %s: the runtime ended the task %s: %s", *self._names(), outcome.kind,
                             scrub(outcome.detail)[:500])
             await self._fail(_OUTCOME_ERRORS[outcome.kind], detail=outcome.detail)
             return
@@ -663,7 +663,7 @@ class RunDriver:
 
     async def _end_by_error(self, exc: BaseException) -> None:
         code = _error_code(exc)
-        log.warning("run %s: %s (%s)", self.identity.run_id, code.name, exc)
+        log.warning("thread %s run %s: %s (%s)", *self._names(), code.name, exc)
         resuming = self.ticket.plan.kind is tm.PlanKind.RESUME
         if resuming and not self._accepted and not isinstance(exc, (IdentityMismatch, TaskMismatch, LostTask)):
             # Nothing was applied: the interrupts stay pending and retryable.
@@ -785,6 +785,10 @@ class RunDriver:
     def _note_error(self, code: ErrorCode) -> None:
         self._outcome_name = code.name
 
+    def _names(self) -> tuple[str, str]:
+        """Thread and run, as warning lines name them (run ids repeat across threads)."""
+        return self.identity.thread_id, self.identity.run_id
+
     def _log_run(self) -> None:
         ident = self.identity
         events = getattr(self._written_to, "events_sent", None)
@@ -800,7 +804,7 @@ class RunDriver:
             "events": events,
             "kind": self.ticket.plan.kind.value,
         }
-        log.info("run ended", extra={"fields": fields})
+        log_fields(log, logging.INFO, "run ended", fields)
 
 
 def _error_code(exc: BaseException) -> ErrorCode:

@@ -29,6 +29,7 @@ from typing import Final, Protocol
 
 import attrs
 
+from ..errors import AdapterError, ErrorCode
 from ..fastjson import dumps
 from ..protocol.events import Event, encode_sse
 
@@ -50,6 +51,12 @@ class LogBounds:
 
 class Truncated(Exception):
     """The events after this cursor are no longer all in the log."""
+
+
+def past_the_end() -> AdapterError:
+    """A cursor after the last event of an ended run: none of its ids, refused
+    as any other cursor that is not one of the run's."""
+    return AdapterError(ErrorCode.INVALID_INPUT, "invalid_event_cursor")
 
 
 class LogBroken(Exception):
@@ -334,6 +341,8 @@ class MemoryRunLogs:
         if log is None:
             return
         chunks = log.chunks_after(cursor)  # raises Truncated before anything is sent
+        if log.ended and cursor > log.last_id:
+            raise past_the_end()
         log.reader_count += 1
         try:
             while True:

@@ -25,7 +25,7 @@ from ..threads.record import ThreadRecord, ThreadState
 from ..threads.run_log import parse_cursor
 from ..threads.store import StoreUnavailable
 from ..version import __version__
-from .handlers import authenticate
+from .handlers import authenticate, mount_prefix
 from .http_errors import error_response, request_language
 from .keys import CONFIG, STREAMS, admission, backend
 from .sse import ClientGone, SseWriter
@@ -102,7 +102,8 @@ async def _relay(request: web.Request, chunks: AsyncIterator[bytes]) -> web.Stre
         except StoreUnavailable as exc:
             # The stream ends without its terminal event: the client comes
             # back with the id of the last one it got.
-            log.warning("re-attach to %s ended early: %s", request.match_info["runId"], exc)
+            log.warning("thread %s run %s: re-attach ended early: %s", request.match_info["threadId"],
+                        request.match_info["runId"], exc)
             return
         if not writer.prepared:
             # Nothing after the cursor, and the run is over: an empty stream.
@@ -127,6 +128,7 @@ async def capabilities(request: web.Request) -> web.Response:
     """``GET /capabilities``: the AG-UI ``AgentCapabilities`` of this server (open)."""
     _, service = backend(request)
     config = request.config_dict[CONFIG]
+    prefix = mount_prefix(request, "/capabilities")
     document: dict[str, Any] = {
         "identity": {
             "name": "aguiadapter",
@@ -149,9 +151,10 @@ async def capabilities(request: web.Request) -> web.Response:
         "custom": {
             "iacCode": {
                 "customEvents": [SESSION_EVENT, ARTIFACT_EVENT, TOOL_PROGRESS_EVENT, PIPELINE_EVENT],
-                "cancel": "/extensions/iac-code/v1/executions/{executionId}/cancel",
-                "threadStatus": "/threads/{threadId}",
-                "reattach": "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
+                # Paths as the client calls them: under the mount point when mounted.
+                "cancel": prefix + "/extensions/iac-code/v1/executions/{executionId}/cancel",
+                "threadStatus": prefix + "/threads/{threadId}",
+                "reattach": prefix + "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
                 "disconnectGraceSeconds": config.disconnect_grace_seconds,
                 "replayRetentionSeconds": config.replay_retention_seconds if service.resumable else 0,
                 "interruptTtlSeconds": config.interrupt_ttl_seconds,
