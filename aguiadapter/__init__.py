@@ -7,24 +7,48 @@ on its own or be mounted in another application with ``add_subapp``. Serve it
 as JSON.
 """
 
+from typing import TYPE_CHECKING
+
 from .version import __version__
 
-__all__ = ["AdapterRunner", "Config", "__version__", "create_app"]
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from .config import Config, JwtSettings
+    from .web.app import create_app, create_metrics_app
+    from .web.auth import PRINCIPAL_KEY, PrincipalHook, Unauthorized, principal_from_request_key
+    from .web.server import AdapterRunner
+
+__all__ = [
+    "PRINCIPAL_KEY",
+    "AdapterRunner",
+    "Config",
+    "JwtSettings",
+    "PrincipalHook",
+    "Unauthorized",
+    "__version__",
+    "create_app",
+    "create_metrics_app",
+    "principal_from_request_key",
+]
+
+#: Public name -> the module that defines it (imported on first use).
+_WHERE = {
+    "create_app": ".web.app",
+    "create_metrics_app": ".web.app",
+    "AdapterRunner": ".web.server",
+    "Config": ".config",
+    "JwtSettings": ".config",
+    "PRINCIPAL_KEY": ".web.auth",
+    "PrincipalHook": ".web.auth",
+    "Unauthorized": ".web.auth",
+    "principal_from_request_key": ".web.auth",
+}
 
 
 def __getattr__(name: str) -> object:
     # Lazy, so that `python -m aguiadapter diagram` and the pure layers do not
     # pay for importing the web stack.
-    if name == "create_app":
-        from .web.app import create_app
+    if name not in _WHERE:
+        raise AttributeError(name)
+    import importlib
 
-        return create_app
-    if name == "AdapterRunner":
-        from .web.server import AdapterRunner
-
-        return AdapterRunner
-    if name == "Config":
-        from .config import Config
-
-        return Config
-    raise AttributeError(name)
+    return getattr(importlib.import_module(_WHERE[name], __name__), name)

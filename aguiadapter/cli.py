@@ -9,16 +9,22 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from aiohttp import web
 
 from .version import __version__
 from . import config as cfg
-from .logs import configure_logging
+from .cli_help import EPILOG as _EPILOG
+from .cli_help import REFERENCE_ONLY
+from .cli_help import Parser as _Parser
+from .cli_help import ReferenceOnly as _ReferenceOnly
+from .cli_help import document as _document
+from .cli_help import usage_error
+from .logs import configure_logging, mask_url
 from .telemetry import tracer_provider_from_env
 
 if TYPE_CHECKING:
@@ -26,21 +32,29 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("aguiadapter")
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
+_T = TypeVar("_T")
+
 
 def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
     """The argument parser; defaults come from the environment."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="aguiadapter",
-        description="AG-UI server in front of an A2A 1.0 agent runtime.",
+        description="AG-UI server in front of an A2A 1.0 agent runtime. Choose the runtime: "
+        "--a2a-url URL, --spawn-iac-code or --demo.",
+        allow_abbrev=False,  # `--config x` must not be taken for --config-dir
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("command", nargs="?", choices=("serve", "diagram"), default="serve",
                         help="serve (default) or print the thread state diagram (mermaid)")
     parser.add_argument("--host", default=env.get(cfg.ENV_HOST) or "127.0.0.1")
-    parser.add_argument("--port", type=int, default=_port_from(env))
+    parser.add_argument("--port", type=_port, default=_from_env(cfg.env_port, env, cfg.ENV_PORT, 8000))
     parser.add_argument("--a2a-url", default=env.get(cfg.ENV_A2A_URL) or None,
-                        help="A2A runtime URL (default: the embedded demo runtime)")
+                        help="the A2A runtime's URL")
     parser.add_argument("--a2a-token", default=env.get(cfg.ENV_A2A_TOKEN) or None,
-                        help=f"bearer token for the runtime (or ${cfg.ENV_A2A_TOKEN})")
+                        help="bearer token for the runtime")
     parser.add_argument("--config-dir", type=Path, default=None,
                         help="iac-code config folder (default $IAC_CODE_CONFIG_DIR or ~/.iac-code)")
     parser.add_argument("--state-dir", type=Path, default=None,
@@ -49,64 +63,111 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="redis://HOST:PORT/DB to share thread state between replicas "
                         "(needs aguiadapter[redis]; default: files in --state-dir)")
     parser.add_argument("--allowed-cwd", action="append", default=None, metavar="DIR",
-                        help="allowed workspace root (repeatable; default: any absolute path)")
+                        help="allowed workspace root (repeatable; default: the working directory and the "
+                        "temporary directory, as iac-code agui; with --demo any absolute path)")
+    parser.add_argument("--allowed-host", action="append", default=None, metavar="NAME",
+                        help="Host name accepted besides loopback names when listening on loopback without "
+                        "auth (repeatable; the variable takes a comma-separated list; default: loopback names only)")
+    parser.add_argument("--allowed-origin", action="append", default=None, metavar="ORIGIN",
+                        type=_option(cfg.normalise_origin),
+                        help="scheme://host[:port] of a web page allowed to call the server (CORS; repeatable; "
+                        "the variable takes a comma-separated list; default: the server's own origin only)")
     parser.add_argument("--jwt-jwks-file", type=Path, default=env.get(cfg.ENV_JWT_JWKS_FILE) or None, metavar="PATH",
                         help="verify bearer JWTs against this JWKS file (re-read when it changes; needs "
                         "aguiadapter[jwt]; excludes the shared token)")
     parser.add_argument("--jwt-issuer", default=env.get(cfg.ENV_JWT_ISSUER) or None,
                         help="required iss claim")
     parser.add_argument("--jwt-audience", default=env.get(cfg.ENV_JWT_AUDIENCE) or None,
-                        help="required aud claim")
+                        help="the aud claim a token must hold (required with --jwt-jwks-file)")
     parser.add_argument("--jwt-principal-claim", default=env.get(cfg.ENV_JWT_PRINCIPAL_CLAIM) or "sub",
                         metavar="CLAIM", help="the claim that names the user (default sub)")
     parser.add_argument("--max-active-runs", type=_positive_int, default=None, metavar="N",
                         help="runs streaming at once, whole server (all replicas on Redis); then 503 SERVER_BUSY")
     parser.add_argument("--max-active-runs-per-user", type=_positive_int, default=None, metavar="M",
                         help="runs streaming at once per user; then 429 TOO_MANY_RUNS")
-    parser.add_argument("--heartbeat-seconds", type=float, default=15.0)
-    parser.add_argument("--interrupt-ttl-seconds", type=float, default=3600.0,
+    parser.add_argument("--max-new-threads-per-user", type=_count, metavar="K",
+                        default=_from_env(cfg.env_count, env, cfg.ENV_MAX_NEW_THREADS, 60),
+                        help="new threads a verified user may start per minute (default 60, 0: no limit); then "
+                        "429 TOO_MANY_THREADS")
+    parser.add_argument("--state-retention-days", type=_seconds, metavar="D",
+                        default=_from_env(cfg.env_seconds, env, cfg.ENV_STATE_RETENTION, 30.0),
+                        help="file store: delete idle and terminal threads untouched for D days (default 30; "
+                        "0: never). Redis: ?retention_days= in --store")
+    parser.add_argument("--header-timeout-seconds", type=_seconds, metavar="S",
+                        default=_from_env(cfg.env_seconds, env, cfg.ENV_HEADER_TIMEOUT, 10.0),
+                        help="close a connection that has not sent a request's headers within S seconds "
+                        "(default 10; 0: no limit)")
+    parser.add_argument("--heartbeat-seconds", type=_interval, default=15.0, metavar="S",
+                        help="a comment line on an idle stream this often")
+    parser.add_argument("--interrupt-ttl-seconds", type=_interval, default=3600.0, metavar="S",
                         help="how long a pending interrupt may wait for its answer (default 1 h)")
     parser.add_argument("--disconnect-grace-seconds", type=_seconds, metavar="S",
-                        default=_seconds_from(env, cfg.ENV_DISCONNECT_GRACE, 0.0),
+                        default=_from_env(cfg.env_seconds, env, cfg.ENV_DISCONNECT_GRACE, 0.0),
                         help="how long a run whose client vanished goes on, waiting for a re-attach "
-                        f"(default 0: cancel at once; or ${cfg.ENV_DISCONNECT_GRACE})")
+                        "(default 0: cancel at once)")
     parser.add_argument("--replay-retention-seconds", type=_seconds, metavar="S",
-                        default=_seconds_from(env, cfg.ENV_REPLAY_RETENTION, 600.0),
+                        default=_from_env(cfg.env_seconds, env, cfg.ENV_REPLAY_RETENTION, 600.0),
                         help="how long an ended run can be replayed by a re-attach (default 600; "
-                        f"0 with no grace turns event ids off; or ${cfg.ENV_REPLAY_RETENTION})")
+                        "0 with no grace turns event ids off)")
     parser.add_argument("--run-log-max-events", type=_positive_int, default=10_000, metavar="N",
                         help="events one run's log keeps at most (default 10000)")
     parser.add_argument("--run-log-max-bytes", type=_positive_int, default=8 * 1024 * 1024, metavar="B",
                         help="bytes one run's log keeps at most (default 8 MiB, at least 1024)")
-    parser.add_argument("--log-level", default="INFO",
-                        choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    parser.add_argument("--log-format", default="text", choices=("text", "json"),
-                        help="text (key=value) or one JSON object per line")
-    parser.add_argument("--metrics", action="store_true",
+    parser.add_argument("--log-level", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_LEVEL, LOG_LEVELS, "INFO"),
+                        choices=LOG_LEVELS, type=str.upper)
+    parser.add_argument("--log-format", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_FORMAT, LOG_FORMATS, "text"),
+                        choices=LOG_FORMATS, help="text (key=value) or one JSON object per line")
+    parser.add_argument("--metrics", action="store_true", default=_from_env(cfg.env_flag, env, cfg.ENV_METRICS),
                         help="serve Prometheus metrics at GET /metrics (no auth)")
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="N",
+    parser.add_argument("--metrics-port", type=_port, metavar="N",
+                        default=_from_env(cfg.env_port, env, cfg.ENV_METRICS_PORT, None),
                         help="serve GET /metrics on a listener of its own, port N (not on the main one "
                         "unless --metrics is given too)")
     parser.add_argument("--metrics-host", default=None, metavar="HOST",
                         help="address of the --metrics-port listener (default: --host)")
     parser.add_argument("--spawn-iac-code", action="store_true",
-                        help="start and supervise a local `iac-code a2a` child")
+                        help="start and supervise a local `iac-code a2a` child (what iac-code agui does without a URL)")
+    parser.add_argument("--demo", action="store_true",
+                        help="serve the embedded scripted demo agent (canned answers; to try the server)")
     parser.add_argument("--write", metavar="FILE", default=None,
                         help="diagram: update the mermaid block of FILE instead of printing")
     parser.add_argument("--version", action="version", version=f"aguiadapter {__version__}")
+    for flags, pointer in REFERENCE_ONLY.items():
+        parser.add_argument(*flags, nargs="?", action=_ReferenceOnly, help=argparse.SUPPRESS, pointer=pointer)
+    _document(parser, env)
     return parser
 
 
-def _port_from(env: Mapping[str, str]) -> int:
-    """``IAC_CODE_AGUI_PORT`` (empty means unset); a bad value is a usage error."""
-    raw = env.get(cfg.ENV_PORT) or "8000"
+def _from_env(read: Callable[..., _T], env: Mapping[str, str], *args: Any) -> _T:
+    """A default from the environment; a bad value is a usage error (one line, exit 2)."""
     try:
-        port = int(raw)
-    except ValueError:
-        raise SystemExit(f"aguiadapter: {cfg.ENV_PORT} must be a port number, not {raw!r}") from None
-    if not 0 <= port <= 65535:
-        raise SystemExit(f"aguiadapter: {cfg.ENV_PORT} must be between 0 and 65535, not {port}")
-    return port
+        return read(env, *args)
+    except ValueError as exc:
+        raise SystemExit(f"aguiadapter: {exc}") from None
+
+
+def _option(parse: Callable[[str], _T]) -> Callable[[str], _T]:
+    """An option's type from a parser of ``config`` (its ``ValueError`` as argparse's)."""
+
+    def convert(text: str) -> _T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+_port = _option(cfg.parse_port)
+_seconds = _option(cfg.parse_seconds)
+_count = _option(cfg.parse_count)
+
+
+def _interval(text: str) -> float:
+    value = _seconds(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -119,30 +180,11 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, not {text}")
-    return value
-
-
-def _seconds_from(env: Mapping[str, str], name: str, default: float) -> float:
-    """A duration from the environment (empty means unset); a bad value is a usage error."""
-    raw = env.get(name) or ""
-    try:
-        return _seconds(raw) if raw else default
-    except argparse.ArgumentTypeError as exc:
-        raise SystemExit(f"aguiadapter: {name}: {exc}") from None
-
-
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> cfg.Config:
     """Turn parsed options (and the environment) into a :class:`Config`."""
     config_dir = args.config_dir or cfg.default_config_dir(env)
     state_dir = args.state_dir or cfg.default_state_dir(config_dir, env)
-    allowed = tuple(args.allowed_cwd or cfg.split_allowed_cwds(env.get(cfg.ENV_ALLOWED_CWDS)))
+    allowed = tuple(args.allowed_cwd or cfg.allowed_cwds_from(env))
     jwt = None
     if args.jwt_jwks_file is not None:
         jwt = cfg.JwtSettings(
@@ -171,12 +213,23 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         replay_retention_seconds=args.replay_retention_seconds,
         run_log_max_events=args.run_log_max_events,
         run_log_max_bytes=args.run_log_max_bytes,
+        max_new_threads_per_user=args.max_new_threads_per_user,
+        header_timeout_seconds=args.header_timeout_seconds,
+        state_retention_days=args.state_retention_days,
+        allowed_hosts=tuple(args.allowed_host or cfg.split_list(env.get(cfg.ENV_ALLOWED_HOSTS))),
+        allowed_origins=tuple(args.allowed_origin or cfg.env_origins(env, cfg.ENV_ALLOWED_ORIGINS)),
+        demo=args.demo,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m aguiadapter`` and ``aguiadapter``."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        if isinstance(exc.code, str):  # a bad environment variable
+            return usage_error(exc.code.removeprefix("aguiadapter: "))
+        raise
     if args.command == "diagram":
         from .threads.diagram import render_all, update_document
 
@@ -186,11 +239,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             sys.stdout.write("\n".join(render_all()))
         return 0
+    chosen = [name for name, given in (("--a2a-url", args.a2a_url), ("--spawn-iac-code", args.spawn_iac_code),
+                                       ("--demo", args.demo)) if given]
+    if len(chosen) != 1:
+        both = f"{' and '.join(chosen)} exclude each other: choose one runtime"
+        return usage_error(both if chosen else cfg.NO_RUNTIME)
     try:
         config = config_from_args(args)
     except ValueError as exc:
-        print(f"aguiadapter: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(str(exc))
     provider = None
     try:
         # Tracing as the OTEL_* variables say (see aguiadapter.telemetry.tracing_wanted).
@@ -231,9 +288,9 @@ async def serve(
 
         child = IacCodeProcess(allowed_cwds=config.allowed_cwds)
         url, token = await child.start()
-        config = attrs.evolve(config, a2a_url=url, a2a_token=token)
+        config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
     app = create_app(config, tracer_provider=tracer_provider)
-    runner = AdapterRunner(app, shutdown_timeout=1.0)
+    runner = AdapterRunner(app, shutdown_timeout=1.0, header_timeout=config.header_timeout_seconds)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
@@ -266,8 +323,11 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     from .web.keys import BACKEND
 
     started = app[BACKEND]
-    runtime = started.client.url if started.client is not None else "?"
-    kind = "embedded demo runtime" if config.a2a_url is None else "A2A runtime"
+    runtime = mask_url(started.client.url) if started.client is not None else "?"
+    kind = {
+        "demo": "embedded demo runtime (a scripted agent with canned answers, not a model)",
+        "iac-code": "iac-code a2a child",
+    }.get(config.runtime_kind, "A2A runtime")
     roots = ", ".join(config.allowed_cwds) or "any absolute path"
     sockets = getattr(site._server, "sockets", None) or ()
     where = [f"http://{host}:{port}/" for host, port, *_ in (sock.getsockname() for sock in sockets)]
@@ -279,6 +339,8 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     if config.max_active_runs or config.max_active_runs_per_user:
         print(f"  limits:  {config.max_active_runs or 'no limit'} active runs, "
               f"{config.max_active_runs_per_user or 'no limit'} per user", flush=True)
+    if config.jwt is not None and config.max_new_threads_per_user:
+        print(f"  threads: {config.max_new_threads_per_user} new per user per minute", flush=True)
     metrics = [f"{where[0]}metrics"] if config.metrics and where else []
     metrics += started.metrics_urls
     if metrics:

@@ -8,8 +8,11 @@ that this server is a drop-in replacement for it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -23,6 +26,8 @@ ENV_A2A_URL = "IAC_CODE_AGUI_A2A_URL"
 ENV_A2A_TOKEN = "IAC_CODE_AGUI_A2A_TOKEN"
 ENV_STATE_DIR = "IAC_CODE_AGUI_STATE_DIR"
 ENV_ALLOWED_CWDS = "IAC_CODE_AGUI_ALLOWED_CWDS"
+#: The runtime's own variable, read (as iac-code agui reads it) when ours is unset.
+ENV_RUNTIME_ALLOWED_CWDS = "IACCODE_A2A_ALLOWED_CWDS"
 ENV_CONFIG_DIR = "IAC_CODE_CONFIG_DIR"
 ENV_STORE = "IAC_CODE_AGUI_STORE"
 ENV_JWT_JWKS_FILE = "IAC_CODE_AGUI_JWT_JWKS_FILE"
@@ -31,6 +36,22 @@ ENV_JWT_AUDIENCE = "IAC_CODE_AGUI_JWT_AUDIENCE"
 ENV_JWT_PRINCIPAL_CLAIM = "IAC_CODE_AGUI_JWT_PRINCIPAL_CLAIM"
 ENV_DISCONNECT_GRACE = "IAC_CODE_AGUI_DISCONNECT_GRACE_SECONDS"
 ENV_REPLAY_RETENTION = "IAC_CODE_AGUI_REPLAY_RETENTION_SECONDS"
+ENV_ALLOWED_HOSTS = "IAC_CODE_AGUI_ALLOWED_HOSTS"
+ENV_STATE_RETENTION = "IAC_CODE_AGUI_STATE_RETENTION_DAYS"
+ENV_HEADER_TIMEOUT = "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS"
+ENV_MAX_NEW_THREADS = "IAC_CODE_AGUI_MAX_NEW_THREADS_PER_USER"
+ENV_ALLOWED_ORIGINS = "IAC_CODE_AGUI_ALLOWED_ORIGINS"
+# Logs (read by the command line only: an embedding host sets up its own) and metrics.
+ENV_LOG_LEVEL = "IAC_CODE_AGUI_LOG_LEVEL"
+ENV_LOG_FORMAT = "IAC_CODE_AGUI_LOG_FORMAT"
+ENV_METRICS = "IAC_CODE_AGUI_METRICS"
+ENV_METRICS_PORT = "IAC_CODE_AGUI_METRICS_PORT"
+
+#: Why a configuration without a runtime is refused (the CLI's and ``create_app``'s words).
+NO_RUNTIME = (
+    "no agent runtime chosen: give an A2A runtime URL (--a2a-url or IAC_CODE_AGUI_A2A_URL; Config.a2a_url), "
+    "--spawn-iac-code to start a local `iac-code a2a`, or --demo for the scripted demo agent (Config.demo)"
+)
 
 
 @attrs.frozen
@@ -40,7 +61,8 @@ class JwtSettings:
     jwks_file: Path
     #: ``iss`` must equal this when given.
     issuer: str | None = None
-    #: ``aud`` must contain this when given; a token with an ``aud`` is refused when not.
+    #: ``aud`` must contain this: required, so that a token minted for another
+    #: service never opens this one (``None`` is refused by ``Config``).
     audience: str | None = None
     #: The claim that names the user (the thread's principal).
     principal_claim: str = "sub"
@@ -48,6 +70,14 @@ class JwtSettings:
     leeway_seconds: float = 30.0
     #: The JWKS file is looked at (stat) at most this often; 0: on every request.
     jwks_check_seconds: float = 5.0
+
+
+def _lower_names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(name.strip().lower() for name in names)
+
+
+def _origins(origins: Iterable[str]) -> tuple[str, ...]:
+    return tuple(normalise_origin(origin) for origin in origins)
 
 
 @attrs.frozen
@@ -95,27 +125,136 @@ class Config:
     #: permission raised while no stream of its followed the task. ``None``:
     #: such a permission ends its run ``EXECUTION_LOST``.
     runtime_config_dir: Path | None = None
+    #: New threads a verified user may start per ``new_threads_window_seconds`` (0: no limit);
+    #: beyond it 429 ``TOO_MANY_THREADS`` with ``Retry-After``.
+    max_new_threads_per_user: int = 60
+    new_threads_window_seconds: float = 60.0
+    #: The file store deletes idle and terminal threads untouched this long (0: never); the
+    #: Redis store takes ``?retention_days=`` in its URL.
+    state_retention_days: float = 30.0
+    #: Seconds a connection may take to send a request's headers (0: no limit beyond keep-alive);
+    #: applied by :class:`~aguiadapter.web.server.AdapterRunner` (``python -m aguiadapter``).
+    header_timeout_seconds: float = 10.0
+    #: ``Host`` names accepted besides the loopback ones on a loopback listener without auth.
+    allowed_hosts: tuple[str, ...] = attrs.field(default=(), converter=_lower_names)
+    #: Origins (``scheme://host[:port]``) whose pages may call the server (CORS).
+    allowed_origins: tuple[str, ...] = attrs.field(default=(), converter=_origins)
+    #: Serve the embedded scripted demo agent (canned answers, for trying the
+    #: server and for tests); excludes ``a2a_url``. Without either, ``create_app`` refuses.
+    demo: bool = False
+    #: Shown by ``/health`` and the banner: the runtime at ``a2a_url`` is an
+    #: ``iac-code a2a`` child this server supervises (``--spawn-iac-code``).
+    spawned_runtime: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ, **overrides: Any) -> Config:
+        """The settings ``python -m aguiadapter`` would use with no option
+        given: the same environment variables, the same defaults (an empty
+        variable counts as unset). ``overrides`` set fields by name, e.g.
+        ``demo=True``. Raises ``ValueError`` naming a variable whose value is
+        not one."""
+        jwks = env.get(ENV_JWT_JWKS_FILE) or None
+        jwt = None if jwks is None else JwtSettings(
+            jwks_file=Path(jwks).expanduser(),
+            issuer=env.get(ENV_JWT_ISSUER) or None,
+            audience=env.get(ENV_JWT_AUDIENCE) or None,
+            principal_claim=env.get(ENV_JWT_PRINCIPAL_CLAIM) or "sub",
+        )
+        settings: dict[str, Any] = {
+            "state_dir": default_state_dir(None, env),
+            "a2a_url": env.get(ENV_A2A_URL) or None,
+            "a2a_token": env.get(ENV_A2A_TOKEN) or None,
+            "auth_token": env.get(ENV_AUTH_TOKEN) or None,
+            "allowed_cwds": allowed_cwds_from(env),
+            "store_url": env.get(ENV_STORE) or None,
+            "jwt": jwt,
+            "disconnect_grace_seconds": env_seconds(env, ENV_DISCONNECT_GRACE, 0.0),
+            "replay_retention_seconds": env_seconds(env, ENV_REPLAY_RETENTION, 600.0),
+            "metrics": env_flag(env, ENV_METRICS),
+            "metrics_port": env_port(env, ENV_METRICS_PORT, None),
+            "metrics_host": env.get(ENV_HOST) or "127.0.0.1",
+            "runtime_config_dir": default_config_dir(env),
+            "max_new_threads_per_user": env_count(env, ENV_MAX_NEW_THREADS, 60),
+            "state_retention_days": env_seconds(env, ENV_STATE_RETENTION, 30.0),
+            "header_timeout_seconds": env_seconds(env, ENV_HEADER_TIMEOUT, 10.0),
+            "allowed_hosts": split_list(env.get(ENV_ALLOWED_HOSTS)),
+            "allowed_origins": env_origins(env, ENV_ALLOWED_ORIGINS),
+        }
+        return cls(**{**settings, **overrides})
 
     def __attrs_post_init__(self) -> None:
+        if self.demo and self.a2a_url:
+            raise ValueError("the demo runtime (--demo) and an A2A runtime URL exclude each other: choose one")
+        if self.a2a_url is not None:
+            parts = urlsplit(self.a2a_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"the A2A runtime URL must be an http:// or https:// URL, not {self.a2a_url[:200]!r}")
+        if not self.allowed_cwds and not self.demo:
+            # The reference's default: its working directory and the temporary directory.
+            object.__setattr__(self, "allowed_cwds", default_workspace_roots())
         if self.auth_token and self.jwt is not None:
             raise ValueError(
                 f"{ENV_AUTH_TOKEN} and a JWKS file (--jwt-jwks-file, {ENV_JWT_JWKS_FILE}) exclude each other: "
                 "configure one way to authenticate callers"
             )
+        for root in self.allowed_cwds:
+            if not root.strip() or not os.path.isabs(root):
+                raise ValueError(
+                    f"an allowed workspace root (--allowed-cwd, {ENV_ALLOWED_CWDS}) must be an absolute path, "
+                    f"not {root!r}"
+                )
+        if self.jwt is not None and not (self.jwt.audience or "").strip():
+            raise ValueError(
+                f"JWT mode needs an audience (--jwt-audience, {ENV_JWT_AUDIENCE}): without one a token "
+                "minted for another service would open this one"
+            )
         for name in ("max_active_runs", "max_active_runs_per_user"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, not {value}")
-        for name in ("disconnect_grace_seconds", "replay_retention_seconds"):
+        if self.max_new_threads_per_user < 0 or self.new_threads_window_seconds <= 0:
+            raise ValueError("max_new_threads_per_user must not be negative and its window must be positive")
+        for name in ("disconnect_grace_seconds", "replay_retention_seconds", "header_timeout_seconds",
+                     "state_retention_days"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
         if self.run_log_max_events < 1 or self.run_log_max_bytes < 1024:
             raise ValueError("run_log_max_events must be at least 1 and run_log_max_bytes at least 1024")
 
     @property
+    def runtime_kind(self) -> str:
+        """``demo``, ``iac-code`` (a supervised child) or ``a2a``; ``none`` before one is chosen."""
+        if self.demo:
+            return "demo"
+        if self.a2a_url is None:
+            return "none"
+        return "iac-code" if self.spawned_runtime else "a2a"
+
+    @property
     def resumable(self) -> bool:
         """Whether runs keep an event log (ids, re-attach)."""
         return self.replay_retention_seconds > 0 or self.disconnect_grace_seconds > 0
+
+
+def normalise_origin(origin: str) -> str:
+    """``scheme://host[:port]`` in lower case, without a trailing slash (``ValueError`` if not an origin)."""
+    parts = urlsplit(origin.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
+        raise ValueError(f"not an origin (scheme://host[:port]): {origin!r}")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def split_list(value: str | None) -> tuple[str, ...]:
+    """A comma-separated list of an environment variable (empty items dropped)."""
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
+def env_origins(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """Origins from a comma-separated variable, normalised (``ValueError`` naming the variable)."""
+    try:
+        return tuple(normalise_origin(origin) for origin in split_list(env.get(name)))
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def default_config_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -130,6 +269,100 @@ def default_state_dir(config_dir: Path | None = None, env: Mapping[str, str] = o
     if configured:
         return Path(configured).expanduser()
     return (config_dir or default_config_dir(env)) / "agui"
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def parse_port(text: str) -> int:
+    """A TCP port number (0: any free one); ``ValueError`` for anything else."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise ValueError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"a port is between 0 and 65535, not {port}")
+    return port
+
+
+def parse_seconds(text: str) -> float:
+    """A duration, not negative; ``ValueError`` for anything else."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise ValueError(f"must not be negative, not {text}")
+    return value
+
+
+def parse_count(text: str) -> int:
+    """A whole number, not negative (0 usually means no limit); ``ValueError`` for anything else."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise ValueError(f"must not be negative, not {value}")
+    return value
+
+
+def env_count(env: Mapping[str, str], name: str, default: int) -> int:
+    """A count from the environment (empty means unset)."""
+    raw = env.get(name) or ""
+    try:
+        return parse_count(raw) if raw else default
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def env_port(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    """A port from the environment (empty means unset)."""
+    raw = env.get(name) or ""
+    try:
+        return parse_port(raw) if raw else default
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A duration from the environment (empty means unset)."""
+    raw = env.get(name) or ""
+    try:
+        return parse_seconds(raw) if raw else default
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def env_flag(env: Mapping[str, str], name: str) -> bool:
+    """An on/off switch from the environment (empty means off)."""
+    raw = (env.get(name) or "").strip().lower()
+    if raw not in _TRUE + _FALSE:
+        raise ValueError(f"{name} must be 1/true/yes/on or 0/false/no/off, not {raw!r}")
+    return raw in _TRUE
+
+
+def env_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of ``choices`` (case-insensitive) from the environment (empty means ``default``)."""
+    raw = (env.get(name) or "").strip()
+    for choice in choices:
+        if raw.lower() == choice.lower():
+            return choice
+    if raw:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
+    return default
+
+
+def default_workspace_roots() -> tuple[str, ...]:
+    """Where runs may work when nothing is configured, as ``iac-code agui``:
+    the server's working directory and the temporary directory."""
+    return (os.getcwd(), tempfile.gettempdir())
+
+
+def allowed_cwds_from(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The workspace roots the environment names (ours, else the runtime's variable)."""
+    return split_allowed_cwds(env.get(ENV_ALLOWED_CWDS) or env.get(ENV_RUNTIME_ALLOWED_CWDS))
 
 
 def split_allowed_cwds(value: str | None) -> tuple[str, ...]:

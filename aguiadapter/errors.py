@@ -18,8 +18,11 @@ class ErrorCode(enum.Enum):
 
     BAD_REQUEST = (400, "bad_request")
     UNAUTHORIZED = (401, "unauthorized")
+    # Addition: a Host or Origin a web page may not use (DNS rebinding, CORS).
+    FORBIDDEN = (403, "forbidden")
     # Additions to the reference's codes: admission limits (--max-active-runs*).
     TOO_MANY_RUNS = (429, "too_many_runs")
+    TOO_MANY_THREADS = (429, "too_many_threads")
     SERVER_BUSY = (503, "server_busy")
     UNSUPPORTED_MEDIA_TYPE = (415, "unsupported_media_type")
     REQUEST_TOO_LARGE = (413, "request_too_large")

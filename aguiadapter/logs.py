@@ -1,6 +1,9 @@
 """Log setup: one line per event, as text (``key=value``) or JSON.
 
-Structured fields travel in ``extra={"fields": {...}}``. A filter masks
+A line with structured fields is logged by :func:`log_fields`: its message
+carries them as ``key=value`` (so they show under any formatter, a host's
+``logging.basicConfig`` included) and ``extra={"fields": {...}}`` carries
+them for :class:`JsonFormatter`, which writes them as keys. A filter masks
 anything shaped like a credential before a line is written, as a second
 line of defence: the adapter itself never logs request bodies or headers.
 A record stays one line whatever the values it quotes hold: a thread id may
@@ -15,13 +18,40 @@ import json
 import logging
 import re
 import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 _SECRET_PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"),
-    re.compile(r"(?i)((?:api[_-]?key|access[_-]?key[_-]?secret|security[_-]?token|token|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+    re.compile(
+        r"(?i)((?:api[_-]?key|access[_-]?key[_-]?secret|security[_-]?token|token|secret|password|passwd)"
+        r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',}&]+"
+    ),
     re.compile(r"\b(sk-)[A-Za-z0-9_-]{8,}"),
+    # The user info of a URL: scheme://user:password@host.
+    re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@"),
 )
+#: Query parameters of a URL whose values are credentials.
+_SECRET_PARAMETER = re.compile(r"(?i)key|token|secret|passw|pwd|auth|sig|credential|session")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its user info and secret-looking query values masked (banners, ``/health``, logs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(
+        f"{name}={'***' if _SECRET_PARAMETER.search(name) else value}" if sep else name
+        for name, sep, value in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -39,10 +69,38 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda match: _SHORT_ESCAPES.get(match.group(), f"\\u{ord(match.group()):04x}"), text)
 
 
+#: The secret values of the request being served (its ``llmApiKey``...), masked
+#: wherever they appear in a line logged while it is served, runtime quotes included.
+_REQUEST_SECRETS: ContextVar[tuple[str, ...]] = ContextVar("aguiadapter_request_secrets", default=())
+#: Shorter values are not masked: they would mask ordinary words.
+MIN_SECRET_LENGTH = 6
+
+
+@contextmanager
+def secrets_hidden(values: Iterable[str | None]) -> Iterator[None]:
+    """Mask these values in every line logged inside (and by the tasks started inside)."""
+    kept = tuple(sorted({value for value in values if value and len(value) >= MIN_SECRET_LENGTH}, key=len,
+                        reverse=True))
+    token = _REQUEST_SECRETS.set(_REQUEST_SECRETS.get() + kept)
+    try:
+        yield
+    finally:
+        _REQUEST_SECRETS.reset(token)
+
+
+def scrub(text: str, values: Iterable[str | None] = ()) -> str:
+    """``text`` with ``values`` (and the current request's secrets) replaced by ``***``."""
+    for value in (*values, *_REQUEST_SECRETS.get()):
+        if value and len(value) >= MIN_SECRET_LENGTH and value in text:
+            text = text.replace(value, "***")
+    return text
+
+
 def redact(text: str) -> str:
-    """Mask credential-shaped substrings."""
+    """Mask the request's secrets and credential-shaped substrings."""
+    text = scrub(text)
     for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda match: match.group(1) + "***", text)
+        text = pattern.sub(lambda match: match.group(1) + "***" + ("@" if match.group().endswith("@") else ""), text)
     return text
 
 
@@ -54,7 +112,22 @@ class RedactingFilter(logging.Filter):
         masked = redact(message)
         if masked != message:
             record.msg, record.args = masked, None
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            record.fields = {key: redact(value) if isinstance(value, str) else value for key, value in fields.items()}
         return True
+
+
+def log_fields(logger: logging.Logger, level: int, event: str, fields: Mapping[str, Any]) -> None:
+    """Log ``event`` with its ``fields`` (those that are ``None`` are left out)."""
+    shown = {key: value for key, value in fields.items() if value is not None}
+    if not logger.isEnabledFor(level):
+        return
+    logger.log(level, "%s %s", event, _key_values(shown), extra={"fields": shown, "event": event})
+
+
+def _key_values(fields: Mapping[str, Any]) -> str:
+    return " ".join(f"{key}={_plain(value)}" for key, value in fields.items() if value is not None)
 
 
 class KeyValueFormatter(logging.Formatter):
@@ -65,10 +138,10 @@ class KeyValueFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        fields: dict[str, Any] = {**(getattr(record, "fields", None) or {}), **_trace_ids(record)}
-        if fields:
-            line += " " + " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
-        return line
+        # A log_fields message holds its fields already.
+        fields = {} if hasattr(record, "event") else dict(getattr(record, "fields", None) or {})
+        extra = _key_values({**fields, **_trace_ids(record)})
+        return f"{line} {extra}" if extra else line
 
 
 class JsonFormatter(logging.Formatter):
@@ -79,9 +152,10 @@ class JsonFormatter(logging.Formatter):
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": getattr(record, "event", None) or record.getMessage(),
         }
-        entry.update(getattr(record, "fields", None) or {})
+        fields = getattr(record, "fields", None) or {}
+        entry.update((key, value) for key, value in fields.items() if value is not None)
         entry.update(_trace_ids(record))
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))

@@ -58,6 +58,7 @@ from .report import (
     to_json,
     write_json,
 )
+from .replay_memory import render_replay_memory, replay_memory_json
 from .shutdown import render_shutdown, shutdown_json
 from .statefiles import make_state_dir
 from .telemetry import render_telemetry, telemetry_json, telemetry_notes
@@ -66,7 +67,7 @@ MB = 1024 * 1024
 
 
 MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
-            "capacity", "ids", "shutdown")
+            "capacity", "ids", "shutdown", "replay")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -97,6 +98,8 @@ class Bench:
         self.event_ids: Results | None = None
         #: 13. (how fast the process exits on a signal), when measured.
         self.shutdown: Results | None = None
+        #: 14. (RSS over rounds of slow re-attaches), when measured.
+        self.replay_memory: Results | None = None
 
     # ------------------------------------------------------------ processes
     def _adapter_server(self, state_dir: Path, port: int, name: str = "adapter",
@@ -717,6 +720,12 @@ class Bench:
 
         self.event_ids = await measure_event_ids(self)
 
+    async def measure_replay(self) -> None:
+        """14. RSS over rounds of slow re-attaches to an ended run (see benchmarks/replay_memory.py)."""
+        from .replay_memory import measure_replay_memory
+
+        self.replay_memory = await measure_replay_memory(self)
+
     async def measure_shutdown(self) -> None:
         """13. Seconds from SIGTERM or SIGINT to exit (see benchmarks/shutdown.py)."""
         from .shutdown import measure_shutdown
@@ -894,7 +903,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
             ("interrupt", bench.measure_interrupt), ("concurrency", bench.measure_concurrency),
             ("store", bench.measure_store), ("telemetry", bench.measure_telemetry),
             ("startup", bench.measure_startup), ("idle", bench.measure_idle), ("capacity", bench.measure_capacity),
-            ("ids", bench.measure_ids), ("shutdown", bench.measure_shutdown),
+            ("ids", bench.measure_ids), ("shutdown", bench.measure_shutdown), ("replay", bench.measure_replay),
         ]
         for name, step in steps:
             if name not in only:
@@ -919,6 +928,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
         document["event_ids"] = event_ids_json(bench.event_ids, sizes.public())
     if bench.shutdown is not None:
         document["shutdown"] = shutdown_json(bench.shutdown)
+    if bench.replay_memory is not None:
+        document["replay_memory"] = replay_memory_json(bench.replay_memory)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(__file__).resolve().parent / "results" / f"bench-{profile}-{stamp}.json"
     write_json(out, document)
@@ -937,6 +948,9 @@ async def run(argv: Sequence[str] | None = None) -> int:
             print(line)
     if bench.shutdown is not None:
         print(render_shutdown(bench.shutdown))
+        print()
+    if bench.replay_memory is not None:
+        print(render_replay_memory(bench.replay_memory))
         print()
     for line in _notes(bench.results):
         print(line)

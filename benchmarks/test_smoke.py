@@ -29,6 +29,8 @@ from benchmarks.report import (
     STORE_KEYS,
     TARGET_LABELS,
 )
+from benchmarks.replay_memory import KEYS as REPLAY_KEYS
+from benchmarks.replay_memory import LABELS as REPLAY_LABELS
 from benchmarks.shutdown import CASE_LABELS, CASES
 from benchmarks.telemetry import (
     METRICS,
@@ -189,4 +191,15 @@ def test_the_exit_times_after_a_signal_are_measured_and_printed(smoke_run: tuple
     assert "median" in handoff or handoff["na"].startswith("n/a: ")
     assert all(not details.get("errors") for details in section["details"].values()), section["details"]
     for label in CASE_LABELS.values():
+        assert label in output
+
+
+def test_the_memory_of_slow_re_attaches_is_measured_and_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    section = document["replay_memory"]
+    assert set(section["results"]) == set(REPLAY_KEYS)
+    for key, cell in section["results"].items():
+        assert "median" in cell, (key, cell, section["details"])
+    assert section["results"]["rss_held_mb"]["n"] == section["results"]["rss_after_mb"]["n"] >= 2
+    for label in REPLAY_LABELS.values():
         assert label in output

@@ -9,7 +9,7 @@ question. It then sends the resume on the same thread and keeps streaming.
     python examples/terminal_client.py                            # prompt loop (Ctrl-D ends)
     python examples/terminal_client.py --url http://127.0.0.1:8000/ --token T --thread my-thread --cwd /tmp
 
-Against the embedded demo runtime (``python -m aguiadapter``), the first word
+Against the embedded demo runtime (``python -m aguiadapter --demo``), the first word
 of a message picks a behaviour: think, tool, slow, fail, permission [file],
 question. Ctrl-C during a run closes the stream, and the server then cancels
 the runtime's work. At an interrupt prompt, Ctrl-D leaves the interrupt

@@ -21,8 +21,10 @@ from tests.support.agui import check_stream, texts
 
 
 async def start_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[asyncio.subprocess.Process, str, list[str]]:
+    """The server on a free port; on the demo runtime unless ``args`` name one."""
+    runtime = () if "--a2a-url" in args else ("--demo",)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state"), *args,
+        sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state"), *runtime, *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, **(env or {})},
     )
@@ -161,3 +163,203 @@ async def test_metrics_port_serves_metrics_on_a_listener_of_their_own(tmp_path: 
     finally:
         process.send_signal(signal.SIGINT)
         await process.wait()
+
+
+async def test_credentials_in_the_runtime_url_are_masked_in_the_banner_health_and_logs(tmp_path: Path) -> None:
+    secret_url = "http://svc-user:pa55w0rd-x@127.0.0.1:9/a2a/?api_key=k3y-value&region=eu"
+    process, url, banner = await start_cli(tmp_path, "--a2a-url", secret_url, "--log-level", "DEBUG")
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url + "health") as resp:
+                health = await resp.json()
+        assert health["a2a"]["url"] == "http://***@127.0.0.1:9/a2a/?api_key=***&region=eu"
+    finally:
+        process.send_signal(signal.SIGINT)
+        output = "".join(banner) + (await process.communicate())[0].decode()
+    assert "runtime: A2A runtime at http://***@127.0.0.1:9/a2a/?api_key=***&region=eu" in output
+    for secret in ("svc-user", "pa55w0rd-x", "k3y-value"):
+        assert secret not in output
+
+
+async def test_anonymous_health_callers_of_a_server_with_a_token_do_not_see_the_runtime_url(tmp_path: Path) -> None:
+    process, url, _ = await start_cli(tmp_path, env={"IAC_CODE_AGUI_AUTH_TOKEN": "t0ken-h"})
+    try:
+        async with aiohttp.ClientSession() as session:
+            for headers, shown in [({}, False), ({"Authorization": "Bearer wrong"}, False),
+                                   ({"Authorization": "Bearer t0ken-h"}, True)]:
+                async with session.get(url + "health", headers=headers) as resp:
+                    assert resp.status == 200
+                    runtime = (await resp.json())["a2a"]
+                assert runtime["reachable"] is True and ("url" in runtime) == shown, headers
+    finally:
+        process.send_signal(signal.SIGINT)
+        await process.wait()
+
+
+def test_an_empty_or_relative_workspace_root_stops_the_start(tmp_path: Path) -> None:
+    """``--allowed-cwd ''`` would make the working directory the only root while the banner said otherwise."""
+    for root in ("", "  ", "workspaces", "~/workspaces"):
+        done = subprocess.run(
+            [sys.executable, "-m", "aguiadapter", "--demo", "--port", "0", "--state-dir", str(tmp_path / "state"),
+             "--allowed-cwd", str(tmp_path), "--allowed-cwd", root],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert done.returncode == 2, root
+        assert "--allowed-cwd" in done.stderr and "absolute path" in done.stderr, done.stderr
+    assert not (tmp_path / "state").exists(), "nothing was started"
+
+
+# ------------------------------------------------------------ the runtime is a choice; usage errors are one line
+def run_cli_now(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
+    return subprocess.run([sys.executable, "-m", "aguiadapter", *args], env={**clean, **(env or {})},
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_without_a_runtime_the_server_does_not_start_and_names_the_three_ways() -> None:
+    # A misspelt variable leaves no URL: no demo answers users by accident.
+    done = run_cli_now("--port", "0", env={"IAC_CODE_AGUI_A2A_ULR": "http://127.0.0.1:9/"})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert all(way in done.stderr for way in ("--a2a-url", "--spawn-iac-code", "--demo"))
+    both = run_cli_now("--demo", "--a2a-url", "http://127.0.0.1:9/")
+    assert both.returncode == 2 and "exclude each other" in both.stderr
+
+
+def test_every_bad_setting_exits_2_with_one_line() -> None:
+    cases = [
+        (("--demo", "--port", "99999"), {}, "--port"),
+        (("--demo", "--metrics-port", "-1"), {}, "--metrics-port"),
+        (("--demo", "--heartbeat-seconds", "0"), {}, "--heartbeat-seconds"),
+        (("--demo", "--log-level", "LOUD"), {}, "--log-level"),
+        (("--demo",), {"IAC_CODE_AGUI_PORT": "99999"}, "IAC_CODE_AGUI_PORT"),
+        (("--demo",), {"IAC_CODE_AGUI_LOG_LEVEL": "chatty"}, "IAC_CODE_AGUI_LOG_LEVEL"),
+        (("--demo",), {"IAC_CODE_AGUI_METRICS": "maybe"}, "IAC_CODE_AGUI_METRICS"),
+        (("--demo", "--nonsense"), {}, "--nonsense"),
+        (("--a2a-url", "localhost:9000"), {}, "http://"),
+        (("--demo", "--max-new-threads-per-user", "-1"), {}, "--max-new-threads-per-user"),
+        (("--demo", "--header-timeout-seconds", "soon"), {}, "--header-timeout-seconds"),
+        (("--demo", "--allowed-origin", "example.com"), {}, "--allowed-origin"),
+        (("--demo",), {"IAC_CODE_AGUI_MAX_NEW_THREADS_PER_USER": "many"}, "IAC_CODE_AGUI_MAX_NEW_THREADS_PER_USER"),
+        (("--demo",), {"IAC_CODE_AGUI_STATE_RETENTION_DAYS": "-3"}, "IAC_CODE_AGUI_STATE_RETENTION_DAYS"),
+        (("--demo",), {"IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS": "x"}, "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS"),
+        (("--demo",), {"IAC_CODE_AGUI_ALLOWED_ORIGINS": "https://ok.example,ftp://no"}, "IAC_CODE_AGUI_ALLOWED_ORIGINS"),
+        (("--demo", "--jwt-jwks-file", "missing-jwks.json"), {}, "--jwt-audience"),
+    ]
+    for args, env, named in cases:
+        done = run_cli_now(*args, env=env)
+        assert done.returncode == 2, (args, env, done.stderr)
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert named in done.stderr, (named, done.stderr)
+
+
+def test_options_are_never_abbreviated_and_the_references_own_fail_with_a_pointer() -> None:
+    config = run_cli_now("--demo", "--config", "x.yaml")
+    assert config.returncode == 2 and "--config is an option of iac-code agui" in config.stderr
+    assert "IAC_CODE_AGUI_" in config.stderr
+    debug = run_cli_now("--demo", "--debug")
+    assert debug.returncode == 2 and "--log-level DEBUG" in debug.stderr
+    short = run_cli_now("--demo", "--state=/tmp/x")  # not --state-dir
+    assert short.returncode == 2 and "--state" in short.stderr
+
+
+def test_help_groups_the_options_with_their_defaults_and_variables() -> None:
+    done = run_cli_now("--help", env={"IAC_CODE_AGUI_A2A_TOKEN": "do-not-print"})
+    text = done.stdout
+    assert done.returncode == 0
+    for section in ("runtime (choose exactly one):", "listening:", "state and workspaces:", "logs and metrics:"):
+        assert section in text, section
+    for variable in ("IAC_CODE_AGUI_HOST", "IAC_CODE_AGUI_LOG_LEVEL", "IAC_CODE_AGUI_LOG_FORMAT",
+                     "IAC_CODE_AGUI_METRICS", "IAC_CODE_AGUI_AUTH_TOKEN", "IAC_CODE_AGUI_A2A_TOKEN",
+                     "IAC_CODE_AGUI_ALLOWED_HOSTS", "IAC_CODE_AGUI_ALLOWED_ORIGINS",
+                     "IAC_CODE_AGUI_MAX_NEW_THREADS_PER_USER", "IAC_CODE_AGUI_STATE_RETENTION_DAYS",
+                     "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS", "IAC_CODE_AGUI_JWT_AUDIENCE"):
+        assert variable in text, variable
+    # Each option under its heading, not left in the catch-all "options:" section.
+    sections = re.split(r"\n(?=\S[^\n]*:\n)", text)
+    where = {option: next(part.split(":", 1)[0] for part in sections if f"  {option} " in part)
+             for option in ("--allowed-host", "--allowed-origin", "--header-timeout-seconds",
+                            "--state-retention-days", "--max-new-threads-per-user", "--jwt-audience")}
+    assert where == {
+        "--allowed-host": "listening", "--allowed-origin": "listening", "--header-timeout-seconds": "listening",
+        "--state-retention-days": "state and workspaces", "--max-new-threads-per-user": "runs, streams and limits",
+        "--jwt-audience": "authentication (or the shared token, environment only)",
+    }, where
+    assert "default: 8000" in text and "do-not-print" not in text
+    assert text.index("settings read only from the environment") > text.index("logs and metrics:")
+
+
+def test_log_and_metrics_settings_come_from_the_environment() -> None:
+    env = {"IAC_CODE_AGUI_LOG_LEVEL": "debug", "IAC_CODE_AGUI_LOG_FORMAT": "json",
+           "IAC_CODE_AGUI_METRICS": "1", "IAC_CODE_AGUI_METRICS_PORT": "9464"}
+    args = build_parser(env).parse_args(["--demo"])
+    assert (args.log_level, args.log_format, args.metrics, args.metrics_port) == ("DEBUG", "json", True, 9464)
+
+
+async def test_the_banner_and_health_name_the_runtime(tmp_path: Path, demo: DemoRuntime) -> None:
+    for args, kind, said in [((), "demo", "embedded demo runtime"), (("--a2a-url", demo.url), "a2a", "A2A runtime at")]:
+        process, url, banner = await start_cli(tmp_path, *args)
+        try:
+            assert said in "".join(banner)
+            async with aiohttp.ClientSession() as session:
+                async with session.get(url + "health") as resp:
+                    assert (await resp.json())["runtime"] == kind
+        finally:
+            process.send_signal(signal.SIGINT)
+            await process.wait()
+
+
+async def test_a_runtime_that_does_not_answer_is_warned_about_at_startup(tmp_path: Path) -> None:
+    process, url, banner = await start_cli(tmp_path, "--a2a-url", "http://127.0.0.1:9/")
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url + "health") as resp:
+                assert (await resp.json())["status"] == "degraded"
+    finally:
+        process.send_signal(signal.SIGINT)
+        output, _ = await process.communicate()
+    said = "".join(banner) + output.decode()
+    assert "WARNING" in said and "does not answer at http://127.0.0.1:9/" in said
+
+
+def test_the_workspace_default_is_the_references_unless_demo(tmp_path: Path) -> None:
+    import tempfile
+
+    served = config_from_args(build_parser({}).parse_args(["--a2a-url", "http://127.0.0.1:9/"]), {})
+    assert served.allowed_cwds == (os.getcwd(), tempfile.gettempdir())
+    demo = config_from_args(build_parser({}).parse_args(["--demo"]), {})
+    assert demo.allowed_cwds == ()
+
+
+def test_config_from_env_reads_what_the_command_line_reads(tmp_path: Path) -> None:
+    from aguiadapter import Config
+
+    env = {
+        "IAC_CODE_AGUI_A2A_URL": "http://127.0.0.1:1234/", "IAC_CODE_AGUI_A2A_TOKEN": "a2a-t",
+        "IAC_CODE_AGUI_AUTH_TOKEN": "agui-t", "IAC_CODE_CONFIG_DIR": str(tmp_path / "conf"),
+        "IAC_CODE_AGUI_ALLOWED_CWDS": os.pathsep.join(["/w1", "/w2"]), "IAC_CODE_AGUI_STORE": "redis://r:6379/0",
+        "IAC_CODE_AGUI_DISCONNECT_GRACE_SECONDS": "30", "IAC_CODE_AGUI_REPLAY_RETENTION_SECONDS": "60",
+        "IAC_CODE_AGUI_METRICS": "yes", "IAC_CODE_AGUI_METRICS_PORT": "9464", "IAC_CODE_AGUI_HOST": "0.0.0.0",
+        "IAC_CODE_AGUI_MAX_NEW_THREADS_PER_USER": "5", "IAC_CODE_AGUI_STATE_RETENTION_DAYS": "7",
+        "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS": "3", "IAC_CODE_AGUI_ALLOWED_HOSTS": "Box.lan, other.lan",
+        "IAC_CODE_AGUI_ALLOWED_ORIGINS": "https://App.example:8443/,http://localhost:5173",
+    }
+    from_env = Config.from_env(env)
+    assert (from_env.max_new_threads_per_user, from_env.state_retention_days, from_env.header_timeout_seconds) == (5, 7, 3)
+    assert from_env.allowed_hosts == ("box.lan", "other.lan")
+    assert from_env.allowed_origins == ("https://app.example:8443", "http://localhost:5173")
+    assert Config.from_env(env) == config_from_args(build_parser(env).parse_args([]), env)
+    assert Config.from_env({}, demo=True) == config_from_args(build_parser({}).parse_args(["--demo"]), {})
+    try:
+        Config.from_env({"IAC_CODE_AGUI_METRICS_PORT": "99999"})
+    except ValueError as exc:
+        assert "IAC_CODE_AGUI_METRICS_PORT" in str(exc)
+    else:
+        raise AssertionError("a bad variable must be refused")
+
+
+def test_the_runtimes_workspace_variable_is_read_when_ours_is_unset() -> None:
+    env = {"IACCODE_A2A_ALLOWED_CWDS": "/srv/w"}
+    assert config_from_args(build_parser(env).parse_args(["--demo"]), env).allowed_cwds == ("/srv/w",)
+    both = {**env, "IAC_CODE_AGUI_ALLOWED_CWDS": "/ours"}
+    assert config_from_args(build_parser(both).parse_args(["--demo"]), both).allowed_cwds == ("/ours",)

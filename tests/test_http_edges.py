@@ -226,7 +226,7 @@ async def test_every_error_the_server_answers_is_the_documented_json(
 
 
 METHODS: dict[str, tuple[str, str, set[str]]] = {
-    "GET /": ("GET", "/", {"POST"}),
+    "PUT /": ("PUT", "/", {"GET", "HEAD", "POST"}),
     "DELETE /health": ("DELETE", "/health", {"GET", "HEAD"}),
     "PUT on the cancel route": ("PUT", CANCEL.format("exec-1"), {"POST"}),
     "POST /openapi.json": ("POST", "/openapi.json", {"GET", "HEAD"}),

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,11 +14,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
-from aguiadapter.config import JwtSettings
+from aguiadapter.config import Config, JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.threads.record import thread_key
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.reattach import joined, read_then_cut, reattach
 from tests.support.tokens import (
@@ -90,8 +93,12 @@ def code_of(reply: Reply) -> str:
     return str(reply.json()["error"]["code"])
 
 
-async def stored(adapter: RunningAdapter, thread_id: str) -> Any:
-    return await FileThreadStore(adapter.config.state_dir).load(thread_id)
+async def stored(adapter: RunningAdapter, thread_id: str, principal: str | None = None) -> Any:
+    return await FileThreadStore(adapter.config.state_dir).load(thread_key(thread_id, principal))
+
+
+def state_file_of(adapter: RunningAdapter, thread_id: str, principal: str | None) -> Path:
+    return FileThreadStore(adapter.config.state_dir).path_for(thread_key(thread_id, principal))
 
 
 def state_files(adapter: RunningAdapter) -> bytes:
@@ -99,36 +106,72 @@ def state_files(adapter: RunningAdapter) -> bytes:
 
 
 # ------------------------------------------------------------ threads and users
-async def test_a_thread_belongs_to_the_user_of_its_first_run(
+async def test_each_user_has_their_own_thread_ids(
     secured: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path
+) -> None:
+    """The README's ``thread-1`` is everybody's first thread: taking it first takes nothing from anyone."""
+    alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
+    first = run_body(thread_id="thread-1", text="permission notes.txt", cwd=str(workspace), run_id="r1")
+    interrupt, _ = interrupted(await secured.run(first, alice))
+    hers = state_file_of(secured, "thread-1", "alice").read_bytes()
+    own = await secured.run(run_body(thread_id="thread-1", text="hello", cwd=str(workspace)), bob)
+    assert own.events()[-1]["type"] == "RUN_FINISHED"
+    assert (await stored(secured, "thread-1", "bob")).principal == "bob"
+    assert state_file_of(secured, "thread-1", "alice").read_bytes() == hers, "alice's thread is as she left it"
+    assert sum(demo.state.tool_runs.values()) == 0
+    # Within her own namespace the protocol's binding holds: another cwd is a conflict.
+    elsewhere = workspace.parent / "session-2"
+    elsewhere.mkdir()
+    moved = await secured.run(resume_body("thread-1", elsewhere, interrupt), alice)
+    assert moved.status == 409 and code_of(moved) == "THREAD_BINDING_CONFLICT"
+    events = (await secured.run(resume_body("thread-1", workspace, interrupt), alice)).events()
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    assert sum(demo.state.tool_runs.values()) == 1
+
+
+def _made_up(interrupt: dict[str, Any]) -> dict[str, Any]:
+    return {**interrupt, "id": "interrupt-made-up"}
+
+
+#: (attack by bob, the request for a given thread id). Each runs on one of alice's
+#: threads and on an id nobody used: the answers must be the same.
+ATTACKS: list[tuple[str, Any]] = [
+    ("new turn", lambda thread, ws, first, interrupt: run_body(thread_id=thread, text="mine now", cwd=ws)),
+    ("resume of her interrupt", lambda thread, ws, first, interrupt: resume_body(thread, Path(ws), interrupt)),
+    ("resume of a made-up interrupt",
+     lambda thread, ws, first, interrupt: resume_body(thread, Path(ws), _made_up(interrupt))),
+    ("her very request", lambda thread, ws, first, interrupt: {**first, "threadId": thread}),
+    ("new turn in another cwd", lambda thread, ws, first, interrupt: run_body(thread_id=thread, text="x", cwd="/")),
+]
+
+
+def outcome_of(reply: Reply) -> tuple[int, str]:
+    """Status and code (or the stream's last event type): what bob could tell apart."""
+    if reply.status == 200:
+        return 200, str(reply.events()[-1]["type"])
+    return reply.status, code_of(reply)
+
+
+@pytest.mark.parametrize(("attack", "make"), ATTACKS, ids=[row[0] for row in ATTACKS])
+async def test_another_users_thread_answers_post_exactly_as_an_unknown_one(
+    secured: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path, attack: str, make: Any
 ) -> None:
     alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
     first = run_body(thread_id="t-alice", text="permission notes.txt", cwd=str(workspace), run_id="r1")
     interrupt, execution_id = interrupted(await secured.run(first, alice))
-
-    # Bob, on every route: a new turn, a resume, alice's very request, a cancel.
-    turn = await secured.run(run_body(thread_id="t-alice", text="mine now", cwd=str(workspace)), bob)
-    assert turn.status == 409 and code_of(turn) == "THREAD_BINDING_CONFLICT"
-    resume = await secured.run(resume_body("t-alice", workspace, interrupt), bob)
-    assert resume.status == 409 and code_of(resume) == "THREAD_BINDING_CONFLICT"
-    replay = await secured.run(first, bob)
-    assert code_of(replay) == "THREAD_BINDING_CONFLICT", "not DUPLICATE_RUN_ID: nothing about her runs shows"
+    hers = state_file_of(secured, "t-alice", "alice").read_bytes()
+    theirs = await secured.run(make("t-alice", str(workspace), first, interrupt), bob)
+    nothing = await secured.run(make("t-never", str(workspace), first, interrupt), bob)
+    assert outcome_of(theirs) == outcome_of(nothing), attack
+    if theirs.status != 200:
+        assert theirs.json() == nothing.json()
+    assert state_file_of(secured, "t-alice", "alice").read_bytes() == hers, "nothing of alice's changed on disk"
+    assert sum(demo.state.tool_runs.values()) == 0
     cancelled = await secured.post(CANCEL.format(execution_id), cancel_body("t-alice"), bob)
     unknown = await secured.post(CANCEL.format("exec-unknown"), cancel_body("t-nobody"), bob)
     assert cancelled.status == unknown.status == 404
     assert cancelled.json() == unknown.json() and code_of(cancelled) == "EXECUTION_NOT_FOUND"
-
-    # Bob's own thread works, and alice's is as she left it.
-    own = await secured.run(run_body(thread_id="t-bob", text="hello", cwd=str(workspace)), bob)
-    assert own.events()[-1]["type"] == "RUN_FINISHED"
-    record = await stored(secured, "t-alice")
-    assert record.state == "interrupted" and record.principal == "alice" and record.user_id == "alice"
-    assert sum(demo.state.tool_runs.values()) == 0
-
-    events = (await secured.run(resume_body("t-alice", workspace, interrupt), alice)).events()
-    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
-    assert sum(demo.state.tool_runs.values()) == 1
-    assert (await stored(secured, "t-bob")).principal == "bob"
+    assert state_file_of(secured, "t-alice", "alice").read_bytes() == hers
 
 
 async def test_alices_cancel_works_where_bobs_was_not_found(
@@ -138,7 +181,7 @@ async def test_alices_cancel_works_where_bobs_was_not_found(
     body = run_body(thread_id="t-cancel", text="permission notes.txt", cwd=str(workspace))
     _, execution_id = interrupted(await secured.run(body, alice))
     assert (await secured.post(CANCEL.format(execution_id), cancel_body("t-cancel"), bob)).status == 404
-    assert (await stored(secured, "t-cancel")).state == "interrupted", "bob's cancel changed nothing"
+    assert (await stored(secured, "t-cancel", "alice")).state == "interrupted", "bob's cancel changed nothing"
     reply = await secured.post(CANCEL.format(execution_id), cancel_body("t-cancel"), alice)
     assert reply.json() == {"executionId": execution_id, "status": "cancelled"}
 
@@ -155,7 +198,8 @@ async def test_alice_resumes_her_interrupt_after_a_restart(
     second = await start(tmp_path, demo, jwks_file)
     try:
         bob = await second.run(resume_body("t-restart", workspace, interrupt), bearer(key.token("bob")))
-        assert code_of(bob) == "THREAD_BINDING_CONFLICT"
+        unknown = await second.run(resume_body("t-never", workspace, interrupt), bearer(key.token("bob")))
+        assert (bob.status, bob.json()) == (unknown.status, unknown.json())
         reply = await second.run(resume_body("t-restart", workspace, interrupt), bearer(key.token("alice")))
         assert reply.events()[-1]["outcome"] == {"type": "success"}
         assert sum(demo.state.tool_runs.values()) == 1
@@ -224,7 +268,7 @@ async def test_a_body_user_id_must_be_the_verified_user(secured: RunningAdapter,
     other = await secured.run(run_body(thread_id="t-uid", text="hi", cwd=str(workspace), userId="bob"), alice)
     assert other.status == 400 and code_of(other) == "INVALID_INPUT"
     assert "forwardedProps.iacCode.userId" in other.json()["error"]["message"]
-    assert await stored(secured, "t-uid") is None
+    assert await stored(secured, "t-uid", "alice") is None
     same = await secured.run(run_body(thread_id="t-uid", text="hi", cwd=str(workspace), userId="alice"), alice)
     assert same.status == 200
     absent = await secured.run(run_body(thread_id="t-uid", text="again", cwd=str(workspace)), alice)
@@ -238,16 +282,54 @@ async def test_a_thread_started_without_identity_is_not_taken_over_by_a_user(
     try:
         body = run_body(thread_id="t-before", text="permission notes.txt", cwd=str(workspace), userId="alice")
         _, execution_id = interrupted(await shared.run(body, bearer("shared-secret")))
+        before = state_file_of(shared, "t-before", None).read_bytes()
     finally:
         await shared.close()
     secured = await start(tmp_path, demo, jwks_file)
     try:
         alice = bearer(key.token("alice"))
         reply = await secured.run(run_body(thread_id="t-before", text="mine", cwd=str(workspace)), alice)
-        assert code_of(reply) == "THREAD_BINDING_CONFLICT"
+        assert reply.events()[-1]["type"] == "RUN_FINISHED", "alice's own t-before, a new thread"
         assert (await secured.post(CANCEL.format(execution_id), cancel_body("t-before"), alice)).status == 404
+        assert state_file_of(secured, "t-before", None).read_bytes() == before
     finally:
         await secured.close()
+
+
+async def test_a_users_thread_made_before_per_user_ids_keeps_working(
+    tmp_path: Path, demo: DemoRuntime, jwks_file: Path, key: SigningKey, workspace: Path
+) -> None:
+    """A record kept under its bare thread id (as before) stays its owner's, and nobody else's."""
+    first = await start(tmp_path, demo, jwks_file)
+    try:
+        body = run_body(thread_id="t-old", text="permission notes.txt", cwd=str(workspace), run_id="r-old")
+        interrupt, execution_id = interrupted(await first.run(body, bearer(key.token("alice"))))
+    finally:
+        await first.close()
+    # Rewrite it as the previous version kept it: under the bare id, without the namespaced mark.
+    files = FileThreadStore(tmp_path / "state")
+    record = await files.load(thread_key("t-old", "alice"))
+    record.namespaced = False
+    await files.save(record)
+    files.path_for(thread_key("t-old", "alice")).unlink()
+    legacy = files.path_for("t-old")
+    before = legacy.read_bytes()
+    second = await start(tmp_path, demo, jwks_file)
+    try:
+        alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
+        assert (await get(second, "threads/t-old", bob)).status == 404
+        assert (await second.post(CANCEL.format(execution_id), cancel_body("t-old"), bob)).status == 404
+        own = await second.run(run_body(thread_id="t-old", text="hello", cwd=str(workspace)), bob)
+        assert own.events()[-1]["type"] == "RUN_FINISHED", "bob's own t-old"
+        assert legacy.read_bytes() == before
+        view = await get(second, "threads/t-old", alice)
+        assert view.status == 200 and view.json()["pendingInterrupts"] == [interrupt]
+        reply = await second.run(resume_body("t-old", workspace, interrupt), alice)
+        assert reply.events()[-1]["outcome"] == {"type": "success"}
+        assert (await files.load("t-old")).principal == "alice", "it stays where it was"
+        assert not files.path_for(thread_key("t-old", "alice")).exists()
+    finally:
+        await second.close()
 
 
 # ------------------------------------------------------------ refused tokens
@@ -395,10 +477,39 @@ async def test_unusable_keys_are_skipped_and_named(tmp_path: Path, demo: DemoRun
         await running.close()
 
 
+async def test_weak_keys_are_refused_at_load_with_one_line_in_the_log_format(tmp_path: Path, key: SigningKey) -> None:
+    from tests.test_cli import start_cli
+
+    weak = {"rsa-1024": SigningKey("RS256", kid="rsa-1024", rsa_bits=1024),
+            "secp256k1": SigningKey("ES256K", kid="secp256k1")}
+    strong = SigningKey("RS256", kid="rsa-2048")
+    path = tmp_path / "jwks.json"
+    write_jwks(path, key, strong, *weak.values())
+    process, url, banner = await start_cli(
+        tmp_path, "--jwt-jwks-file", str(path), "--jwt-audience", AUDIENCE, "--log-format", "json",
+        "--allowed-cwd", str(tmp_path),
+    )
+    try:
+        async with aiohttp.ClientSession() as session:
+            for signer, status in [(key, 200), (strong, 200), *((weak_key, 401) for weak_key in weak.values())]:
+                body = run_body(thread_id=f"t-{signer.kid}", text="hi", cwd=str(tmp_path))
+                async with session.post(url, json=body, headers=bearer(signer.token("alice"))) as resp:
+                    assert resp.status == status, signer.kid
+                    await resp.read()
+    finally:
+        process.send_signal(signal.SIGINT)
+        output = "".join(banner) + (await process.communicate())[0].decode()
+    logged = [line for line in output.splitlines() if line.startswith("{")]
+    for kid in weak:
+        (line,) = [line for line in logged if f"'{kid}'" in line]
+        assert json.loads(line)["level"] == "WARNING" and "skipped" in line
+    assert "Warning" not in output, "no raw PyJWT warning outside the log format"
+
+
 # ------------------------------------------------------------ starting the server
 def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state"), *args],
+        [sys.executable, "-m", "aguiadapter", "--demo", "--port", "0", "--state-dir", str(tmp_path / "state"), *args],
         env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=60, check=False,
     )
 
@@ -413,13 +524,43 @@ async def test_a_shared_token_and_a_jwks_file_together_stop_the_start(tmp_path: 
 
 
 async def test_an_unusable_jwks_file_stops_the_start(tmp_path: Path) -> None:
-    missing = await asyncio.to_thread(run_cli, tmp_path, "--jwt-jwks-file", str(tmp_path / "nope.json"))
+    missing = await asyncio.to_thread(
+        run_cli, tmp_path, "--jwt-jwks-file", str(tmp_path / "nope.json"), "--jwt-audience", AUDIENCE
+    )
     assert missing.returncode == 2 and "cannot start: JWKS file" in missing.stderr
     empty = tmp_path / "empty.json"
     empty.write_text('{"keys": []}')
-    env = {"IAC_CODE_AGUI_JWT_JWKS_FILE": str(empty)}
+    env = {"IAC_CODE_AGUI_JWT_JWKS_FILE": str(empty), "IAC_CODE_AGUI_JWT_AUDIENCE": AUDIENCE}
     refused = await asyncio.to_thread(run_cli, tmp_path, env=env)
     assert refused.returncode == 2 and "no usable key" in refused.stderr
+
+
+async def test_jwt_mode_without_an_audience_stops_the_start(tmp_path: Path, jwks_file: Path) -> None:
+    """A token minted for another service must never open this one: no audience, no start."""
+    for audience in ([], ["--jwt-audience", ""], ["--jwt-audience", "  "]):
+        done = await asyncio.to_thread(run_cli, tmp_path, "--jwt-jwks-file", str(jwks_file), *audience)
+        assert done.returncode == 2, audience
+        assert "--jwt-audience" in done.stderr and "IAC_CODE_AGUI_JWT_AUDIENCE" in done.stderr
+    with pytest.raises(ValueError, match="audience"):
+        Config(state_dir=tmp_path, jwt=JwtSettings(jwks_file=jwks_file, issuer=ISSUER))
+
+
+async def test_a_token_for_another_audience_is_refused_and_the_configured_one_accepted(
+    secured: RunningAdapter, key: SigningKey, workspace: Path
+) -> None:
+    state = state_files(secured)
+    for aud, status in [
+        ("some-other-service", 401), (["some-other-service", "another"], 401), (None, 401),
+        ("", 401), (AUDIENCE, 200), (["some-other-service", AUDIENCE], 200),
+    ]:
+        thread = f"t-aud-{status}-{aud!r}".replace(" ", "")
+        token = key.token("alice", aud=aud)  # None: no aud claim at all
+        reply = await secured.run(run_body(thread_id=thread, text="hi", cwd=str(workspace)), bearer(token))
+        assert reply.status == status, aud
+        if status == 401:
+            assert code_of(reply) == "UNAUTHORIZED"
+            assert state_files(secured) == state, "a refused token leaves nothing on disk"
+        state = state_files(secured)
 
 
 async def test_the_shared_token_mode_answers_401_with_the_same_challenge(
@@ -435,3 +576,23 @@ async def test_the_shared_token_mode_answers_401_with_the_same_challenge(
         assert (await shared.run(body, bearer("shared-secret"))).status == 200
     finally:
         await shared.close()
+
+
+async def test_an_unreadable_thread_file_is_unknown_to_other_users(
+    secured: RunningAdapter, key: SigningKey, workspace: Path
+) -> None:
+    alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
+    body = run_body(thread_id="t-broken", text="permission notes.txt", cwd=str(workspace))
+    interrupt, _ = interrupted(await secured.run(body, alice))
+    state_file_of(secured, "t-broken", "alice").write_text("{ not json")
+    # The same damage under a bare id (a record of an earlier version, or of the shared token).
+    state_file_of(secured, "t-bare", None).write_text("{ not json")
+    for thread in ("t-broken", "t-bare"):
+        for path in (f"threads/{thread}", f"threads/{thread}/runs/r1/events"):
+            theirs, nothing = await get(secured, path, bob), await get(secured, path.replace(thread, "t-never"), bob)
+            assert (theirs.status, theirs.json()) == (nothing.status, nothing.json()), path
+        theirs = await secured.run(resume_body(thread, workspace, interrupt), bob)
+        nothing = await secured.run(resume_body("t-never", workspace, interrupt), bob)
+        assert (theirs.status, theirs.json()) == (nothing.status, nothing.json())
+    mine = await get(secured, "threads/t-broken", alice)
+    assert mine.status == 409 and code_of(mine) == "EXECUTION_LOST", "its owner is told what happened"

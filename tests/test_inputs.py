@@ -561,6 +561,18 @@ REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
         "forwardedProps.iacCode.llmApiKey",
         "input_credential_not_ascii",
     ),
+    "a 3 MB llmApiKey": (
+        envelope_0_1,
+        lambda p: iac(p).update(llmApiKey="k" * 3_000_000),
+        "forwardedProps.iacCode.llmApiKey",
+        "input_credential_too_long",
+    ),
+    "a securityToken over 4096 characters": (
+        envelope_0_1,
+        lambda p: iac(p).update(alibabaCloud={"securityToken": "s" * 4097}),
+        "forwardedProps.iacCode.alibabaCloud.securityToken",
+        "input_credential_too_long",
+    ),
     "accessKeySecret with a newline": (
         envelope_0_1,
         lambda p: iac(p).update(alibabaCloud={"accessKeySecret": "ak\nX-Injected: 1"}),
@@ -1079,3 +1091,11 @@ def test_a_refused_secret_is_not_echoed(secret: object) -> None:
 )
 def test_peek_preferred_language(payload: object, language: str | None) -> None:
     assert peek_preferred_language(payload) == language
+
+
+def test_a_credential_of_4096_characters_is_accepted_and_a_longer_ones_message_echoes_nothing() -> None:
+    parse_run_input(mutated(envelope_0_1, lambda p: iac(p).update(llmApiKey="k" * 4096)))
+    error = refusal(mutated(envelope_0_1, lambda p: iac(p).update(llmApiKey="sk-" + "z" * 5000)))
+    for language in ("en", "zh-CN"):
+        text = render_error(error, language)
+        assert "4096" in text and "zzz" not in text and "llmApiKey" in text

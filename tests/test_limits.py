@@ -15,6 +15,7 @@ import pytest
 from aguiadapter.config import JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.threads.record import thread_key
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream, parse_sse
 from tests.support.eventually import eventually
@@ -72,8 +73,8 @@ def refused_with(reply: Reply, status: int, code: str) -> None:
     assert reply.headers["Retry-After"] == "5"
 
 
-async def no_record(adapter: RunningAdapter, thread_id: str) -> bool:
-    return await FileThreadStore(adapter.config.state_dir).load(thread_id) is None
+async def no_record(adapter: RunningAdapter, thread_id: str, principal: str | None = None) -> bool:
+    return await FileThreadStore(adapter.config.state_dir).load(thread_key(thread_id, principal)) is None
 
 
 async def eventually_admitted(adapter: RunningAdapter, body: dict[str, Any], headers: dict[str, str]) -> Reply:
@@ -128,7 +129,7 @@ async def test_a_users_third_concurrent_run_gets_429_while_other_users_run(
         refused_with(await per_user.run(slow("b-3", workspace), bob), 429, "TOO_MANY_RUNS")
 
         # Nothing of the refused runs exists: no record, no runtime task.
-        assert await no_record(per_user, "a-3") and await no_record(per_user, "b-3")
+        assert await no_record(per_user, "a-3", "alice") and await no_record(per_user, "b-3", "bob")
         assert len(demo.state.tasks) == 4
         assert 'aguiadapter_refusals_total{code="TOO_MANY_RUNS"} 3.0' in await metrics_text(per_user)
 
@@ -204,3 +205,73 @@ def test_a_limit_below_one_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
         with pytest.raises(SystemExit) as stopped:
             build_parser({}).parse_args([option, "0"])
         assert stopped.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+async def test_a_user_minting_thread_ids_is_refused_with_429_and_retry_after(
+    tmp_path: Path, demo: DemoRuntime, key: SigningKey, workspace: Path
+) -> None:
+    jwks = tmp_path / "jwks.json"
+    write_jwks(jwks, key)
+    running = await start_adapter(
+        tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+        jwt=JwtSettings(jwks_file=jwks, issuer=ISSUER, audience=AUDIENCE), max_new_threads_per_user=3,
+    )
+    try:
+        alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
+        for index in range(3):
+            body = run_body(thread_id=f"n-{index}", text="hi", cwd=str(workspace))
+            assert (await running.run(body, alice)).status == 200
+        files = sorted((tmp_path / "state" / "threads").iterdir())
+        refused = await running.run(run_body(thread_id="n-3", text="hi", cwd=str(workspace)), alice)
+        assert refused.status == 429 and refused.json()["error"]["code"] == "TOO_MANY_THREADS"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        assert sorted((tmp_path / "state" / "threads").iterdir()) == files, "the refused thread left nothing"
+        assert await no_record(running, "n-3", "alice") and len(demo.state.tasks) == 3
+        # Her existing threads go on; bob has his own allowance.
+        again = await running.run(run_body(thread_id="n-0", text="more", cwd=str(workspace)), alice)
+        assert again.events()[-1]["type"] == "RUN_FINISHED"
+        assert (await running.run(run_body(thread_id="n-3", text="hi", cwd=str(workspace)), bob)).status == 200
+    finally:
+        await running.close()
+
+
+async def test_re_attached_streams_are_bounded_per_user(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
+    """One user cannot hold more re-attached streams open than --max-active-runs-per-user;
+    their own run's re-attach still gets in while that run counts."""
+    from tests.support.reattach import read_then_cut
+
+    running = await start_adapter(
+        tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+        max_active_runs_per_user=2, disconnect_grace_seconds=30.0,
+    )
+    try:
+        body = run_body(thread_id="r-1", text="slow 20", cwd=str(workspace), userId="alice")
+        half = await read_then_cut(running.url, body, events=4)
+        path = running.url + f"threads/r-1/runs/{body['runId']}/events"
+        async with contextlib.AsyncExitStack() as stack:
+            for _ in range(2):
+                resp = await stack.enter_async_context(running.session.get(path, headers={"Last-Event-ID": half.last_id}))
+                assert resp.status == 200
+            async with running.session.get(path, headers={"Last-Event-ID": half.last_id}) as third:
+                refused_with(Reply(third.status, dict(third.headers), await third.read()), 429, "TOO_MANY_RUNS")
+            async with running.session.get(running.url + "threads/r-none/runs/x/events") as unknown:
+                assert unknown.status == 404, "an unknown thread is told so, not counted"
+            # Runs are counted apart: alice's second run and bob's run go on.
+            mine = await running.run(run_body(thread_id="r-2", text="hi", cwd=str(workspace), userId="alice"))
+            assert mine.status == 200
+            other = await running.run(run_body(thread_id="r-3", text="hi", cwd=str(workspace), userId="bob"))
+            assert other.status == 200
+        # The re-attaches closed: their slots are free again.
+        async def reattached() -> bool | None:
+            async with running.session.get(path, headers={"Last-Event-ID": half.last_id}) as resp:
+                if resp.status != 200:
+                    return None
+                resp.release()
+                return True
+        assert await eventually(reattached, "the closed re-attaches are counted out", interval=0.05)
+        async with running.session.get(running.url + "threads/r-1") as view:
+            execution_id = (await view.json())["executionId"]
+        cancel = f"/extensions/iac-code/v1/executions/{execution_id}/cancel"
+        await running.post(cancel, {"threadId": "r-1", "rosInvocationId": "invocation-1"})
+    finally:
+        await running.close()

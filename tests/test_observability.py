@@ -11,6 +11,7 @@ import pytest
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.logs import JsonFormatter, KeyValueFormatter, RedactingFilter, redact
 from tests.support.adapter import run_body, start_adapter
+from tests.support.agui import check_stream, interrupts_of
 
 
 async def test_each_run_logs_one_line_with_its_identifiers_and_outcome(
@@ -24,7 +25,7 @@ async def test_each_run_logs_one_line_with_its_identifiers_and_outcome(
             await running.run(run_body(thread_id="log-2", text="fail", cwd=str(workspace)))
     finally:
         await running.close()
-    lines = [r for r in caplog.records if r.getMessage() == "run ended"]
+    lines = [r for r in caplog.records if getattr(r, "event", None) == "run ended"]
     assert [r.fields["outcome"] for r in lines] == ["success", "A2A_EXECUTION_FAILED"]  # type: ignore[attr-defined]
     fields = lines[0].fields  # type: ignore[attr-defined]
     assert fields["thread"] == "log-1" and fields["run"].startswith("run-") and fields["execution"].startswith("exec-")
@@ -76,3 +77,27 @@ def test_the_redacting_filter_rewrites_the_record() -> None:
     RedactingFilter().filter(record)
     assert "hunter2" not in record.getMessage()
     assert json.loads(JsonFormatter().format(record))["message"] == "token=***"
+
+
+async def test_under_plain_logging_the_fields_show_and_the_happy_resume_logs_no_failure(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A host's logging.basicConfig formatter: the run's fields are in the
+    message, none prints None, and a resume on the demo says nothing at INFO
+    that reads like a failure."""
+    running = await start_adapter(tmp_path / "s", demo.url)
+    try:
+        with caplog.at_level(logging.INFO):
+            events = check_stream((await running.run(run_body(thread_id="plain", text="permission", cwd=str(workspace)))).body)
+            (interrupt,) = interrupts_of(events)
+            body = run_body(thread_id="plain", text=None, cwd=str(workspace))
+            body["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+            assert check_stream((await running.run(body)).body)[-1]["type"] == "RUN_FINISHED"
+    finally:
+        await running.close()
+    plain = logging.Formatter(logging.BASIC_FORMAT)
+    lines = [plain.format(r) for r in caplog.records if r.name.startswith("aguiadapter")]
+    ended = [line for line in lines if "run ended" in line]
+    assert len(ended) == 2 and all("thread=plain" in line and "outcome=" in line for line in ended), ended
+    assert not any("None" in line for line in lines), lines
+    assert not any("not read" in line for line in lines), lines

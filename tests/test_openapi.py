@@ -179,7 +179,7 @@ def test_the_document_is_valid_openapi_3_1() -> None:
 
 
 def test_every_route_of_the_app_is_documented(tmp_path: Path) -> None:
-    app = create_app(Config(state_dir=tmp_path, metrics=True))
+    app = create_app(Config(state_dir=tmp_path, demo=True, metrics=True))
     served = {
         (route.method, route.resource.canonical)
         for route in app.router.routes()

@@ -138,12 +138,21 @@ async def test_unknown_threads_runs_and_cursors_are_refused_with_documented_code
         ("threads/nobody/runs/run-1/events", {}, 404, "THREAD_NOT_FOUND"),
         ("threads/t-known/runs/run-unknown/events", {}, 404, "RUN_NOT_FOUND"),
         (f"threads/t-known/runs/{body['runId']}/events", {"Last-Event-ID": "x1"}, 400, "INVALID_INPUT"),
+        # Past the end of the ended run: not one of its ids either (not an empty 200).
+        (f"threads/t-known/runs/{body['runId']}/events", {"Last-Event-ID": "999"}, 400, "INVALID_INPUT"),
+        (f"threads/t-known/runs/{body['runId']}/events?after=999", {}, 400, "INVALID_INPUT"),
         ("threads/nobody", {}, 404, "THREAD_NOT_FOUND"),
     ]
     for path, headers, status, code in cases:
         async with adapter.session.get(adapter.url + path, headers=headers) as resp:
-            assert resp.status == status, path
+            assert resp.status == status, (path, headers)
             assert (await resp.json())["error"]["code"] == code
+    async with adapter.session.get(adapter.url + f"threads/t-known/runs/{body['runId']}/events") as resp:
+        last = [line for line in (await resp.text()).splitlines() if line.startswith("id: ")][-1].split()[1]
+    # The last id itself is a cursor of the run: nothing after it, an empty 200.
+    async with adapter.session.get(adapter.url + f"threads/t-known/runs/{body['runId']}/events",
+                                   headers={"Last-Event-ID": last}) as resp:
+        assert resp.status == 200 and await resp.read() == b""
 
 
 async def test_an_ended_run_past_its_retention_is_not_found(
@@ -225,3 +234,27 @@ async def test_the_capabilities_document_is_agui_agent_capabilities(adapter: Run
                                      "pushNotifications": False, "resumable": True}
     assert document["humanInTheLoop"]["interrupts"] is True
     assert "iac-code.pipeline.v1" in document["custom"]["iacCode"]["customEvents"]
+
+
+async def test_a_large_ended_run_replays_whole_and_in_bounded_pieces(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    """The replay hands the socket at most 64 KiB at a time, cut between events: every byte, once, in order."""
+    from aguiadapter.threads.run_log import REPLAY_PIECE_BYTES
+
+    async with started(tmp_path, demo) as adapter:
+        body = run_body(thread_id="t-big", text="firehose 4000", cwd=str(workspace))
+        original = (await adapter.run(body)).body
+        assert len(original) > 4 * REPLAY_PIECE_BYTES
+        _, ids, _ = parse_sse_ids(original)
+        for cursor in (None, ids[len(ids) // 3], ids[-2]):
+            status, again = await reattach(adapter.url, "t-big", body["runId"], cursor)
+            assert status == 200
+            expected = original if cursor is None else original[original.index(b"id: %s\n" % cursor.encode()):]
+            if cursor is not None:
+                expected = expected[expected.index(b"\n\n") + 2:]
+            assert again == expected, cursor
+        path = f"{adapter.url}threads/t-big/runs/{body['runId']}/events"
+        async with aiohttp.ClientSession() as session, session.get(path) as resp:
+            sizes = [len(piece) async for piece, _ in resp.content.iter_chunks()]
+        assert sum(sizes) == len(original)

@@ -336,3 +336,29 @@ async def test_a_resume_whose_runtime_lost_the_session_is_execution_lost(
         await running.close()
     # Found before the stream opens: an HTTP error, like every admission refusal.
     assert refused == (409, "EXECUTION_LOST")
+
+
+async def test_refused_answers_say_what_would_have_been_right_without_echoing_the_answer(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    interrupt = await interrupt_on(adapter, "t-say", workspace)
+    secret = "sk-" + "q" * 24
+
+    async def message_of(answers: list[dict[str, Any]], language: str = "en") -> str:
+        reply = await adapter.run(resume_body("t-say", workspace, answers), {"Accept-Language": language})
+        assert reply.status in (400, 409)
+        return str(reply.json()["error"]["message"])
+
+    wrong_id = await message_of([{"interruptId": "permission-nope", "status": "cancelled"}])
+    assert "permission-nope" in wrong_id and interrupt["id"] in wrong_id
+    value = await message_of([{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": secret}}])
+    assert "payload.decision" in value and '"allow_once"' in value and '"deny"' in value and secret not in value
+    zh = await message_of([{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": secret}}], "zh-CN")
+    assert "payload.decision" in zh and secret not in zh
+    missing = await message_of([{"interruptId": interrupt["id"], "status": "resolved", "payload": {}}])
+    assert "payload.decision" in missing
+    extra = await message_of([{"interruptId": interrupt["id"], "status": "resolved",
+                               "payload": {"decision": "allow_once", secret: 1}}])
+    assert "decision" in extra and secret not in extra
+    # Still pending: the right answer works.
+    assert (await adapter.run(resume_body("t-say", workspace, allow(interrupt)))).events()[-1]["outcome"] == {"type": "success"}

@@ -40,3 +40,17 @@ def test_the_byte_bound_is_kept_as_the_run_goes() -> None:
     for n in range(1, 2001):
         log.append_now([delta(n)])
         assert len(log.pending_after(log.first_kept - 1)) <= 10_000
+
+
+def test_a_replay_is_cut_into_bounded_pieces_of_whole_events() -> None:
+    from aguiadapter.threads.run_log import frame, offset_after, pieces
+
+    events = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x" * (i % 300)} for i in range(3000)]
+    events.append({"type": "CUSTOM", "name": "big", "value": "y" * 100_000})  # one event over the limit
+    chunk = frame(events, 1)
+    cut = list(pieces(chunk, 0, limit=4096))
+    assert b"".join(cut) == chunk
+    assert all(piece.endswith(b"\n\n") and piece.startswith(b"id: ") for piece in cut)
+    assert max(len(piece) for piece in cut[:-1]) <= 4096 and len(cut[-1]) > 100_000
+    start = offset_after(chunk, 1, 1500)
+    assert b"".join(pieces(chunk, start, limit=4096)).startswith(b"id: 1501\n")

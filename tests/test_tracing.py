@@ -270,7 +270,7 @@ def test_without_otel_settings_opentelemetry_is_never_imported(tmp_path: Path) -
 
         async def main():
             provider = tracer_provider_from_env(os.environ)
-            app = create_app(Config(state_dir={str(tmp_path)!r}, metrics=True), tracer_provider=provider)
+            app = create_app(Config(state_dir={str(tmp_path)!r}, demo=True, metrics=True), tracer_provider=provider)
             runner = web.AppRunner(app)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -301,7 +301,7 @@ def test_otel_settings_without_the_extra_stop_the_start_with_one_line(tmp_path: 
     (shadow / "opentelemetry").mkdir(parents=True)
     (shadow / "opentelemetry" / "__init__.py").write_text("raise ImportError('No module named opentelemetry')\n")
     done = subprocess.run(
-        [sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state")],
+        [sys.executable, "-m", "aguiadapter", "--demo", "--port", "0", "--state-dir", str(tmp_path / "state")],
         cwd=REPO, capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": f"{shadow}{os.pathsep}{REPO}", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
     )
@@ -332,7 +332,7 @@ async def test_the_command_line_exports_spans_over_otlp_as_the_variables_say(tmp
     log = tmp_path / "adapter.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path / "state"),
+            [sys.executable, "-m", "aguiadapter", "--demo", "--port", "0", "--state-dir", str(tmp_path / "state"),
              "--log-format", "json"],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )

@@ -8,7 +8,17 @@ MESSAGES: dict[str, str] = {
     "bad_request_body": "The request body cannot be read: its Content-Encoding or chunked encoding is broken.",
     "unauthorized": "Missing or invalid bearer token.",
     "unauthorized_token_expired": "The bearer token has expired; get a new one.",
+    "forbidden": "This request is not allowed from where it comes.",
+    "forbidden_host": (
+        "This server accepts only loopback host names here (localhost, 127.0.0.1, [::1]);"
+        " add another name with --allowed-host."
+    ),
+    "forbidden_origin": "Web pages from this origin may not call this server; list it with --allowed-origin.",
     "too_many_runs": "You already have as many active runs as allowed; try again when one of them has ended.",
+    "too_many_threads": "You have started as many new threads as allowed for now; try again after Retry-After seconds.",
+    "too_many_reattaches": (
+        "You already have as many re-attached streams open as allowed; close one, or try again later."
+    ),
     "server_busy": "The server is running as many runs as it allows; try again shortly.",
     "unsupported_media_type": "The request body must be sent as application/json.",
     "request_too_large": "The request body is too large.",
@@ -37,7 +47,10 @@ MESSAGES: dict[str, str] = {
         "This thread is waiting for an answer to a pending interrupt; send a resume."
     ),
     "incomplete_resume": "The resume must answer every pending interrupt exactly once.",
-    "unknown_interrupt": "The resume refers to an interrupt that is not pending.",
+    "unknown_interrupt": (
+        "The resume refers to an interrupt that is not pending (this thread waits for no answer now: "
+        "GET /threads/{{threadId}} shows what it waits for)."
+    ),
     "resume_payload_invalid": (
         "The resume payload is missing or does not match the interrupt's response schema."
     ),
@@ -76,6 +89,10 @@ MESSAGES: dict[str, str] = {
     "input_credential_not_ascii": (
         "{path} must be printable ASCII (no other characters, no control characters): it travels in HTTP headers."
     ),
+    "input_credential_too_long": (
+        "{path} is longer than {max_length} characters: a credential travels in an HTTP header, "
+        "which takes a few KiB at most."
+    ),
     "input_region_id_invalid": (
         "{path} must be a region ID such as cn-hangzhou: lower-case letters, digits and hyphens, at most 63."
     ),
@@ -100,6 +117,8 @@ MESSAGES: dict[str, str] = {
     "input_image_bad_base64": "{path} is not valid base64.",
     "input_image_content_mismatch": "{path} does not contain a valid {mime_type} image.",
     "input_image_damaged": "{path} is not a whole {mime_type} image: it is cut short or damaged.",
+    "input_image_unreadable": "{path} is not a {mime_type} image that can be read.",
+    "input_image_too_many_pixels": "{path}: the image has more than {limit_mpx} million pixels.",
     "input_image_too_large": "{path}: the image is larger than {limit_mib} MiB once decoded.",
     "input_images_total_too_large": (
         "{path}: the images of one message must not exceed {limit_mib} MiB in total."
@@ -118,5 +137,15 @@ MESSAGES: dict[str, str] = {
     "resume_duplicate_ids": "The resume answers the same interrupt more than once.",
     "resume_payload_missing": "The answer to interrupt {id} needs a payload.",
     "resume_payload_schema": "The answer to interrupt {id} does not match its responseSchema.",
+    "unknown_interrupt_pending": (
+        "The resume answers interrupt {id}, which is not pending; the pending interrupt ids are: {pending}."
+    ),
+    "resume_payload_allowed": "The answer to interrupt {id}: {field} must be one of: {allowed}.",
+    "resume_payload_required": "The answer to interrupt {id} needs {field}.",
+    "resume_payload_unknown_field": (
+        "The answer to interrupt {id}: {field} has a field its responseSchema does not define (it takes: {allowed})."
+    ),
+    "resume_payload_type": "The answer to interrupt {id}: {field} must be of type {type}.",
+    "resume_payload_field": "The answer to interrupt {id}: {field} does not match its responseSchema.",
     "resume_identity_mismatch": "The resume does not match the interrupted execution (rosInvocationId).",
 }

@@ -8,7 +8,14 @@ MESSAGES: dict[str, str] = {
     "bad_request_body": "无法读取请求体：其 Content-Encoding 或分块传输编码已损坏。",
     "unauthorized": "缺少 Bearer 令牌，或令牌无效。",
     "unauthorized_token_expired": "Bearer 令牌已过期，请重新获取。",
+    "forbidden": "不允许从该来源发出此请求。",
+    "forbidden_host": (
+        "此服务器在这里只接受回环主机名（localhost、127.0.0.1、[::1]）；其他主机名请用 --allowed-host 添加。"
+    ),
+    "forbidden_origin": "不允许来自该源的网页调用此服务器；请用 --allowed-origin 列出该源。",
     "too_many_runs": "您同时进行的 run 已达上限，请等其中一个结束后再试。",
+    "too_many_threads": "您新建会话（thread）的次数已达当前上限，请在 Retry-After 秒后重试。",
+    "too_many_reattaches": "您同时打开的重新连接（re-attach）流已达上限，请关闭其中一个或稍后重试。",
     "server_busy": "服务器同时进行的 run 已达上限，请稍后重试。",
     "unsupported_media_type": "请求体必须以 application/json 格式发送。",
     "request_too_large": "请求体过大。",
@@ -32,7 +39,10 @@ MESSAGES: dict[str, str] = {
     "thread_binding_conflict": "此会话已绑定到其他工作目录或用户。",
     "resume_required": "此会话正在等待对中断的答复，请发送 Resume 请求。",
     "incomplete_resume": "Resume 必须对每个待处理的中断恰好答复一次。",
-    "unknown_interrupt": "Resume 引用的中断不存在或已不在等待答复。",
+    "unknown_interrupt": (
+        "Resume 引用的中断不存在或已不在等待答复（该会话当前不在等待任何答复，"
+        "可用 GET /threads/{{threadId}} 查看它在等待什么）。"
+    ),
     "resume_payload_invalid": "Resume 缺少 payload，或 payload 不符合该中断要求的格式。",
     "resume_already_applied": "该中断的答复已经生效，无需重复提交。",
     "execution_expired": "该中断已过期。",
@@ -69,6 +79,9 @@ MESSAGES: dict[str, str] = {
     "input_credential_not_ascii": (
         "{path} 只能包含可打印的 ASCII 字符（不能含其他字符或控制字符），因为它要通过 HTTP 请求头传递。"
     ),
+    "input_credential_too_long": (
+        "{path} 超过 {max_length} 个字符：凭证通过 HTTP 请求头传递，请求头最多只能容纳几 KiB。"
+    ),
     "input_region_id_invalid": "{path} 必须是形如 cn-hangzhou 的地域 ID：仅含小写字母、数字和连字符，最多 63 个字符。",
     "input_tools_unsupported": "{path}：暂不支持客户端自定义工具，请传空数组。",
     "input_user_message_required": "发起新的 run 时，{path} 中必须包含一条用户消息。",
@@ -88,6 +101,8 @@ MESSAGES: dict[str, str] = {
     "input_image_bad_base64": "{path} 不是合法的 base64 编码。",
     "input_image_content_mismatch": "{path} 的内容不是有效的 {mime_type} 图片。",
     "input_image_damaged": "{path} 不是完整的 {mime_type} 图片：数据被截断或已损坏。",
+    "input_image_unreadable": "{path} 不是可以读取的 {mime_type} 图片。",
+    "input_image_too_many_pixels": "{path}：图片超过 {limit_mpx} 百万像素。",
     "input_image_too_large": "{path}：图片解码后超过 {limit_mib} MiB。",
     "input_images_total_too_large": "{path}：同一条消息中的图片合计不能超过 {limit_mib} MiB。",
     # 工作目录。
@@ -104,5 +119,13 @@ MESSAGES: dict[str, str] = {
     "resume_duplicate_ids": "Resume 对同一个中断答复了不止一次。",
     "resume_payload_missing": "对中断 {id} 的答复缺少 payload。",
     "resume_payload_schema": "对中断 {id} 的答复不符合其 responseSchema。",
+    "unknown_interrupt_pending": "Resume 答复的中断 {id} 不在等待答复；正在等待答复的中断 ID 为：{pending}。",
+    "resume_payload_allowed": "对中断 {id} 的答复中，{field} 只能是以下值之一：{allowed}。",
+    "resume_payload_required": "对中断 {id} 的答复缺少 {field}。",
+    "resume_payload_unknown_field": (
+        "对中断 {id} 的答复中，{field} 含有 responseSchema 未定义的字段（可用字段：{allowed}）。"
+    ),
+    "resume_payload_type": "对中断 {id} 的答复中，{field} 的类型必须是 {type}。",
+    "resume_payload_field": "对中断 {id} 的答复中，{field} 不符合其 responseSchema。",
     "resume_identity_mismatch": "Resume 与被中断的执行不匹配（rosInvocationId 不同）。",
 }

@@ -44,6 +44,9 @@ Schema = dict[str, Any]
 MAX_IDENTIFIER_LENGTH: Final = 4096
 """Longest ``threadId`` or ``runId`` accepted (in characters)."""
 
+MAX_CREDENTIAL_LENGTH: Final = 4096
+"""Longest credential (``llmApiKey``, the Alibaba Cloud keys): it travels in an HTTP header."""
+
 MAX_INVOCATION_ID_LENGTH: Final = 256
 """Longest ``rosInvocationId`` (the protocol reference: 最长 256 字符)."""
 
@@ -129,10 +132,12 @@ _IDS: Final[dict[str, Schema]] = {
     "Credential": {
         "type": ["string", "null"],
         "writeOnly": True,
+        "maxLength": MAX_CREDENTIAL_LENGTH,
         "not": {"type": "string", "pattern": "[^\\x20-\\x7e]"},
-        "x-refusal": {"not": "input_credential_not_ascii"},
+        "x-refusal": {"not": "input_credential_not_ascii", "maxLength": "input_credential_too_long"},
         "description": (
-            "A secret: printable ASCII only (no control characters), since it travels in HTTP headers. "
+            f"A secret: printable ASCII only (no control characters) and at most {MAX_CREDENTIAL_LENGTH} "
+            "characters, since it travels in HTTP headers. "
             "Forwarded to the runtime for this request only; never stored, logged or echoed in an error."
         ),
     },

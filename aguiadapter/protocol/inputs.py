@@ -89,6 +89,14 @@ class IacCodeProps:
     cleanup_only: bool | None = None
     alibaba_cloud: AlibabaCloudCredentials | None = None
 
+    def secret_values(self) -> tuple[str, ...]:
+        """The credentials this request forwards: never to be logged or shown back."""
+        cloud = self.alibaba_cloud
+        values = (self.llm_api_key,) if cloud is None else (
+            self.llm_api_key, cloud.access_key_id, cloud.access_key_secret, cloud.security_token
+        )
+        return tuple(value for value in values if value)
+
 
 @attrs.frozen(kw_only=True)
 class ForwardedProps:

@@ -73,7 +73,11 @@ def check_resume(
     if unknown:
         if all(entry.interrupt_id in applied for entry in unknown):
             raise AdapterError(ErrorCode.RESUME_ALREADY_APPLIED)
-        raise AdapterError(ErrorCode.UNKNOWN_INTERRUPT)
+        # The caller's own ids; what would have been right is the pending ones.
+        raise AdapterError(
+            ErrorCode.UNKNOWN_INTERRUPT, "unknown_interrupt_pending", id=_shown(unknown[0].interrupt_id),
+            pending=", ".join(by_id),
+        )
     if seen != set(by_id):
         raise AdapterError(ErrorCode.INCOMPLETE_RESUME)
     answers: dict[str, Answer] = {
@@ -92,10 +96,37 @@ def _checked(entry: ResumeEntry, interrupt: Mapping[str, Any]) -> Answer:
         try:
             jsonschema.validate(entry.payload, schema)
         except jsonschema.ValidationError as exc:
-            raise AdapterError(
-                ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_schema", id=entry.interrupt_id
-            ) from exc
+            raise _payload_refusal(entry.interrupt_id, exc) from None
     return Answer(entry.interrupt_id, entry.status, entry.payload, interrupt, answer_digest(entry))
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _payload_refusal(interrupt_id: str, exc: Any) -> AdapterError:
+    """``RESUME_PAYLOAD_INVALID`` saying which field and what it takes, from
+    the schema alone: the value given (free text may hold anything) is never
+    repeated."""
+    field = ".".join(["payload", *(str(step) for step in exc.absolute_path)])
+    keyword, expected = exc.validator, exc.validator_value
+    params: dict[str, Any] = {"id": interrupt_id, "field": field}
+    if keyword in ("enum", "const"):
+        options = expected if keyword == "enum" else [expected]
+        allowed = ", ".join(json.dumps(option, ensure_ascii=False) for option in options)
+        return AdapterError(ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_allowed", allowed=allowed, **params)
+    if keyword == "required" and isinstance(exc.instance, dict):
+        missing = [name for name in expected if name not in exc.instance]
+        params["field"] = f"{field}.{missing[0]}" if missing else field
+        return AdapterError(ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_required", **params)
+    if keyword == "additionalProperties" and isinstance(exc.instance, dict):
+        known = sorted((exc.schema.get("properties") or {}).keys())
+        params["allowed"] = ", ".join(known) or "-"
+        return AdapterError(ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_unknown_field", **params)
+    if keyword == "type":
+        params["type"] = expected if isinstance(expected, str) else " or ".join(expected)
+        return AdapterError(ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_type", **params)
+    return AdapterError(ErrorCode.RESUME_PAYLOAD_INVALID, "resume_payload_field", **params)
 
 
 def answer_text(answer: Answer) -> str:

@@ -108,7 +108,7 @@ class IacCodeRuntime:
         try:
             return await self.client.get_json(EXECUTION_STATE_PATH, {"contextId": context_id})
         except A2AError as exc:
-            log.info("execution state of %s not read: %s", context_id, type(exc).__name__)
+            log.debug("no execution state for %s (%s): the task alone tells", context_id, type(exc).__name__)
             return None
 
     async def transcript(self, context_id: str, execution_id: str) -> list[dict[str, Any]] | None:

@@ -1,19 +1,19 @@
 """Who may touch a thread: the one access rule of every route.
 
-With verified identity on (``--jwt-jwks-file``), a thread belongs to the
-principal of its first run, kept in its record as ``principal``. Without it
-nobody is named and ``principal`` stays ``None``. The rule is plain
-equality, which also settles a change of mode: a thread started under the
-shared token (no principal) is nobody's to take over once JWTs are on, and
-a JWT user's thread is closed to shared-token callers if the server goes
-back to that mode.
+With verified identity on (``--jwt-jwks-file``, or an embedding's
+authenticator), a thread belongs to the principal of its first run, kept in
+its record as ``principal``, and lives under that user's own key
+(:func:`~.record.thread_key`): another user's thread is never even loaded,
+so every route answers for it as for a thread nobody used. Without it nobody
+is named, ``principal`` stays ``None`` and all callers share one namespace.
 
-Runs and resumes of someone else's thread are refused with
-``THREAD_BINDING_CONFLICT``: the thread machine's admission calls
-:func:`check_owner` before any other check on the thread, so that nothing
-else about it shows. The cancel route, and any route that reads a thread,
-answer exactly as for a thread that does not exist when :func:`may_read`
-says no.
+The rule below is the second line: plain equality. It still decides for a
+record kept under a bare thread id while the caller's mode differs (a
+shared-token thread once JWTs are on is nobody's: the service looks for a
+user's thread under their own key; a JWT user's record kept under its bare
+id by an earlier version is refused to shared-token callers with
+``THREAD_BINDING_CONFLICT``, by the machine's admission before any other
+check, and read routes answer as for an unknown thread).
 """
 
 from __future__ import annotations

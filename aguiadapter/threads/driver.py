@@ -24,6 +24,7 @@ from statemachine.exceptions import TransitionNotAllowed
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable, StreamEndedEarly
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
+from ..logs import log_fields, scrub
 from ..protocol import events as ev
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
@@ -270,7 +271,7 @@ class RunDriver:
         record, ident = shell.record, self.identity
         try:
             while not self.ended.is_set():
-                watched = logs is not None and await logs.watched(ident.thread_id, ident.run_id)
+                watched = logs is not None and await logs.watched(self.ticket.record.key, ident.run_id)
                 if watched:
                     if record.parked_until is not None:
                         await self._rejoin()
@@ -294,7 +295,7 @@ class RunDriver:
             self.stop("lost_write")
         except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
-            log.warning("run %s: disconnect grace not kept: %r", ident.run_id, exc)
+            log.warning("thread %s run %s: disconnect grace not kept: %r", ident.thread_id, ident.run_id, exc)
 
     async def _rejoin(self) -> None:
         """A client reads the parked run again. A lost write of that changes
@@ -331,7 +332,7 @@ class RunDriver:
         try:
             if logs is not None:
                 self.log = await logs.open(
-                    self.identity.thread_id, self.identity.run_id, continuing=plan.kind is tm.PlanKind.ADOPT
+                    self.ticket.record.key, self.identity.run_id, continuing=plan.kind is tm.PlanKind.ADOPT
                 )
             if plan.kind is tm.PlanKind.ADOPT:
                 events = []
@@ -665,7 +666,7 @@ class RunDriver:
             if fate is TaskFate.UNKNOWN and not view.is_pipeline:
                 raise A2AUnavailable("the runtime's transcript, which says whether the turn ended, was not read")
             if fate is TaskFate.UNKNOWN:
-                log.warning("run %s: the pipeline state is unreadable; the turn counts as ended", self.identity.run_id)
+                log.warning("thread %s run %s: the pipeline state is unreadable; the turn ends", *self._names())
                 return TurnOutcome("success")
             return TurnOutcome(_FATE_OUTCOMES[fate], detail=view.detail)  # type: ignore[arg-type]
 
@@ -745,8 +746,8 @@ class RunDriver:
             return
         if outcome.kind in _OUTCOME_ERRORS:
             if outcome.detail:
-                log.warning("run %s: the runtime ended the task %s: %s", self.identity.run_id, outcome.kind,
-                            outcome.detail[:500])
+                log.warning("thread %s run %s: the runtime ended the task %s: %s", *self._names(), outcome.kind,
+                            scrub(outcome.detail)[:500])
             await self._fail(_OUTCOME_ERRORS[outcome.kind], detail=outcome.detail)
             return
         await self._close_spans()
@@ -777,7 +778,7 @@ class RunDriver:
             exc, resuming=self.ticket.plan.kind is tm.PlanKind.RESUME, accepted=bool(self._accepted),
             turn=self._is_turn(),
         )
-        log.warning("run %s: %s (%s)", self.identity.run_id, failure.code.name, exc)
+        log.warning("thread %s run %s: %s (%s)", *self._names(), failure.code.name, exc)
         ending = ending_for(failure)
         if ending.end is End.LOST:
             await self._lost(ending)
@@ -798,8 +799,9 @@ class RunDriver:
         await self._close_spans()
         message = self.message(code)
         if detail and code in (ErrorCode.A2A_EXECUTION_FAILED, ErrorCode.INVALID_INPUT):
-            # The runtime's own words help the user more than the code alone.
-            message = f"{message} {detail[:300]}"
+            # The runtime's own words help the user more than the code alone
+            # (never the request's own secrets, which a provider may quote).
+            message = f"{message} {scrub(detail, self.ticket.run_input.iac_code.secret_values())[:300]}"
         if code is ErrorCode.CANCELLED:
             await self._end(tm.cancel, message)
         else:
@@ -912,6 +914,10 @@ class RunDriver:
     def _note_error(self, code: ErrorCode) -> None:
         self._outcome_name = code.name
 
+    def _names(self) -> tuple[str, str]:
+        """Thread and run, as warning lines name them (run ids repeat across threads)."""
+        return self.identity.thread_id, self.identity.run_id
+
     def _log_run(self) -> None:
         ident = self.identity
         events = getattr(self._written_to, "events_sent", None)
@@ -927,5 +933,5 @@ class RunDriver:
             "events": events,
             "kind": self.ticket.plan.kind.value,
         }
-        log.info("run ended", extra={"fields": fields})
+        log_fields(log, logging.INFO, "run ended", fields)
 

@@ -20,6 +20,7 @@ import aiofiles.os
 
 from .durable import GroupWriter
 from .slots import LocalRunSlots
+from .file_retention import FileRetention, retention_seconds_of
 from .record import ThreadRecord, record_to_json
 from .run_log import LogBounds, MemoryRunLogs
 from .store import Claim, CorruptRecord, PersistenceError, parse_stored_record
@@ -56,8 +57,12 @@ class FileThreadStore:
     process owns its state directory.
     """
 
-    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, state_dir: str | os.PathLike[str], *, retention_days: float = 30.0) -> None:
         self.state_dir = Path(state_dir)
+        #: Idle and terminal threads untouched this long are deleted (0: kept forever).
+        self.retention = FileRetention(
+            self, self.state_dir / "threads", retention_seconds_of(retention_days), file_name=thread_file_name
+        )
         self.threads_dir = self.state_dir / "threads"
         self._claims: dict[str, Claim] = {}
         self._next_token = 0
@@ -82,8 +87,8 @@ class FileThreadStore:
         """This is the file store."""
         return "file"
 
-    def run_slots(self) -> LocalRunSlots:
-        """Active runs are counted in memory: one process owns the state folder."""
+    def run_slots(self, purpose: str = "runs") -> LocalRunSlots:
+        """Active runs are counted in memory: one process owns the state folder (each call counts apart)."""
         return LocalRunSlots()
 
     @property
@@ -101,9 +106,11 @@ class FileThreadStore:
         second process on the same folder would break ``THREAD_BUSY``."""
         await self._ensure_dir()
         self._lock_fd = await asyncio.to_thread(_lock_folder, self.state_dir)
+        self.retention.start()
 
     async def close(self) -> None:
         """Release the folder lock and the file threads."""
+        await self.retention.close()
         self._executor.shutdown(wait=False)
         self._writer.close()
         if self._lock_fd is not None:
@@ -171,7 +178,7 @@ class FileThreadStore:
         record.version += 1
         record.updated_at = time.time()
         try:
-            await self._write_atomic(self._file_of(record.thread_id), record_to_json(record))
+            await self._write_atomic(self._file_of(record.key), record_to_json(record))
         except PersistenceError:
             record.version -= 1
             raise

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import uuid
 
 from ..errors import AdapterError, ErrorCode
@@ -37,8 +38,8 @@ RETRY_AFTER_SECONDS = 5
 class LimitReached(AdapterError):
     """``SERVER_BUSY`` or ``TOO_MANY_RUNS``, answered with ``Retry-After``."""
 
-    def __init__(self, code: ErrorCode, retry_after: int = RETRY_AFTER_SECONDS) -> None:
-        super().__init__(code)
+    def __init__(self, code: ErrorCode, retry_after: int = RETRY_AFTER_SECONDS, message_id: str | None = None) -> None:
+        super().__init__(code, message_id)
         self.retry_after = retry_after
 
     def response_headers(self) -> dict[str, str]:
@@ -49,12 +50,27 @@ class LimitReached(AdapterError):
 class AdmissionLimits:
     """The gate the run handler passes before admission, and leaves when the run ends."""
 
-    def __init__(self, slots: RunSlots, max_total: int | None = None, max_per_user: int | None = None) -> None:
+    def __init__(
+        self,
+        slots: RunSlots,
+        max_total: int | None = None,
+        max_per_user: int | None = None,
+        *,
+        new_threads_per_user: int | None = None,
+        new_threads_window_seconds: float = 60.0,
+        reattach_slots: RunSlots | None = None,
+    ) -> None:
         self.slots = slots
+        #: Where re-attached streams are counted, apart from runs (the same per-user limit).
+        self.reattach_slots = reattach_slots
         self.max_total = max_total
         self.max_per_user = max_per_user
+        self.new_threads_per_user = new_threads_per_user
+        self.new_threads_window_seconds = new_threads_window_seconds
         #: Slots this process holds, renewed together while their runs stream.
         self.held: dict[str, RunSlot] = {}
+        #: Re-attach slots this process holds.
+        self.held_reattaches: dict[str, RunSlot] = {}
         self._renewer: asyncio.Task[None] | None = None
 
     @property
@@ -99,15 +115,49 @@ class AdmissionLimits:
         """Give a slot back (``None``: nothing was counted)."""
         if slot is None:
             return
+        if self.held_reattaches.pop(slot.slot_id, None) is not None and self.reattach_slots is not None:
+            await self.reattach_slots.release(slot)
+            return
         self.held.pop(slot.slot_id, None)
         await self.slots.release(slot)
+
+    async def acquire_reattach(self, user: str | None) -> RunSlot | None:
+        """A slot for a re-attached stream of ``user``: at most ``max_per_user``
+        of them per user, counted apart from runs (a run whose client left
+        still counts as a run; its own client's re-attach must get in).
+        ``None`` when no per-user limit is set."""
+        if self.max_per_user is None or self.reattach_slots is None:
+            return None
+        slot = RunSlot(f"reattach-{uuid.uuid4()}", user or "")
+        try:
+            taken = await self.reattach_slots.take(slot, None, self.max_per_user)
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
+        if taken != "taken":
+            raise LimitReached(ErrorCode.TOO_MANY_RUNS, message_id="too_many_reattaches")
+        self.held_reattaches[slot.slot_id] = slot
+        return slot
+
+    async def new_thread(self, principal: str | None) -> None:
+        """Count a new thread of a verified user; ``LimitReached`` (``TOO_MANY_THREADS``)
+        beyond ``new_threads_per_user`` in the window. Unverified callers are
+        not counted: a body ``userId`` proves nothing and would only be rotated."""
+        if principal is None or not self.new_threads_per_user:
+            return
+        try:
+            wait = await self.slots.new_thread(principal, self.new_threads_per_user, self.new_threads_window_seconds)
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
+        if wait > 0:
+            raise LimitReached(ErrorCode.TOO_MANY_THREADS, max(1, math.ceil(wait)))
 
     async def _renew_forever(self, every: float) -> None:
         while True:
             await asyncio.sleep(every)
-            if not self.held:
-                continue
             try:
-                await self.slots.renew(list(self.held.values()))
+                if self.held:
+                    await self.slots.renew(list(self.held.values()))
+                if self.held_reattaches and self.reattach_slots is not None:
+                    await self.reattach_slots.renew(list(self.held_reattaches.values()))
             except StoreUnavailable as exc:
                 log.warning("run slots not renewed (they lapse if this goes on): %s", exc)

@@ -9,6 +9,7 @@ secret could go into (request secrets are forwarded to A2A and forgotten).
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 from typing import Any
 
@@ -97,6 +98,9 @@ class ThreadRecord:
     user_id: str | None = None
     #: The verified user the thread belongs to (``None`` without verified identity); see threads/access.py.
     principal: str | None = None
+    #: Kept under its user's own key (:func:`thread_key`); ``False`` for a
+    #: record made before thread ids were per user, which keeps its old key.
+    namespaced: bool = False
     state: ThreadState = ThreadState.IDLE
     session_id: str | None = None
     execution_id: str | None = None
@@ -125,6 +129,11 @@ class ThreadRecord:
     updated_at: float = 0.0
     version: int = 0
     schema_version: int = RECORD_SCHEMA_VERSION
+
+    @property
+    def key(self) -> str:
+        """Where the record, its claim, deadline and run logs are kept."""
+        return thread_key(self.thread_id, self.principal) if self.namespaced else self.thread_id
 
     def remember_run(self, run_id: str, digest: str) -> None:
         """Record an admitted run, forgetting the oldest beyond the limit."""
@@ -165,6 +174,23 @@ class ThreadRecord:
         due = [at for at in (self.next_deadline, self.parked_until if self.handed_off else None) if at is not None]
         return min(due, default=None)
 
+
+def thread_key(thread_id: str, principal: str | None) -> str:
+    """The storage key of a thread: each verified user has a namespace of their own.
+
+    Without a principal (open or shared-token mode) the key is the thread id
+    itself, one namespace for all callers. With one it is
+    ``u/<first 32 hex of sha256(principal)>/<threadId>``: two users' ``thread-1``
+    are two threads, and no thread id of one user reaches the other's. The
+    stores turn keys into safe file names and Redis keys as they did thread ids.
+    """
+    if principal is None:
+        return thread_id
+    return f"{USER_PREFIX}{hashlib.sha256(principal.encode()).hexdigest()[:32]}/{thread_id}"
+
+
+#: How a per-user key begins.
+USER_PREFIX = "u/"
 
 _converter = cattrs.Converter(forbid_extra_keys=False)
 

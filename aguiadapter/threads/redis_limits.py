@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Collection
 from typing import TypeVar
 
@@ -73,6 +74,19 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
 """
 
+# KEYS: the user's new threads. ARGV: a unique member, the limit, the window ms.
+# Returns 0 (counted) or the milliseconds until the oldest leaves the window.
+_NEW_THREAD = _NOW_MS + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return math.max(1, tonumber(oldest[2]) + tonumber(ARGV[3]) - now)
+end
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 0
+"""
+
 _TAKEN: dict[int, Taken] = {1: "taken", -1: "server_full", -2: "user_full"}
 
 
@@ -85,6 +99,7 @@ class RedisRunSlots:
         self._take = client.register_script(_TAKE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
+        self._new_thread = client.register_script(_NEW_THREAD)
 
     @property
     def lease_seconds(self) -> float | None:
@@ -129,6 +144,17 @@ class RedisRunSlots:
             await _bounded(self._release(keys=keys, args=[slot.slot_id]))
         except _ERRORS as exc:
             log.warning("run slot not released (it lapses by itself): %s", _why(exc))
+
+
+    async def new_thread(self, user: str, limit: int, window_seconds: float) -> float:
+        """A sliding window per user in ``<prefix>new-threads:<user>``, shared by every replica."""
+        window_ms = max(1, int(window_seconds * 1000))
+        keys = [f"{self.prefix}new-threads:{user}"]
+        try:
+            answer = await _bounded(self._new_thread(keys=keys, args=[uuid.uuid4().hex, limit, window_ms]))
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
+        return int(answer) / 1000
 
 
 async def _bounded(call: Awaitable[_T]) -> _T:

@@ -28,7 +28,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from ..protocol.events import Event
-from .run_log import TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, note_trimmed, tail_after
+from .run_log import (
+    TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, note_trimmed, offset_after, past_the_end, pieces,
+)
 from .store import StoreUnavailable
 
 #: The TTL of a stream whose run has not ended (a day).
@@ -156,6 +158,10 @@ class RedisRunLogs:
             return
         if cursor + 1 < int(oldest[0][1][b"f"]):
             raise Truncated()
+        if cursor:
+            newest = await self._call(client.xrevrange(key, "+", "-", count=1))
+            if newest and newest[0][1][b"t"] == b"1" and cursor > _last_of(newest[0][0]):
+                raise past_the_end()
         watch = self._watch(thread_id, run_id)
         await self._call(client.set(watch, 1, px=WATCH_TTL_MS))
         watched_at = time.monotonic()
@@ -164,11 +170,12 @@ class RedisRunLogs:
         try:
             while True:
                 for entry_id, fields in entries:
-                    data = tail_after(fields[b"c"], int(fields[b"f"]), cursor)
+                    chunk = fields[b"c"]
+                    start = offset_after(chunk, int(fields[b"f"]), cursor)
                     cursor = _last_of(entry_id)
                     last_entry = f"{cursor}-0"
-                    if data:
-                        yield data
+                    for piece in pieces(chunk, start):
+                        yield piece
                     if fields[b"t"] == b"1":
                         return
                 if time.monotonic() - watched_at >= 1.0:

@@ -271,9 +271,11 @@ class RedisThreadStore:
         """The server (password hidden) and the key prefix."""
         return f"{self._url} (prefix {self.settings.prefix})"
 
-    def run_slots(self) -> RedisRunSlots:
-        """Active runs are counted in Redis, for every replica together (leases like claims)."""
-        return RedisRunSlots(self._client, self.keys.prefix, self.settings.lease_ms)
+    def run_slots(self, purpose: str = "runs") -> RedisRunSlots:
+        """Active runs are counted in Redis, for every replica together (leases
+        like claims); another ``purpose`` in keys of its own (``<prefix><purpose>-runs``...)."""
+        prefix = self.keys.prefix if purpose == "runs" else f"{self.keys.prefix}{purpose}-"
+        return RedisRunSlots(self._client, prefix, self.settings.lease_ms)
 
     # ----------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -313,12 +315,12 @@ class RedisThreadStore:
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Compare-and-set the record on its version, fenced by the claim's token."""
-        if claim is not None and claim.thread_id != record.thread_id:
-            raise PersistenceError(f"claim of {claim.thread_id} used for {record.thread_id}")
+        if claim is not None and claim.thread_id != record.key:
+            raise PersistenceError(f"claim of {claim.thread_id} used for {record.key}")
         expected = record.version
         record.version, record.updated_at = expected + 1, time.time()
         try:
-            keys = [self.keys.thread(record.thread_id), self.keys.claim(record.thread_id)]
+            keys = [self.keys.thread(record.key), self.keys.claim(record.key)]
             args: list[bytes | str | int] = [
                 expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record)
             ]

@@ -24,11 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Final, Protocol
 
 import attrs
 
+from ..errors import AdapterError, ErrorCode
 from ..fastjson import dumps
 from ..protocol.events import Event, encode_sse
 
@@ -50,6 +51,12 @@ class LogBounds:
 
 class Truncated(Exception):
     """The events after this cursor are no longer all in the log."""
+
+
+def past_the_end() -> AdapterError:
+    """A cursor after the last event of an ended run: none of its ids, refused
+    as any other cursor that is not one of the run's."""
+    return AdapterError(ErrorCode.INVALID_INPUT, "invalid_event_cursor")
 
 
 class LogBroken(Exception):
@@ -83,10 +90,41 @@ def tail_after(chunk: bytes, first: int, cursor: int) -> bytes:
     """The part of a chunk whose events come after ``cursor`` (``first`` is
     the id of the chunk's first event). JSON never holds a raw newline, so
     ``\\n\\nid: N\\n`` only occurs at an event boundary."""
+    return chunk[offset_after(chunk, first, cursor) :] if cursor >= first else chunk
+
+
+#: The most a replay hands the writer at once (cut at event boundaries): a
+#: reader that does not read pins about this much, not the run's log.
+REPLAY_PIECE_BYTES: Final = 64 * 1024
+
+
+def offset_after(chunk: bytes, first: int, cursor: int) -> int:
+    """Where the events after ``cursor`` begin in a chunk (``len(chunk)``: none)."""
     if cursor < first:
-        return chunk
+        return 0
     at = chunk.find(b"\n\nid: %d\n" % (cursor + 1))
-    return b"" if at < 0 else chunk[at + 2 :]
+    return len(chunk) if at < 0 else at + 2
+
+
+def pieces(chunk: bytes, start: int = 0, limit: int = REPLAY_PIECE_BYTES) -> Iterator[bytes]:
+    """``chunk[start:]`` in pieces of at most ``limit`` bytes, each made of whole
+    events (one event longer than ``limit`` is a piece of its own); no copy of
+    the rest is made while a piece waits to be written."""
+    if start == 0 and len(chunk) <= limit:
+        if chunk:
+            yield chunk
+        return
+    view = memoryview(chunk)
+    end = len(chunk)
+    while start < end:
+        stop = end
+        if end - start > limit:
+            cut = chunk.rfind(b"\n\n", start, start + limit)
+            if cut < start:
+                cut = chunk.find(b"\n\n", start + limit)
+            stop = end if cut < 0 else cut + 2
+        yield bytes(view[start:stop])
+        start = stop
 
 
 class RunLog(Protocol):
@@ -248,6 +286,13 @@ class MemoryRunLog:
             kept = [(kept[0][0], self.last_id, b"".join([chunk for _, _, chunk in kept]))]
         self._chunks, self._head = kept, 0
 
+    def chunks_after(self, cursor: int) -> list[tuple[int, int, bytes]]:
+        """The kept chunks with events after ``cursor`` (references, no copy);
+        :class:`Truncated` when some of those events are gone."""
+        if cursor + 1 < self.first_kept:
+            raise Truncated()
+        return [item for item in self._chunks[self._head :] if item[1] > cursor]
+
     def pending_after(self, cursor: int) -> bytes:
         """What is kept after ``cursor`` now."""
         if cursor + 1 < self.first_kept:
@@ -295,17 +340,22 @@ class MemoryRunLogs:
         log = self.get(thread_id, run_id)
         if log is None:
             return
-        log.pending_after(cursor)  # raises Truncated before anything is sent
+        chunks = log.chunks_after(cursor)  # raises Truncated before anything is sent
+        if log.ended and cursor > log.last_id:
+            raise past_the_end()
         log.reader_count += 1
         try:
             while True:
-                data = log.pending_after(cursor)
-                cursor = log.last_id
-                if data:
-                    yield data
-                if log.ended:
+                # The chunks are taken as they are now; appends meanwhile come next time round.
+                for first, last, chunk in chunks:
+                    for piece in pieces(chunk, offset_after(chunk, first, cursor)):
+                        yield piece
+                    cursor = last
+                if log.ended and cursor >= log.last_id:
                     return
-                await log.wait()
+                if cursor >= log.last_id:
+                    await log.wait()
+                chunks = log.chunks_after(cursor)
         finally:
             log.reader_count -= 1
 

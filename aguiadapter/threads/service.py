@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Concatenate, Final, Literal, ParamSpec
 
@@ -38,7 +38,7 @@ from .access import may_read
 from .driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
-from .record import RunKind, ThreadRecord, ThreadState
+from .record import RunKind, ThreadRecord, ThreadState, thread_key
 from .run_log import LogBounds, LogBroken, RunLogs, Truncated
 from .shell import EventSink, ThreadShell
 from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
@@ -106,6 +106,9 @@ class ThreadService:
         self._sweeper: asyncio.Task[None] | None = None
         #: Re-attaches that look for the run's holder, and adopted runs.
         self._background: set[asyncio.Task[None]] = set()
+        #: Asked before a new thread is made for a verified user (the app's
+        #: cap on new threads per user); raises to refuse.
+        self.new_thread_gate: Callable[[str | None], Awaitable[None]] | None = None
 
     @property
     def resumable(self) -> bool:
@@ -151,25 +154,27 @@ class ThreadService:
         (``principal``: the verified caller, who owns the threads they start)."""
         if self.draining:
             raise Draining()
-        thread_id = run_input.thread_id
+        key = await self._key_of(run_input.thread_id, principal)
         request = _request_of(run_input, digest, cwd, principal)
         # Claimed first, so that the record is read once: under the claim it
         # cannot change. The refusals that need no claim are checked on it
         # all the same, before anything else happens to the thread.
-        claim = await self._claim(thread_id, run_input.run_id)
+        claim = await self._claim(key, run_input.run_id)
         if claim is None:
-            known = await self._load(thread_id)
+            known = await self._load(key)
             if known is not None:
                 tm.preflight(known, request)
             raise AdapterError(ErrorCode.THREAD_BUSY)
         try:
-            known = await self._load(thread_id)
+            known = await self._load(key)
             if known is not None:
                 tm.preflight(known, request)
-            record = known or _new_record(run_input, cwd, principal)
+            record = known or _new_record(run_input, cwd, principal, namespaced=key != run_input.thread_id)
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
             plan = tm.admit(record, request, self.clock())
+            if known is None and plan.kind is tm.PlanKind.TURN and self.new_thread_gate is not None:
+                await self.new_thread_gate(principal)  # before anything of the thread is written
             view: TaskView | None = None
             if plan.kind is tm.PlanKind.EXPIRE:
                 await self._expire(shell)
@@ -181,6 +186,25 @@ class ThreadService:
         except BaseException:
             await self.store.release(claim)
             raise
+
+    async def _key_of(self, thread_id: str, principal: str | None) -> str:
+        """Where the caller's thread ``thread_id`` is kept (:func:`thread_key`).
+
+        A verified user's thread made before threads were per user stays
+        under its bare id (it names its owner); any other record there is not
+        theirs, and is none of their business: an unreadable one included.
+        """
+        if principal is None:
+            return thread_id
+        try:
+            earlier = await self.store.load(thread_id)
+        except CorruptRecord:
+            earlier = None
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
+        if earlier is not None and not earlier.namespaced and earlier.principal == principal:
+            return thread_id
+        return thread_key(thread_id, principal)
 
     async def _load(self, thread_id: str) -> ThreadRecord | None:
         try:
@@ -316,7 +340,7 @@ class ThreadService:
         except PersistenceError as exc:
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
         if run_id is not None and events and self.logs is not None:
-            await self._close_log(shell.record.thread_id, run_id, events)
+            await self._close_log(shell.record.key, run_id, events)
 
     async def _close_log(self, thread_id: str, run_id: str, events: list[Event]) -> None:
         assert self.logs is not None
@@ -336,7 +360,7 @@ class ThreadService:
     async def thread(self, thread_id: str, principal: str | None = None) -> ThreadRecord | None:
         """A thread's record (``None`` for an unknown thread and for someone
         else's alike), once a run that died with its process is settled."""
-        record = await self._load(thread_id)
+        record = await self._load(await self._key_of(thread_id, principal))
         if record is None or not may_read(record, principal):
             return None
         if record.state is ThreadState.RUNNING and record.execution_id not in self.active:
@@ -348,11 +372,11 @@ class ThreadService:
         that holds it says so by its claim; otherwise its run died with its
         process, and it is settled first, as any request settles it, so that
         a reloaded page sees the interrupt again rather than a dead run."""
-        claim = await self._claim(record.thread_id, "status")
+        claim = await self._claim(record.key, "status")
         if claim is None:
             return record
         try:
-            current = await self._load(record.thread_id) or record
+            current = await self._load(record.key) or record
             try:
                 await self._recover(ThreadShell(self.store, self.expiry, claim, current, self.leases))
             except AdapterError as exc:
@@ -375,9 +399,9 @@ class ThreadService:
             raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
         logs = self.logs
         try:
-            if logs is None or run_id not in record.runs or not await logs.exists(thread_id, run_id):
+            if logs is None or run_id not in record.runs or not await logs.exists(record.key, run_id):
                 raise AdapterError(ErrorCode.RUN_NOT_FOUND)
-            reader = logs.read(thread_id, run_id, cursor)
+            reader = logs.read(record.key, run_id, cursor)
             first = await anext(reader)
         except Truncated as exc:
             raise AdapterError(ErrorCode.EVENTS_TRUNCATED) from exc
@@ -386,7 +410,7 @@ class ThreadService:
         except StoreUnavailable as exc:
             raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
         if record.state is ThreadState.RUNNING and record.active_run_id == run_id and record.execution_id:
-            self._in_background(self._see_relayed(thread_id, run_id, record.execution_id))
+            self._in_background(self._see_relayed(record.key, run_id, record.execution_id))
         return _prepend(first, reader)
 
     async def _see_relayed(self, thread_id: str, run_id: str, execution_id: str) -> None:
@@ -488,7 +512,8 @@ class ThreadService:
         self, execution_id: str, thread_id: str, ros_invocation_id: str, principal: str | None = None
     ) -> CancelStatus:
         """The cancel extension: stop an execution and clear its interrupts."""
-        record = await self._load(thread_id)
+        key = await self._key_of(thread_id, principal)
+        record = await self._load(key)
         if (
             record is None
             or not may_read(record, principal)
@@ -501,13 +526,13 @@ class ThreadService:
             driver.stop("cancel")
             await _ended(driver, CANCEL_WAIT_SECONDS)
             return "cancelled"
-        claim = await self._claim(thread_id, f"cancel-{execution_id}")
+        claim = await self._claim(key, f"cancel-{execution_id}")
         if claim is None:
             # The run streams from another replica: it hears this and cancels.
             await self.store.publish_cancel(execution_id)
-            return await self._await_cancelled(thread_id, execution_id)
+            return await self._await_cancelled(key, execution_id)
         try:
-            record = await self._load(thread_id)
+            record = await self._load(key)
             if record is None or record.execution_id != execution_id:
                 return "already_terminal"
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
@@ -605,13 +630,14 @@ def _request_of(run_input: RunAgentInput, digest: str, cwd: str, principal: str 
     )
 
 
-def _new_record(run_input: RunAgentInput, cwd: str, principal: str | None) -> ThreadRecord:
+def _new_record(run_input: RunAgentInput, cwd: str, principal: str | None, *, namespaced: bool) -> ThreadRecord:
     return ThreadRecord(
         thread_id=run_input.thread_id,
         context_id=f"ctx-{uuid.uuid4()}",
         cwd=cwd,
         user_id=run_input.iac_code.user_id,
         principal=principal,
+        namespaced=namespaced,
     )
 
 

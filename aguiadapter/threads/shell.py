@@ -118,9 +118,9 @@ class ThreadShell:
         record = self.record
         deadline = record.deadline
         if deadline is not None:
-            await self.expiry.schedule(record.thread_id, deadline)
-        elif before is not None or self.expiry.is_armed(record.thread_id):
-            await self.expiry.cancel(record.thread_id)
+            await self.expiry.schedule(record.key, deadline)
+        elif before is not None or self.expiry.is_armed(record.key):
+            await self.expiry.cancel(record.key)
 
     async def release(self) -> None:
         """Give the claim back (once)."""

@@ -10,8 +10,9 @@ interface can name it.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Collection
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Collection
 from typing import Literal, Protocol
 
 import attrs
@@ -44,13 +45,24 @@ class RunSlots(Protocol):
     async def release(self, slot: RunSlot) -> None:
         """Stop counting ``slot`` (never raises)."""
 
+    async def new_thread(self, user: str, limit: int, window_seconds: float) -> float:
+        """Count a new thread of ``user`` unless ``limit`` were made in the
+        window: 0, or the seconds until one may be made again."""
+
+
+#: Users whose new-thread window is kept in memory at most (the oldest go first).
+MAX_TRACKED_USERS = 100_000
+
 
 class LocalRunSlots:
     """Counts in this process's memory (the file store: one process per state folder)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.total = 0
         self.per_user: Counter[str] = Counter()
+        self.clock = clock
+        #: user → when their recent new threads were made (oldest first).
+        self.new_threads: OrderedDict[str, deque[float]] = OrderedDict()
 
     @property
     def lease_seconds(self) -> float | None:
@@ -76,3 +88,17 @@ class LocalRunSlots:
         self.per_user[slot.user] -= 1
         if self.per_user[slot.user] <= 0:
             del self.per_user[slot.user]
+
+    async def new_thread(self, user: str, limit: int, window_seconds: float) -> float:
+        """A sliding window per user, in memory."""
+        now = self.clock()
+        made = self.new_threads.pop(user, None) or deque()
+        while made and made[0] <= now - window_seconds:
+            made.popleft()
+        self.new_threads[user] = made  # the most recent user last
+        if len(made) >= limit:
+            return made[0] + window_seconds - now
+        made.append(now)
+        while len(self.new_threads) > MAX_TRACKED_USERS:
+            self.new_threads.popitem(last=False)
+        return 0.0

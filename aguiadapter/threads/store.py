@@ -45,7 +45,10 @@ class ThreadStore(Protocol):
     """Storage and run claims for thread records."""
 
     async def load(self, thread_id: str) -> ThreadRecord | None:
-        """The stored record, ``None`` if there is none; ``CorruptRecord`` if unreadable."""
+        """The stored record of a thread key (``record.key``: the thread id,
+        or a per-user key), ``None`` if there is none; ``CorruptRecord`` if unreadable.
+
+        Every ``thread_id`` of this interface is such a key; records are saved under ``record.key``."""
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Write the record durably (all or nothing); ``PersistenceError`` on failure."""
@@ -115,17 +118,19 @@ class ThreadStore(Protocol):
     def location(self) -> str:
         """Where records are kept, for the startup banner and /health."""
 
-    def run_slots(self) -> RunSlots:
-        """Where the admission limits count active runs (as widely as records are shared)."""
+    def run_slots(self, purpose: str = "runs") -> RunSlots:
+        """Where the admission limits count active runs (as widely as records
+        are shared); another ``purpose`` (``reattach``) counts apart."""
 
 
-def parse_stored_record(thread_id: str, data: bytes, where: str) -> ThreadRecord:
-    """A stored record of ``thread_id``; ``CorruptRecord`` (naming ``where``)
-    when it is not one, or belongs to another thread."""
+def parse_stored_record(key: str, data: bytes, where: str) -> ThreadRecord:
+    """A stored record of the thread ``key`` (:func:`~.record.thread_key`);
+    ``CorruptRecord`` (naming ``where``) when it is not one, or belongs to
+    another thread."""
     try:
         record = record_from_json(data)
     except ValueError as exc:
         raise CorruptRecord(f"{where}: {exc}") from exc
-    if record.thread_id != thread_id:
+    if record.key != key:
         raise CorruptRecord(f"{where} belongs to another thread")
     return record

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ..a2a.client import A2AClient
-from ..config import Config
+from ..config import NO_RUNTIME, Config
 from ..telemetry import Telemetry
 from ..threads.file_store import FileThreadStore
 from ..threads.limits import AdmissionLimits
@@ -17,7 +17,8 @@ from ..threads.run_log import LogBounds
 from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
 from . import handlers, thread_routes
-from .auth import authenticator_for
+from .auth import PrincipalHook, authenticator_for
+from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
 from .keys import AUTH, BACKEND, CONFIG, STREAMS, TELEMETRY, Backend
 from .stream_watch import StreamWatch
@@ -29,12 +30,18 @@ log = logging.getLogger(__name__)
 
 
 def create_app(
-    config: Config, *, store: ThreadStore | None = None, tracer_provider: TracerProvider | None = None
+    config: Config,
+    *,
+    store: ThreadStore | None = None,
+    tracer_provider: TracerProvider | None = None,
+    principal: PrincipalHook | None = None,
 ) -> web.Application:
     """An ``aiohttp`` application serving the AG-UI interface.
 
-    Without ``config.a2a_url`` the embedded demo runtime is started on
-    loopback for the lifetime of the app. The app keeps nothing in globals:
+    The runtime is ``config.a2a_url``, or with ``config.demo`` the embedded
+    scripted demo runtime, started on loopback for the lifetime of the app;
+    a config with neither is refused (``ValueError``), so that no deployment
+    answers its users with the demo by accident. The app keeps nothing in globals:
     several instances can live in one process, and mounting it with
     ``parent.add_subapp("/agui", app)`` works as is (the body limits are
     enforced per request, whatever the parent's ``client_max_size``). Every
@@ -48,16 +55,28 @@ def create_app(
     where you like). Traces go to ``tracer_provider`` (an OpenTelemetry
     ``TracerProvider``, e.g. ``opentelemetry.trace.get_tracer_provider()``);
     without one nothing is traced and OpenTelemetry is not imported.
+
+    ``principal`` lets a host application that already knows its user (its
+    own sessions, its own auth middleware) name it: a coroutine from the
+    request to the user's id, or :func:`~aguiadapter.web.auth.principal_from_request_key`
+    for a middleware that sets ``request[PRINCIPAL_KEY]``. Threads then
+    belong to that user, and per-user limits and metrics count them, as with
+    JWTs; a request whose hook names nobody is refused (401). It excludes
+    ``config.auth_token`` and ``config.jwt``.
     """
+    if config.runtime_kind == "none":
+        raise ValueError(NO_RUNTIME)
     telemetry = Telemetry.create(metrics=config.keeps_metrics, tracer_provider=tracer_provider)
     # The request's span (when tracing) around everything, its JSON error answer included.
-    app = web.Application(middlewares=[*telemetry.middlewares(), json_errors])
+    app = web.Application(middlewares=[*telemetry.middlewares(), json_errors, request_guard(config)])
     app[CONFIG] = config
     app[BACKEND] = Backend()
     app[TELEMETRY] = telemetry
-    app[AUTH] = authenticator_for(config)
+    app[AUTH] = authenticator_for(config, principal)
     app[STREAMS] = StreamWatch(config.heartbeat_seconds)
+    app.on_response_prepare.append(add_cors_headers)
     app.router.add_get("/health", handlers.health)
+    app.router.add_get("/", handlers.index)
     app.router.add_post("/", handlers.run)
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
     app.router.add_get("/openapi.json", handlers.openapi)
@@ -96,6 +115,8 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             demo = DemoRuntime()
             url = await demo.start()
             log.info("embedded demo runtime on %s", url)
+        if demo is None:
+            await _probe(url, config.a2a_token)
         client = A2AClient(url, token=config.a2a_token, telemetry=telemetry)
         started = app[BACKEND]
         started.client = client
@@ -109,7 +130,13 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             log_bounds=_log_bounds(config),
             runtime_config_dir=config.runtime_config_dir,
         )
-        started.limits = AdmissionLimits(threads.run_slots(), config.max_active_runs, config.max_active_runs_per_user)
+        started.limits = AdmissionLimits(
+            threads.run_slots(), config.max_active_runs, config.max_active_runs_per_user,
+            new_threads_per_user=config.max_new_threads_per_user,
+            new_threads_window_seconds=config.new_threads_window_seconds,
+            reattach_slots=threads.run_slots("reattach"),
+        )
+        started.service.new_thread_gate = started.limits.new_thread
         try:
             await started.service.start()
             await started.limits.start()
@@ -122,6 +149,14 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
                 await demo.close()
 
     return context
+
+
+async def _probe(url: str, token: str | None) -> None:
+    """Warn when the runtime does not answer; the server starts all the same
+    (``/health`` reports it until it does). Not traced: no request caused it."""
+    async with A2AClient(url, token=token) as probe:
+        if not await probe.health():
+            log.warning("the A2A runtime does not answer at %s; runs fail until it does", url)
 
 
 def _metrics_listener(host: str, port: int):  # type: ignore[no-untyped-def]
@@ -159,7 +194,7 @@ def _log_bounds(config: Config) -> LogBounds | None:
 def _configured_store(config: Config) -> ThreadStore:
     """The file store, or the Redis store for ``--store redis://...``."""
     if not config.store_url:
-        return FileThreadStore(config.state_dir)
+        return FileThreadStore(config.state_dir, retention_days=config.state_retention_days)
     try:
         from ..threads.redis_store import store_from_url
     except ImportError as exc:

@@ -1,6 +1,6 @@
 """Who is calling: nobody in particular, a holder of the shared token, or a verified user.
 
-One of three modes, from the configuration:
+One of four modes, from the configuration or ``create_app``'s ``principal`` hook:
 
 - **open** (no token, no JWKS file): every request is let in, nobody is named;
 - **shared token** (``IAC_CODE_AGUI_AUTH_TOKEN``): ``Authorization: Bearer
@@ -8,7 +8,13 @@ One of three modes, from the configuration:
   so a thread's ``userId`` is whatever the first run's body said;
 - **verified identity** (``--jwt-jwks-file``): the bearer token is a JWT
   checked by :mod:`aguiadapter.web.jwks`; its principal claim names the
-  user, who owns the threads they start (:mod:`aguiadapter.threads.access`).
+  user, who owns the threads they start (:mod:`aguiadapter.threads.access`);
+- **the host's user** (``create_app(config, principal=hook)``): an app that
+  mounts the adapter and already knows who calls (its sessions, its auth
+  middleware) names the user; ownership, run limits and metrics then work as
+  with JWTs. The hook is a coroutine from the request to the principal
+  (``None``: nobody signed in, 401), or :func:`principal_from_request_key`,
+  which reads what the host's middleware put in ``request[PRINCIPAL_KEY]``.
 
 A refusal is ``UNAUTHORIZED`` (401) with a ``WWW-Authenticate`` challenge
 (RFC 6750). No token reaches a log line, an error message or a record: the
@@ -19,13 +25,15 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Final, Protocol
 
 import attrs
 from aiohttp import web
 
 from ..config import Config, JwtSettings
 from ..errors import AdapterError, ErrorCode
+from ..logs import log_fields
 from ..protocol.inputs import RunAgentInput
 
 log = logging.getLogger(__name__)
@@ -112,12 +120,51 @@ class VerifiedIdentity:
         try:
             return await self.verifier.principal(token)
         except TokenRefused as exc:
-            log.info("JWT refused", extra={"fields": {"reason": exc.reason}})
+            log_fields(log, logging.INFO, "JWT refused", {"reason": exc.reason})
             raise Unauthorized(_MESSAGES.get(exc.reason), presented=True) from None
 
 
-def authenticator_for(config: Config) -> Authenticator:
-    """The mode the configuration asks for (``Config`` refuses token and JWKS together)."""
+#: A coroutine from the request to the verified user (``None``: nobody, 401);
+#: it may also raise :class:`Unauthorized` itself.
+PrincipalHook = Callable[[web.Request], Awaitable["str | None"]]
+
+#: Where :func:`principal_from_request_key` looks: the host's middleware sets
+#: ``request[PRINCIPAL_KEY] = "user-id"`` before the adapter's handler runs.
+PRINCIPAL_KEY: Final = "aguiadapter.principal"
+
+#: Longest principal a hook may name, in characters (it is stored with each thread).
+MAX_PRINCIPAL_CHARS: Final = 1024
+
+
+async def principal_from_request_key(request: web.Request) -> str | None:
+    """The hook for hosts whose middleware names the user in ``request[PRINCIPAL_KEY]``."""
+    value = request.get(PRINCIPAL_KEY)
+    return value if isinstance(value, str) else None
+
+
+@attrs.define
+class HostPrincipal:
+    """The host application names the user, through its hook."""
+
+    hook: PrincipalHook
+
+    async def start(self) -> None:
+        """Nothing to load."""
+
+    async def principal(self, request: web.Request) -> str | None:
+        """The user the hook names; nobody (or a name no thread can hold) is refused."""
+        user = await self.hook(request)
+        if not isinstance(user, str) or not user or len(user) > MAX_PRINCIPAL_CHARS:
+            raise Unauthorized()
+        return user
+
+
+def authenticator_for(config: Config, hook: PrincipalHook | None = None) -> Authenticator:
+    """The mode the configuration (or the host's hook) asks for; one at a time."""
+    if hook is not None:
+        if config.jwt is not None or config.auth_token:
+            raise ValueError("a principal hook excludes Config.auth_token and Config.jwt: the host names the user")
+        return HostPrincipal(hook)
     if config.jwt is not None:
         return VerifiedIdentity(config.jwt)
     if config.auth_token:

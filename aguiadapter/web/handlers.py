@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+from contextlib import ExitStack
 from importlib import resources
 from typing import Any
 
@@ -11,14 +13,16 @@ from aiohttp import web
 
 from ..version import __version__
 from ..errors import AdapterError, ErrorCode
+from ..logs import mask_url, secrets_hidden
 from ..protocol.digest import canonical_digest
 from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
 from ..threads.driver import Ticket
 from ..threads.service import ThreadService
 from ..threads.store import StoreUnavailable
+from ..images import fit_images
 from ..workspace import resolve_workspace
-from .auth import bind_user_id
+from .auth import HostPrincipal, OpenAccess, Unauthorized, bind_user_id
 from .http_errors import error_response, request_language
 from .keys import AUTH, CONFIG, STREAMS, TELEMETRY, admission, backend
 from .sse import SseWriter
@@ -27,6 +31,20 @@ from .sse import SseWriter
 async def authenticate(request: web.Request) -> str | None:
     """The caller's verified principal (``None`` in the modes that name nobody); 401 to refuse."""
     return await request.config_dict[AUTH].principal(request)
+
+
+async def _may_see_internals(request: web.Request) -> bool:
+    """Open mode, a caller whose bearer token authenticates, or a user the host's hook names."""
+    auth = request.config_dict[AUTH]
+    if isinstance(auth, OpenAccess):
+        return True
+    if "Authorization" not in request.headers and not isinstance(auth, HostPrincipal):
+        return False
+    try:
+        await auth.principal(request)
+    except Unauthorized:
+        return False
+    return True
 
 
 async def read_json_body(request: web.Request, limit: int) -> Any:
@@ -53,14 +71,33 @@ async def read_json_body(request: web.Request, limit: int) -> Any:
 
 
 @functools.cache
-def openapi_document() -> bytes:
-    """The packaged OpenAPI 3.1 description (aguiadapter/web/openapi.json)."""
-    return resources.files("aguiadapter.web").joinpath("openapi.json").read_bytes()
+def openapi_document(prefix: str = "") -> bytes:
+    """The packaged OpenAPI 3.1 description (aguiadapter/web/openapi.json);
+    with a ``prefix`` its server is the mount point (a URL relative to the
+    document's own, so that whatever host name the client used is kept)."""
+    packaged = resources.files("aguiadapter.web").joinpath("openapi.json").read_bytes()
+    if not prefix:
+        return packaged
+    document = json.loads(packaged)
+    document["servers"] = [{"url": prefix, "description": "where this server's AG-UI interface is mounted"}]
+    return json.dumps(document, ensure_ascii=False).encode()
+
+
+def mount_prefix(request: web.Request, own_path: str) -> str:
+    """Where the adapter app is mounted (``/agui`` under ``add_subapp("/agui/", ...)``,
+    ``""`` on its own), seen from a request to its route ``own_path``.
+
+    aiohttp prefixes a sub-app's resources when it is mounted, so the
+    route's canonical path is the prefix followed by the app's own path.
+    """
+    resource = request.match_info.route.resource
+    canonical = resource.canonical if resource is not None else own_path
+    return canonical.removesuffix(own_path) if canonical.endswith(own_path) else ""
 
 
 async def openapi(request: web.Request) -> web.Response:
     """``GET /openapi.json``: the OpenAPI description of this interface (open, no auth)."""
-    return web.Response(body=openapi_document(), content_type="application/json")
+    return web.Response(body=openapi_document(mount_prefix(request, "/openapi.json")), content_type="application/json")
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -80,10 +117,73 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 
+_INDEX_HTML = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>aguiadapter</title></head>
+<body><h1>aguiadapter {version}</h1>
+<p>An AG-UI server: clients <code>POST</code> a <code>RunAgentInput</code> to this URL and read the
+run as server-sent events.</p>
+<ul>
+<li><a href="{prefix}/health">health</a>: status, protocol version, which runtime</li>
+<li><a href="{prefix}/capabilities">capabilities</a>: what this server supports</li>
+<li><a href="{prefix}/openapi.json">openapi.json</a>: every route, its requests and answers</li>
+</ul>
+<p>Docs: README.md and docs/integrators-guide.md of the aguiadapter package.</p>
+</body></html>
+"""
+
+
+async def index(request: web.Request) -> web.Response:
+    """``GET /``: where to look, for a person with a browser (HTML) or a program (JSON); open."""
+    prefix = mount_prefix(request, "/")
+    if _prefers_html(request.headers.get("Accept", "")):
+        page = _INDEX_HTML.format(version=__version__, prefix=prefix)
+        return web.Response(text=page, content_type="text/html")
+    return web.json_response(
+        {
+            "service": "aguiadapter",
+            "serverVersion": __version__,
+            "protocol": "ag-ui",
+            "run": {"method": "POST", "path": prefix + "/"},
+            "links": {
+                "health": prefix + "/health",
+                "capabilities": prefix + "/capabilities",
+                "openapi": prefix + "/openapi.json",
+            },
+            "docs": "README.md and docs/integrators-guide.md of the aguiadapter package",
+        }
+    )
+
+
+def _prefers_html(accept: str) -> bool:
+    """Whether ``Accept`` ranks ``text/html`` above JSON (as a browser's does)."""
+    ranks: dict[str, float] = {}
+    for item in accept.split(","):
+        kind, *params = (part.strip() for part in item.split(";"))
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        ranks[kind.lower()] = max(weight, ranks.get(kind.lower(), 0.0))
+    return ranks.get("text/html", 0.0) > ranks.get("application/json", 0.0)
+
+
 async def health(request: web.Request) -> web.Response:
-    """Open health check with protocol and runtime reachability."""
+    """Open health check with protocol and runtime reachability.
+
+    The runtime's URL (credentials masked) is shown in open mode and to a
+    caller whose token is good; an anonymous caller of a server that checks
+    tokens learns only whether the runtime answers.
+    """
     client, service = backend(request)
+    kind = request.config_dict[CONFIG].runtime_kind
     reachable, store_ok = await asyncio.gather(client.health(), service.store.ping())
+    runtime: dict[str, Any] = {"reachable": reachable}
+    if await _may_see_internals(request):
+        runtime = {"url": mask_url(client.url), **runtime}
     status = "ok" if reachable and store_ok else "degraded"
     if service.draining:
         status = "draining"
@@ -93,7 +193,9 @@ async def health(request: web.Request) -> web.Response:
             "protocol": "ag-ui",
             "protocolVersion": "1.0",
             "serverVersion": __version__,
-            "a2a": {"url": client.url, "reachable": reachable},
+            # demo (the scripted agent), iac-code (a supervised child) or a2a.
+            "runtime": kind,
+            "a2a": runtime,
             "store": {"kind": service.store.kind, "reachable": store_ok},
         },
         # A draining replica tells the load balancer to send it nothing new.
@@ -109,24 +211,28 @@ async def run(request: web.Request) -> web.StreamResponse:
     limits = admission(request)
     payload: Any = None
     slot = None
-    try:
+    with ExitStack() as hidden:
         try:
-            principal = await authenticate(request)
-            payload = await read_json_body(request, config.max_body_bytes)
-            language = request_language(request, payload)
-            run_input = bind_user_id(parse_run_input(payload), principal)
-            cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
-            # Before admission: a refused run never touches its thread or the runtime.
-            slot = await limits.acquire(run_input.iac_code.user_id)
-            ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
-        except AdapterError as exc:
-            return error_response(exc, language, request)
-        # The ticket holds what the run needs; the decoded body is not kept for
-        # as long as the stream stays open.
-        del payload, run_input
-        return await _stream(request, service, ticket, language)
-    finally:
-        await limits.release(slot)
+            try:
+                principal = await authenticate(request)
+                payload = await read_json_body(request, config.max_body_bytes)
+                language = request_language(request, payload)
+                run_input = bind_user_id(parse_run_input(payload), principal)
+                # From every line this run logs, the runtime's quotes included.
+                hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
+                cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
+                run_input = await fit_images(run_input)
+                # Before admission: a refused run never touches its thread or the runtime.
+                slot = await limits.acquire(run_input.iac_code.user_id)
+                ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
+            except AdapterError as exc:
+                return error_response(exc, language, request)
+            # The ticket holds what the run needs; the decoded body is not kept for
+            # as long as the stream stays open.
+            del payload, run_input
+            return await _stream(request, service, ticket, language)
+        finally:
+            await limits.release(slot)
 
 
 async def _stream(request: web.Request, service: ThreadService, ticket: Ticket, language: str) -> web.StreamResponse:

@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.exceptions import (
     ExpiredSignatureError,
     ImmatureSignatureError,
@@ -169,7 +170,23 @@ def _verification_key(entry: Any) -> jwt.PyJWK:
     minimum = _HMAC_MIN_BYTES.get(key.algorithm_name)
     if minimum is not None and len(key.key) < minimum:
         raise ValueError(f"an {key.algorithm_name} secret needs at least {minimum} bytes")
+    _check_strength(key)
     return key
+
+
+#: The weakest RSA modulus accepted (NIST SP 800-131A; PyJWT only warns, on every token).
+MIN_RSA_BITS = 2048
+#: The EC curves of JWS (RFC 7518, 3.4); secp256k1 and other curves are refused.
+_EC_CURVES = frozenset({"secp256r1", "secp384r1", "secp521r1"})
+
+
+def _check_strength(key: jwt.PyJWK) -> None:
+    """``ValueError`` for an RSA key under 2048 bits or an EC key off the JWS curves."""
+    material = key.key
+    if isinstance(material, rsa.RSAPublicKey) and material.key_size < MIN_RSA_BITS:
+        raise ValueError(f"an RSA key of {material.key_size} bits is too weak (at least {MIN_RSA_BITS})")
+    if isinstance(material, ec.EllipticCurvePublicKey) and material.curve.name not in _EC_CURVES:
+        raise ValueError(f"the EC curve {material.curve.name} is not one of P-256, P-384, P-521")
 
 
 #: What building a key from a malformed JWK may raise (PyJWT wraps most, not all).
@@ -306,7 +323,7 @@ class JwtVerifier:
                 audience=settings.audience,
                 issuer=settings.issuer,
                 leeway=settings.leeway_seconds,
-                options={"require": ["exp"], "verify_aud": settings.audience is not None},
+                options={"require": ["exp", "aud"], "verify_aud": True},
             )
         except InvalidSignatureError:
             raise

@@ -68,8 +68,57 @@ def parser_error_code(exc: BaseException | None, status: int, max_line_size: int
     return ErrorCode.BAD_REQUEST if 400 <= status < 500 else ErrorCode.INTERNAL_ERROR
 
 
+#: How long a connection may take to send a request's headers (a request
+#: line and headers that never end would hold the connection forever).
+HEADER_TIMEOUT_SECONDS = 10.0
+
+
 class JsonErrorRequestHandler(web.RequestHandler):
-    """A connection whose low-level error answers are JSON."""
+    """A connection whose low-level error answers are JSON, and that is
+    closed when a request's headers do not arrive within ``header_timeout``
+    seconds (from the connection's start, or from the first bytes of a
+    later request on it)."""
+
+    def __init__(self, *args: Any, header_timeout: float = HEADER_TIMEOUT_SECONDS, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.header_timeout = header_timeout
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._requests_seen = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Start waiting for the first request's headers."""
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def data_received(self, data: bytes) -> None:
+        """Parse as aiohttp does; headers complete stop the clock, the first bytes of a request start it."""
+        super().data_received(data)
+        count = self._request_count
+        if count != self._requests_seen:
+            self._requests_seen = count
+            self._disarm_header_timer()
+        elif self._header_timer is None and not self._request_in_progress and not self._messages:
+            self._arm_header_timer()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        """Stop the clock with the connection."""
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        if self.header_timeout > 0:
+            self._header_timer = self._loop.call_later(self.header_timeout, self._headers_late)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self._request_count == self._requests_seen and not self._request_in_progress:
+            log.debug("closed a connection whose request headers did not arrive within %g s", self.header_timeout)
+            self.force_close()
 
     def handle_error(
         self,
@@ -103,8 +152,10 @@ class JsonErrorServer(web.Server):
         request_factory: Any = None,
         handler_cancellation: bool = False,
         loop: asyncio.AbstractEventLoop | None = None,
+        header_timeout: float = HEADER_TIMEOUT_SECONDS,
         **connection_options: Any,
     ) -> None:
+        self.header_timeout = header_timeout
         super().__init__(
             handler,
             request_factory=request_factory,
@@ -116,15 +167,23 @@ class JsonErrorServer(web.Server):
         self._connection_options = connection_options
 
     def __call__(self) -> web.RequestHandler:
-        return JsonErrorRequestHandler(self, loop=self._connection_loop, **self._connection_options)
+        return JsonErrorRequestHandler(
+            self, loop=self._connection_loop, header_timeout=self.header_timeout, **self._connection_options
+        )
 
 
 class AdapterRunner(web.AppRunner):
     """``web.AppRunner`` serving its app through :class:`JsonErrorServer`.
 
     Takes the same arguments (``max_line_size``, ``max_field_size``,
-    ``max_headers``, ``shutdown_timeout``...).
+    ``max_headers``, ``shutdown_timeout``...), and ``header_timeout``:
+    seconds a connection may take to send a request's headers (default 10;
+    0: no limit beyond aiohttp's keep-alive timeout).
     """
+
+    def __init__(self, app: web.Application, *, header_timeout: float = HEADER_TIMEOUT_SECONDS, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.header_timeout = header_timeout
 
     async def _make_server(self) -> web.Server:
         # The app's own server carries the connection options aiohttp
@@ -135,5 +194,6 @@ class AdapterRunner(web.AppRunner):
             request_factory=plain.request_factory,
             handler_cancellation=plain.handler_cancellation,
             loop=asyncio.get_running_loop(),
+            header_timeout=self.header_timeout,
             **plain._kwargs,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -24,9 +25,9 @@ from ..threads.record import ThreadRecord, ThreadState
 from ..threads.run_log import parse_cursor
 from ..threads.store import StoreUnavailable
 from ..version import __version__
-from .handlers import authenticate
+from .handlers import authenticate, mount_prefix
 from .http_errors import error_response, request_language
-from .keys import CONFIG, STREAMS, backend
+from .keys import CONFIG, STREAMS, admission, backend
 from .sse import ClientGone, SseWriter
 
 log = logging.getLogger(__name__)
@@ -65,16 +66,33 @@ async def run_events(request: web.Request) -> web.StreamResponse:
     """``GET /threads/{threadId}/runs/{runId}/events``: re-attach to a run."""
     _, service = backend(request)
     language = request_language(request)
+    limits = admission(request)
+    slot = None
     try:
-        principal = await authenticate(request)
-        raw = request.headers.get("Last-Event-ID") or request.query.get("after")
         try:
-            cursor = parse_cursor(raw)
-        except ValueError as exc:
-            raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_event_cursor") from exc
-        chunks = await service.attach(request.match_info["threadId"], request.match_info["runId"], cursor, principal)
-    except AdapterError as exc:
-        return error_response(exc, language, request)
+            principal = await authenticate(request)
+            raw = request.headers.get("Last-Event-ID") or request.query.get("after")
+            try:
+                cursor = parse_cursor(raw)
+            except ValueError as exc:
+                raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_event_cursor") from exc
+            thread_id = request.match_info["threadId"]
+            if limits.max_per_user is not None:
+                # Re-attached streams are bounded per user as runs are (apart from them).
+                record = await service.thread(thread_id, principal)
+                if record is None:
+                    raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
+                slot = await limits.acquire_reattach(principal or record.user_id)
+            chunks = await service.attach(thread_id, request.match_info["runId"], cursor, principal)
+        except AdapterError as exc:
+            return error_response(exc, language, request)
+        return await _relay(request, chunks)
+    finally:
+        await limits.release(slot)
+
+
+async def _relay(request: web.Request, chunks: AsyncIterator[bytes]) -> web.StreamResponse:
+    """Write a re-attach's chunks as SSE until the run's end or the client leaves."""
     writer = SseWriter(request, request.config_dict[STREAMS])
 
     async def pump() -> None:
@@ -84,7 +102,8 @@ async def run_events(request: web.Request) -> web.StreamResponse:
         except StoreUnavailable as exc:
             # The stream ends without its terminal event: the client comes
             # back with the id of the last one it got.
-            log.warning("re-attach to %s ended early: %s", request.match_info["runId"], exc)
+            log.warning("thread %s run %s: re-attach ended early: %s", request.match_info["threadId"],
+                        request.match_info["runId"], exc)
             return
         if not writer.prepared:
             # Nothing after the cursor, and the run is over: an empty stream.
@@ -109,6 +128,7 @@ async def capabilities(request: web.Request) -> web.Response:
     """``GET /capabilities``: the AG-UI ``AgentCapabilities`` of this server (open)."""
     _, service = backend(request)
     config = request.config_dict[CONFIG]
+    prefix = mount_prefix(request, "/capabilities")
     document: dict[str, Any] = {
         "identity": {
             "name": "aguiadapter",
@@ -131,9 +151,10 @@ async def capabilities(request: web.Request) -> web.Response:
         "custom": {
             "iacCode": {
                 "customEvents": [SESSION_EVENT, ARTIFACT_EVENT, TOOL_PROGRESS_EVENT, PIPELINE_EVENT],
-                "cancel": "/extensions/iac-code/v1/executions/{executionId}/cancel",
-                "threadStatus": "/threads/{threadId}",
-                "reattach": "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
+                # Paths as the client calls them: under the mount point when mounted.
+                "cancel": prefix + "/extensions/iac-code/v1/executions/{executionId}/cancel",
+                "threadStatus": prefix + "/threads/{threadId}",
+                "reattach": prefix + "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
                 "disconnectGraceSeconds": config.disconnect_grace_seconds,
                 "replayRetentionSeconds": config.replay_retention_seconds if service.resumable else 0,
                 "interruptTtlSeconds": config.interrupt_ttl_seconds,

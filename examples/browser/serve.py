@@ -65,7 +65,8 @@ def build_app(
     app.router.add_static("/static/", STATIC, show_index=False, append_version=False)
     adapter = create_app(
         Config(
-            state_dir=state_dir, a2a_url=a2a_url, a2a_token=a2a_token, allowed_cwds=(str(workspace),),
+            state_dir=state_dir, a2a_url=a2a_url, a2a_token=a2a_token, demo=a2a_url is None,
+            allowed_cwds=(str(workspace),),
             disconnect_grace_seconds=disconnect_grace_seconds,
         )
     )

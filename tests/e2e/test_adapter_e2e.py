@@ -110,13 +110,14 @@ async def test_spawn_iac_code_starts_and_supervises_a_child(
             assert line, text
             text += line
         url = re.search(r"listening on (http://\S+/)", text)
-        assert url is not None and "A2A runtime at http://127.0.0.1:" in text
+        assert url is not None and "runtime: iac-code a2a child at http://127.0.0.1:" in text
         body = run_body(thread_id="e2e-spawn", text="[scenario:normal] hi", cwd=str(iac_workspace))
         async with aiohttp.ClientSession() as session:
             async with session.post(url.group(1), json=body) as resp:
                 events = check_stream(await resp.read())
             async with session.get(url.group(1) + "health") as resp:
-                assert (await resp.json())["a2a"]["reachable"] is True
+                health = await resp.json()
+                assert health["a2a"]["reachable"] is True and health["runtime"] == "iac-code"
         assert events[-1]["type"] == "RUN_FINISHED", (events[-1], text)
     finally:
         process.send_signal(signal.SIGINT)

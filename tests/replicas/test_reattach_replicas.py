@@ -43,6 +43,11 @@ async def test_a_client_cut_from_one_replica_re_attaches_on_another(
     events = joined(half, rest)
     assert events[-1]["type"] == "RUN_FINISHED" and texts(events) == TICKS
     assert cancels(demo) == 0 and len(demo.state.tasks) == 1
+    # Past the end of the ended run, on either replica: not one of its cursors.
+    last = max(int(line.split()[1]) for line in rest.decode().splitlines() if line.startswith("id: "))
+    for replica in (first, second):
+        status, reply = await reattach(replica.url, "t-moved", body["runId"], str(last + 1))
+        assert status == 400 and json.loads(reply)["error"]["code"] == "INVALID_INPUT", reply
 
 
 async def test_a_replica_stopped_mid_answer_hands_its_run_to_the_one_the_client_re_attaches_to(

@@ -45,7 +45,7 @@ def test_create_app_picks_the_store_of_the_config(tmp_path: Path) -> None:
 def test_a_replica_without_its_redis_does_not_start(tmp_path: Path) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"
     result = subprocess.run(
-        [sys.executable, "-m", "aguiadapter", "--port", "0", "--state-dir", str(tmp_path), "--store", url],
+        [sys.executable, "-m", "aguiadapter", "--demo", "--port", "0", "--state-dir", str(tmp_path), "--store", url],
         cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
     )
     assert result.returncode == 2, result.stderr

@@ -103,7 +103,7 @@ async def start_adapter(state_dir: Path, a2a_url: str | None, **config: Any) -> 
     serves it; the caller closes it."""
     cfg = Config(state_dir=state_dir, a2a_url=a2a_url, **config)
     app = create_app(cfg)
-    runner = AdapterRunner(app, shutdown_timeout=1.0)
+    runner = AdapterRunner(app, shutdown_timeout=1.0, header_timeout=cfg.header_timeout_seconds)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

@@ -327,7 +327,8 @@ class ModelStub:
         loop.close()
 
     async def _listen(self) -> None:
-        app = web.Application()
+        # A model API takes images (base64) of some MiB; aiohttp's default stops at 1 MiB.
+        app = web.Application(client_max_size=32 * 1024 * 1024)
         for path in ("/chat/completions", "/v1/chat/completions"):
             app.router.add_post(path, self._handle)
         # A short shutdown timeout: a test may leave a `slow` stream running.

@@ -15,12 +15,13 @@ import json
 import os
 import secrets
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import jwt
-from cryptography.hazmat.primitives.asymmetric import ec
-from jwt.algorithms import ECAlgorithm
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 ISSUER = "https://login.example.test/"
 AUDIENCE = "aguiadapter-tests"
@@ -33,7 +34,7 @@ def b64url(data: bytes) -> str:
 class SigningKey:
     """One key that signs tokens, and its entry in a JWKS document."""
 
-    def __init__(self, algorithm: str, kid: str) -> None:
+    def __init__(self, algorithm: str, kid: str, *, rsa_bits: int = 2048) -> None:
         self.algorithm = algorithm
         self.kid = kid
         if algorithm == "HS256":
@@ -44,6 +45,14 @@ class SigningKey:
             self.private = ec.generate_private_key(ec.SECP256R1())
             public = ECAlgorithm.to_jwk(self.private.public_key(), as_dict=True)
             self.jwk = {**public, "kid": kid, "use": "sig"}
+        elif algorithm == "ES256K":
+            self.private = ec.generate_private_key(ec.SECP256K1())
+            public = ECAlgorithm.to_jwk(self.private.public_key(), as_dict=True)
+            self.jwk = {**public, "kid": kid, "use": "sig", "alg": "ES256K"}
+        elif algorithm == "RS256":
+            self.private = rsa.generate_private_key(65537, rsa_bits)
+            public = RSAAlgorithm.to_jwk(self.private.public_key(), as_dict=True)
+            self.jwk = {**public, "kid": kid, "use": "sig", "alg": "RS256"}
         else:
             raise ValueError(algorithm)
 
@@ -53,7 +62,9 @@ class SigningKey:
         body: dict[str, Any] = {"iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + 600, "sub": subject}
         body.update(claims)
         body = {name: value for name, value in body.items() if value is not None}
-        return jwt.encode(body, self.private, algorithm=self.algorithm, headers={"kid": self.kid, **(headers or {})})
+        with warnings.catch_warnings():  # PyJWT's own warning about the weak keys some tests sign with
+            warnings.simplefilter("ignore")
+            return jwt.encode(body, self.private, algorithm=self.algorithm, headers={"kid": self.kid, **(headers or {})})
 
 
 def hand_made_token(header: dict[str, Any], claims: dict[str, Any], secret: bytes | None) -> str:

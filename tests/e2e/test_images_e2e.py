@@ -1,0 +1,74 @@
+"""An 8 MiB image, as the protocol reference allows, reaches the real runtime's model.
+
+`iac-code a2a` 0.16 takes at most 5 MiB of inline image bytes: sent as is,
+a valid 7.9 MiB PNG ended the run with `RUN_ERROR INVALID_INPUT` ("A2A binary
+raw part content is too large"). The adapter now scales and re-encodes it first.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tests.support.adapter import RunningAdapter, run_body
+from tests.support.agui import check_stream, texts
+from tests.support.envelopes import MIB, image_part
+from tests.support.iac_runtime import IacRuntime
+from tests.support.model_stub import ModelStub
+
+
+def noisy_png(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.frombytes("RGB", (width, height), os.urandom(width * height * 3)).save(out, "PNG", compress_level=1)
+    return out.getvalue()
+
+
+def images_sent(call_body: dict[str, object]) -> list[str]:
+    """The image URLs (data: URLs) of the model request's user messages."""
+    found = []
+    for message in call_body.get("messages", []):  # type: ignore[union-attr]
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                found.append(str(part["image_url"]["url"]))
+    return found
+
+
+@pytest.fixture
+def vision_stub_model(iac_runtime: IacRuntime) -> Iterator[None]:
+    """The runtime takes the stub model for one that sees images (its settings.yml, read per request)."""
+    settings = iac_runtime.config_dir / "settings.yml"
+    before = settings.read_text(encoding="utf-8") if settings.exists() else ""  # the runtime keeps its userID there
+    assert "multiModal" not in before
+    section = f"multiModal:\n  models:\n    {iac_runtime.model}:\n      supportMultimodal: true\n"
+    settings.write_text(before.rstrip("\n") + "\n" + section if before else section, encoding="utf-8")
+    try:
+        yield
+    finally:
+        settings.write_text(before, encoding="utf-8")
+
+
+@pytest.mark.usefixtures("vision_stub_model")
+async def test_an_8_mib_png_runs_to_the_end_against_the_real_runtime(
+    iac_adapter: RunningAdapter, iac_workspace: Path, model_stub: ModelStub
+) -> None:
+    png = noisy_png(1600, 1740)
+    assert 7.9 * MIB < len(png) <= 8 * MIB
+    marker = f"photo-{uuid.uuid4()}"
+    body = run_body(thread_id=f"e2e-image-{uuid.uuid4()}", text=None, cwd=str(iac_workspace))
+    body["messages"] = [{"id": "m1", "role": "user", "content": [
+        {"type": "text", "text": f"[scenario:normal] {marker}"}, image_part(png)]}]
+    reply = await iac_adapter.run(body)
+    assert reply.status == 200, reply.body[:300]
+    events = check_stream(reply.body)
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    assert texts(events)
+    (call,) = model_stub.calls_with(marker)
+    (sent,) = images_sent(call.body)
+    assert sent.startswith("data:image/"), sent[:40]
