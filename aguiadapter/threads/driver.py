@@ -289,7 +289,7 @@ class RunDriver:
         except LostWrite as exc:
             # The grace cannot be kept (nor a rejoin told) without its
             # record: the run ends, as a client that left without a grace.
-            log.error("run %s: disconnect grace not kept: %s", ident.run_id, exc)
+            log.error("thread %s run %s: disconnect grace not kept: %s", ident.thread_id, ident.run_id, exc)
             self._grace = None
             self._lost_write = exc.transition
             self.stop("lost_write")
@@ -306,7 +306,7 @@ class RunDriver:
         try:
             await self.shell.apply(tm.rejoin)
         except LostWrite as exc:
-            log.warning("run %s: rejoin not recorded yet: %s", self.identity.run_id, exc)
+            log.warning("thread %s run %s: rejoin not recorded yet: %s", *self._names(), exc)
 
     def _stop_without_client(self) -> None:
         """The client is gone for good: the run ends as one that left."""
@@ -658,16 +658,16 @@ class RunDriver:
             if fate is TaskFate.ASKS:
                 return TurnOutcome("interrupt", inputs=tuple(asks))
             if fate is TaskFate.UNSEEN:
-                log.warning("run %s: task %s waits for an input no stream announced; it is cancelled",
-                            self.identity.run_id, task_id)
+                log.warning("thread %s run %s: task %s waits for an input no stream announced; it is cancelled",
+                            *self._names(), task_id)
                 raise LostTask(cancel=True)
             if fate in (TaskFate.GONE, TaskFate.ORPHANED):
                 raise LostTask()
-            if fate is TaskFate.UNKNOWN and not view.is_pipeline:
-                raise A2AUnavailable("the runtime's transcript, which says whether the turn ended, was not read")
             if fate is TaskFate.UNKNOWN:
-                log.warning("thread %s run %s: the pipeline state is unreadable; the turn ends", *self._names())
-                return TurnOutcome("success")
+                # Whether the turn ended or waits is not known: never a success
+                # without evidence; the next request looks again.
+                raise A2AUnavailable("the runtime's transcript or pipeline state, which says whether the turn "
+                                     "ended, was not read")
             return TurnOutcome(_FATE_OUTCOMES[fate], detail=view.detail)  # type: ignore[arg-type]
 
     async def _missed(self, task_id: str) -> list[Event]:
@@ -724,7 +724,7 @@ class RunDriver:
             # Re-attach is lost for this run, not the run: its client gets
             # these and the rest with ids that go on; whether the run can
             # go on is for its record's writes (and its lease) to say.
-            log.error("run %s: event log not written, no re-attach from here: %s", self.identity.run_id, exc)
+            log.error("thread %s run %s: event log not written, no re-attach from here: %s", *self._names(), exc)
             self.log = self._detached()
             chunk = await self.log.append(events)
         await self._send(chunk, len(events))
@@ -851,7 +851,7 @@ class RunDriver:
         try:
             await self.shell.apply(tm.hand_off, until)
         except PersistenceError as exc:
-            log.error("run %s: handoff not recorded, the run is cancelled: %s", self.identity.run_id, exc)
+            log.error("thread %s run %s: handoff not recorded, the run is cancelled: %s", *self._names(), exc)
             await self.context.runtime.cancel_task(self.identity.task_id)
             return
         self.shell.stop_keeping()
@@ -874,7 +874,7 @@ class RunDriver:
         try:
             events = await self.shell.apply(transition, *args, **kwargs)
         except LostWrite as exc:
-            log.error("run %s: %s", self.identity.run_id, exc)
+            log.error("thread %s run %s: %s", *self._names(), exc)
             await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))
             return
         await self._let_the_thread_go(events)

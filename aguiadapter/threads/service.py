@@ -347,7 +347,7 @@ class ThreadService:
         try:
             await self.logs.append_once(thread_id, run_id, events)
         except (LogBroken, StoreUnavailable, PersistenceError, OSError) as exc:  # the record is settled
-            log.warning("run %s: end not written to its event log: %s", run_id, exc)
+            log.warning("thread %s run %s: end not written to its event log: %s", thread_id, run_id, exc)
 
     # ------------------------------------------------------------------ runs
     async def run(self, ticket: Ticket, sink: EventSink) -> None:
@@ -613,7 +613,8 @@ async def _ended(driver: RunDriver, timeout: float) -> None:
     try:
         await asyncio.wait_for(driver.ended.wait(), timeout)
     except asyncio.TimeoutError:
-        log.warning("run %s did not end within %.1f s", driver.identity.run_id, timeout)
+        ident = driver.identity
+        log.warning("thread %s run %s did not end within %.1f s", ident.thread_id, ident.run_id, timeout)
 
 
 def _request_of(run_input: RunAgentInput, digest: str, cwd: str, principal: str | None) -> tm.Request:
