@@ -237,6 +237,19 @@ def test_outside_a_pipeline_only_positive_evidence_says_taken(task_view: TaskVie
     assert input_status(envelope, 0, task_view) is status
 
 
+def test_an_execution_that_works_on_took_the_input_it_waited_for() -> None:
+    # The execution route follows the turn (GetTask does not): a turn that
+    # waited for this input and works again went past it.
+    (envelope,) = required_inputs({"input": PERMISSION})
+    task = normal_task("TASK_STATE_INPUT_REQUIRED", envelope=PERMISSION).task
+    working = TaskView(task, execution={"taskId": "task-1", "executionStatus": "working"})
+    assert input_status(envelope, 0, working) is InputStatus.TAKEN
+    waiting = TaskView(task, execution={"taskId": "task-1", "executionStatus": "input-required"})
+    assert input_status(envelope, 0, waiting) is InputStatus.WAITS
+    another = TaskView(task, execution={"taskId": "task-2", "executionStatus": "working"})
+    assert input_status(envelope, 0, another) is InputStatus.WAITS, "another task's execution says nothing"
+
+
 def test_an_input_received_status_names_the_input_it_took() -> None:
     (envelope,) = required_inputs({"input": PERMISSION})
     received = normal_task("TASK_STATE_WORKING")

@@ -6,8 +6,10 @@ goes in, a verdict comes out. The same rules decide before an answer is
 sent (a resume) and after a crash (was the answer taken?).
 
 "Taken" needs positive evidence: the runtime names the input as received,
-the gated tool call has its result in the transcript, or a pipeline's state
-route logs the input's resolution. Nothing else counts. Outside a pipeline
+the gated tool call has its result in the transcript, the execution (which
+follows the turn, as GetTask does not) works on past a turn that waited for
+the input, or a pipeline's state route logs the input's resolution.
+Nothing else counts. Outside a pipeline
 iac-code's ``GetTask`` is frozen at the first input of a task (it keeps
 naming it after a second one is raised and after the turn ended), and after
 a restart of the runtime the task is a bare summary with no metadata at
@@ -35,6 +37,8 @@ _FAILED_STATES: Final = frozenset({wire.FAILED, wire.REJECTED, wire.AUTH_REQUIRE
 _LIVE_STATES: Final = frozenset({wire.WORKING, wire.SUBMITTED})
 #: Execution states in which no input of the task can be answered any more.
 _EXECUTION_GONE: Final = frozenset({"failed", "canceled", "rejected"})
+#: Execution states of a turn that goes on (the execution route, unlike GetTask, follows it).
+_LIVE_EXECUTION: Final = frozenset({"working", "submitted"})
 #: Keys of a state-route display entry that are not part of the input.
 _DISPLAY_ONLY: Final = frozenset({"pending", "sequence", "eventId", "createdAt"})
 
@@ -194,10 +198,14 @@ def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView) -> 
 
 
 def _outside_pipeline(view: TaskView) -> InputStatus:
-    """No positive evidence that the answer was taken: the input waits,
-    unless the task or its execution ended (no answer can reach it then)."""
-    if view.execution_status in _EXECUTION_GONE:
+    """No receipt and no result: the input waits, unless the task or its
+    execution ended (no answer can reach it then), or the execution works:
+    a turn that waited for this input went on, so the input was taken."""
+    status = view.execution_status
+    if status in _EXECUTION_GONE:
         return InputStatus.GONE
+    if status in _LIVE_EXECUTION:
+        return InputStatus.TAKEN
     if view.state in wire.TERMINAL_STATES or view.state in _FAILED_STATES:
         return InputStatus.GONE
     return InputStatus.WAITS
