@@ -521,7 +521,8 @@ class RunDriver:
         await self.shell.apply(tm.accept, interrupt_ids)
 
     async def _relay(
-        self, batches: Batches, *, accepting: str | None = None, recover_after_first: bool = False
+        self, batches: Batches, *, accepting: str | None = None, recover_after_first: bool = False,
+        skip_snapshot: bool = False,
     ) -> TurnOutcome | None:
         """Translate the runtime's results and write them; what one network
         chunk brought goes out in one write. ``accepting``: the answer this
@@ -533,6 +534,8 @@ class RunDriver:
                 if first:
                     first = False
                     self.report.first_event()
+                    if skip_snapshot:
+                        batch[:] = [result for result in batch if "task" not in result]
                 # Spans the chunk opens are forgotten if its answer's acceptance
                 # cannot be stored: its events never go out.
                 spans = translator.spans.snapshot() if accepting is not None else None
@@ -633,6 +636,10 @@ class RunDriver:
         if task_id is None:
             raise LostTask()
         subscriptions = 0
+        # A run adopted from a replica that shut down streams the rest of the
+        # turn where the runtime lets it subscribe; elsewhere the execution
+        # route is looked at until the turn stops.
+        subscribable = self.ticket.plan.kind is tm.PlanKind.ADOPT
         while True:
             view = await self._view(task_id)
             if view.pipeline is not None:
@@ -642,14 +649,24 @@ class RunDriver:
             if fate is TaskFate.UNSEEN:
                 known += await runtime.unseen_inputs(view, self.identity.session_id)
                 fate, asks = task_fate(view, known, answered)
-            if fate is TaskFate.WORKS and view.execution_status is not None:
+            polled = view.execution_status is not None
+            if fate is TaskFate.WORKS and polled and not subscribable:
                 await asyncio.sleep(FOLLOW_POLL_SECONDS)
                 continue
             if fate is TaskFate.WORKS:
                 subscriptions += 1
                 if subscriptions > FOLLOW_ROUNDS:
                     return None
-                outcome = await self._relay(runtime.subscribe(task_id), recover_after_first=view.is_pipeline)
+                try:
+                    # With the execution route telling the turn works, the
+                    # subscription's opening snapshot (GetTask's) says nothing.
+                    outcome = await self._relay(runtime.subscribe(task_id), recover_after_first=view.is_pipeline,
+                                                skip_snapshot=polled)
+                except (A2ARpcError, StreamEndedEarly):
+                    if not polled:
+                        raise
+                    subscribable = False  # iac-code streams no turn whose stream lost its client
+                    continue
                 if outcome is not None and not outcome.unconfirmed:
                     return outcome
                 continue
