@@ -75,6 +75,9 @@ class RedisRunLog:
         self._first_kept = last_id + 1
         self._ended = False
         self._said_trimmed = False
+        #: An append was cut off (its run stopped) after it may have reached
+        #: Redis: the next one first reads where the stream ends.
+        self._unsure = False
 
     @property
     def readers(self) -> int:
@@ -84,6 +87,8 @@ class RedisRunLog:
     async def append(self, events: list[Event]) -> bytes:
         """One XADD (and its TTL, and a trim when over the bounds) in one
         round trip; the bytes go to the client only once it is written."""
+        if self._unsure:
+            await self._resync()
         if self._ended or not events:
             return b""
         first = self.last_id + 1
@@ -116,9 +121,25 @@ class RedisRunLog:
             raise LogBroken(f"another writer holds this run's log: {exc}") from exc
         except _ERRORS as exc:
             raise LogBroken(f"redis: {exc}") from exc
+        except asyncio.CancelledError:
+            self._unsure = True
+            raise
         self.last_id = last
         self._ended = terminal
         return chunk
+
+    async def _resync(self) -> None:
+        """Continue after the stream's newest entry (a cut-off append may
+        have written it); a stream that ended takes nothing more."""
+        try:
+            newest = await asyncio.wait_for(self._client.xrevrange(self._key, "+", "-", count=1), _CALL_TIMEOUT)
+        except _ERRORS as exc:
+            raise LogBroken(f"redis: {exc}") from exc
+        self._unsure = False
+        if newest:
+            entry_id, fields = newest[0]
+            self.last_id = max(self.last_id, _last_of(entry_id))
+            self._ended = fields is not None and fields.get(b"t") == b"1"
 
 
 class RedisRunLogs:
