@@ -18,7 +18,7 @@ from tests.support.tokens import AUDIENCE, SigningKey, bearer, write_jwks
 
 from .conftest import StartReplicas
 from .redis_server import RedisServer
-from .replicas import HEADERS, stored_record
+from .replicas import HEADERS, Replica, stored_record
 
 CANCEL = "extensions/iac-code/v1/executions/{}/cancel"
 
@@ -42,15 +42,23 @@ def resume(thread_id: str, cwd: Path, interrupt_id: str) -> dict[str, Any]:
     return body
 
 
+async def jwt_replicas(
+    start_replicas: StartReplicas, redis_url: str, tmp_path: Path, count: int, *options: str
+) -> tuple[SigningKey, list[Replica]]:
+    """``count`` replicas verifying JWTs of one signing key (with ``options``), and that key."""
+    key = SigningKey("ES256", kid="es-1")
+    jwks = tmp_path / "jwks.json"
+    write_jwks(jwks, key)
+    replicas = await start_replicas(count, redis_url, "--jwt-jwks-file", str(jwks), "--jwt-audience", AUDIENCE,
+                                    *options)
+    return key, replicas
+
+
 async def test_two_users_thread_1_are_two_threads_and_neither_reaches_the_other(
     start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
     demo: DemoRuntime, workspace: Path, tmp_path: Path,
 ) -> None:
-    key = SigningKey("ES256", kid="es-1")
-    jwks = tmp_path / "jwks.json"
-    write_jwks(jwks, key)
-    first, second = await start_replicas(2, redis_server.url, "--jwt-jwks-file", str(jwks),
-                                         "--jwt-audience", AUDIENCE)
+    key, (first, second) = await jwt_replicas(start_replicas, redis_server.url, tmp_path, 2)
     alice, bob = key.token("alice"), key.token("bob")
     started = await post(http, first.url, run_body(thread_id="thread-1", text="permission notes.txt",
                                                    cwd=str(workspace)), alice)
@@ -85,10 +93,7 @@ async def test_a_record_kept_under_its_bare_id_stays_its_owners(
     start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
     demo: DemoRuntime, workspace: Path, tmp_path: Path,
 ) -> None:
-    key = SigningKey("ES256", kid="es-1")
-    jwks = tmp_path / "jwks.json"
-    write_jwks(jwks, key)
-    (replica,) = await start_replicas(1, redis_server.url, "--jwt-jwks-file", str(jwks), "--jwt-audience", AUDIENCE)
+    key, (replica,) = await jwt_replicas(start_replicas, redis_server.url, tmp_path, 1)
     alice, bob = key.token("alice"), key.token("bob")
     started = await post(http, replica.url, run_body(thread_id="t-old", text="permission notes.txt",
                                                      cwd=str(workspace)), alice)
@@ -121,11 +126,8 @@ async def test_new_threads_per_user_are_counted_across_replicas(
     start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
     demo: DemoRuntime, workspace: Path, tmp_path: Path,
 ) -> None:
-    key = SigningKey("ES256", kid="es-1")
-    jwks = tmp_path / "jwks.json"
-    write_jwks(jwks, key)
-    first, second = await start_replicas(2, redis_server.url, "--jwt-jwks-file", str(jwks),
-                                         "--jwt-audience", AUDIENCE, "--max-new-threads-per-user", "2")
+    key, (first, second) = await jwt_replicas(start_replicas, redis_server.url, tmp_path, 2,
+                                              "--max-new-threads-per-user", "2")
     alice, bob = key.token("alice"), key.token("bob")
     for replica, thread in ((first, "n-1"), (second, "n-2")):
         reply = await post(http, replica.url, run_body(thread_id=thread, text="hi", cwd=str(workspace)), alice)
