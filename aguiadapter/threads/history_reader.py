@@ -6,7 +6,9 @@ reads the session transcript from the runtime when a client asks for it,
 projects it (:mod:`aguiadapter.runtime.history`) and keeps the projection a
 few seconds, so that a reload storm costs the runtime little:
 
-- a short in-memory cache per thread (``cache_seconds``);
+- a short in-memory cache per thread (``cache_seconds``; at most
+  ``max_kept`` threads), keyed by the record's version too, so that a page
+  asked for after a turn ended (the record was written) reads afresh;
 - a single flight per thread: concurrent reads of one thread share one
   runtime call (a caller that leaves does not cancel it for the others);
 - a bound on the transcript reads in flight in this process (``max_reads``);
@@ -97,12 +99,14 @@ class HistoryReader:
         cache_seconds: float = 5.0,
         max_reads: int = 4,
         wait_seconds: float = 10.0,
+        max_kept: int = 64,
         transcripts_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if cache_seconds < 0 or max_reads < 1 or wait_seconds < 0:
-            raise ValueError("cache_seconds and wait_seconds must not be negative, max_reads at least 1")
+        if cache_seconds < 0 or max_reads < 1 or wait_seconds < 0 or max_kept < 1:
+            raise ValueError("cache_seconds and wait_seconds must not be negative, max_reads and max_kept at least 1")
         self.cache_seconds = cache_seconds
+        self.max_kept = max_kept
         self.wait_seconds = wait_seconds
         #: The runtime's config folder, read when its route cannot serve (``--spawn-iac-code``).
         self.transcripts_dir = transcripts_dir
@@ -136,7 +140,7 @@ class HistoryReader:
         """The thread's whole conversation, projected, from the cache when fresh."""
         if record.task_id is None and record.session_id is None:
             return []  # nothing reached the runtime yet
-        key = f"{record.key}\x00{record.context_id}"
+        key = _cache_key(record)
         kept = self._cache.get(key)
         now = self._clock()
         if kept is not None and kept[0] > now:
@@ -155,7 +159,7 @@ class HistoryReader:
 
     def forget(self, record: ThreadRecord) -> None:
         """Drop what is kept of the thread (a turn just ended: read afresh)."""
-        self._cache.pop(f"{record.key}\x00{record.context_id}", None)
+        self._cache.pop(_cache_key(record), None)
 
     async def _read(self, key: str, record: ThreadRecord) -> list[Turn]:
         try:
@@ -177,6 +181,8 @@ class HistoryReader:
         now = self._clock()
         for stale in [key for key, (expires, _) in self._cache.items() if expires <= now]:
             del self._cache[stale]
+        while len(self._cache) >= self.max_kept:
+            del self._cache[next(iter(self._cache))]  # the oldest kept
 
     async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
         try:
@@ -217,6 +223,10 @@ class HistoryReader:
                 raise _NotServed("the recovery document has no messages")
             return [row for row in messages if isinstance(row, dict)]
         raise _NotServed("the execution changed twice while read")  # pragma: no cover - loop returns or raises
+
+
+def _cache_key(record: ThreadRecord) -> str:
+    return f"{record.key}\x00{record.context_id}\x00{record.version}"
 
 
 def _safe_mode() -> bool:
