@@ -70,6 +70,8 @@ RETRY_AFTER_SECONDS: Final = 5
 #: What an iac-code session id looks like (anything else is never a path part).
 _SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _SAFE_MODE_ENV: Final = "IAC_CODE_A2A_SAFE_MODE"
+#: Transcripts up to this many rows are projected on the event loop (well under a millisecond).
+_INLINE_ROWS: Final = 200
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
 
 
@@ -169,7 +171,9 @@ class HistoryReader:
         try:
             self.reads += 1
             rows = await self._transcript(record)
-            turns = project(rows)
+            # Off the event loop: a long session takes tens of ms to project,
+            # which the streams this process serves must not wait for.
+            turns = await asyncio.to_thread(project, rows) if len(rows) > _INLINE_ROWS else project(rows)
         finally:
             self._reads.release()
         if self.cache_seconds > 0:
