@@ -167,3 +167,23 @@ async def test_a_turn_that_ended_is_in_the_next_page_although_the_last_read_is_k
     assert status == 200
     assert [message["content"] for message in body["messages"] if message["role"] == "user"] == [
         "hello one", "hello two"]
+
+
+async def test_a_waiting_permissions_tool_call_is_there_without_a_result_and_a_denied_one_fails(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    from tests.support.agui import interrupts_of
+
+    events = (await adapter.run(run_body(thread_id="t-w", text="permission a.txt", cwd=str(workspace)))).events()
+    (interrupt,) = interrupts_of(events)
+    status, body = await messages(adapter, "t-w")
+    assert status == 200
+    (call,) = [message for message in body["messages"] if message.get("toolCalls")]
+    assert call["id"] == interrupt["toolCallId"], "the approval card's tool call, by the live id"
+    assert not [message for message in body["messages"] if message["role"] == "tool"]
+    deny = run_body(thread_id="t-w", text=None, cwd=str(workspace))
+    deny["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "deny"}}]
+    assert (await adapter.run(deny)).events()[-1]["type"] == "RUN_FINISHED"
+    status, body = await messages(adapter, "t-w")
+    (result,) = [message for message in body["messages"] if message["role"] == "tool"]
+    assert result["toolCallId"] == interrupt["toolCallId"] and result["error"] == result["content"]
