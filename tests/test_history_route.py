@@ -187,3 +187,15 @@ async def test_a_waiting_permissions_tool_call_is_there_without_a_result_and_a_d
     status, body = await messages(adapter, "t-w")
     (result,) = [message for message in body["messages"] if message["role"] == "tool"]
     assert result["toolCallId"] == interrupt["toolCallId"] and result["error"] == result["content"]
+
+
+async def test_a_pipeline_thread_says_its_history_is_unavailable_rather_than_empty(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    """iac-code keeps a pipeline's conversation out of the session transcript."""
+    body = run_body(thread_id="t-pipe", text="deploy a web site", cwd=str(workspace), runMode="pipeline",
+                    pipelineName="selling")
+    await adapter.run(body)
+    reply = await adapter.get("/threads/t-pipe/messages")
+    assert reply.status == 503 and reply.json()["error"]["code"] == "HISTORY_UNAVAILABLE"
+    assert "pipeline" in reply.json()["error"]["message"] and "Retry-After" not in reply.headers

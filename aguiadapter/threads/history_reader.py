@@ -29,8 +29,11 @@ the caller already checked ownership of. Both raise :class:`HistoryUnavailable`
 when the runtime cannot serve the transcript: the route answers 404 (iac-code
 after a restart, until the thread's next turn; a runtime without the route),
 the runtime is down or answers nonsense. A thread that never reached the
-runtime has an empty history (no call is made). ``page`` raises
-``ValueError`` for a bad cursor or limit.
+runtime has an empty history (no call is made). A pipeline thread has
+none that can be told (``HistoryUnavailable`` without ``Retry-After``):
+iac-code keeps a pipeline's conversation out of the session transcript,
+which holds a hidden hand-off row only. ``page`` raises ``ValueError`` for
+a bad cursor or limit.
 
 The runtime's transcript: ``GET /iac-code/execution/state?contextId`` names
 the context's current execution, ``GET /iac-code/session/recovery?contextId&
@@ -78,14 +81,16 @@ _TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
 class HistoryUnavailable(AdapterError):
     """The transcript cannot be read now: 503 ``HISTORY_UNAVAILABLE`` with ``Retry-After``."""
 
-    def __init__(self, reason: str, message_id: str | None = None) -> None:
+    def __init__(self, reason: str, message_id: str | None = None, *, retry: bool = True) -> None:
         super().__init__(ErrorCode.HISTORY_UNAVAILABLE, message_id)
         #: Why, for logs (never shown to a client: it may name the runtime's answer).
         self.reason = reason
+        #: Whether asking again later may help (not for a pipeline thread).
+        self.retry = retry
 
     def response_headers(self) -> dict[str, str]:
-        """``Retry-After``: whole seconds (RFC 9110, 10.2.3)."""
-        return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        """``Retry-After``: whole seconds (RFC 9110, 10.2.3), when asking again may help."""
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)} if self.retry else {}
 
 
 class _NotServed(Exception):
@@ -142,6 +147,10 @@ class HistoryReader:
         """The thread's whole conversation, projected, from the cache when fresh."""
         if record.task_id is None and record.session_id is None:
             return []  # nothing reached the runtime yet
+        if record.pipeline is not None and record.pipeline.pipeline_run_id is not None:
+            # iac-code keeps a pipeline's conversation out of the session transcript
+            # (which then holds one hidden hand-off row): an empty page would lie.
+            raise HistoryUnavailable("a pipeline thread", "history_pipeline", retry=False)
         key = _cache_key(record)
         kept = self._cache.get(key)
         now = self._clock()
