@@ -26,9 +26,18 @@ _RESTART_DELAY = 2.0
 class IacCodeProcess:
     """Start, watch and stop ``iac-code a2a --host 127.0.0.1 --port N``."""
 
-    def __init__(self, executable: str | None = None, *, allowed_cwds: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        executable: str | None = None,
+        *,
+        allowed_cwds: tuple[str, ...] = (),
+        config_dir: Path | None = None,
+    ) -> None:
         self.executable = executable or _find_iac_code()
         self.allowed_cwds = allowed_cwds
+        #: The runtime's config folder: the adapter reads its permission
+        #: checkpoints and session transcripts there, so the child must use it.
+        self.config_dir = config_dir
         self.token = secrets.token_urlsafe(32)
         self.port = 0
         self._process: asyncio.subprocess.Process | None = None
@@ -68,6 +77,8 @@ class IacCodeProcess:
         if self.allowed_cwds and not env.get("IACCODE_A2A_ALLOWED_CWDS"):
             # The runtime checks workspaces against its own roots: ours.
             env["IACCODE_A2A_ALLOWED_CWDS"] = os.pathsep.join(self.allowed_cwds)
+        if self.config_dir is not None:
+            env["IAC_CODE_CONFIG_DIR"] = str(self.config_dir)
         self._process = await asyncio.create_subprocess_exec(
             self.executable, "a2a", "--host", "127.0.0.1", "--port", str(self.port),
             "--thinking-exposure", "all",

@@ -87,7 +87,9 @@ async def test_spawn_iac_code_starts_and_supervises_a_child(
     tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path
 ) -> None:
     """``--spawn-iac-code``: the adapter runs its own runtime on a free port
-    with a random token (the model settings come from the environment)."""
+    with a random token (the model settings come from the environment), in
+    the adapter's ``--config-dir``: that is where the adapter looks for the
+    runtime's permission checkpoints and session transcripts."""
     import os
     import re
     import signal
@@ -97,8 +99,10 @@ async def test_spawn_iac_code_starts_and_supervises_a_child(
 
     env = {**iac_runtime._environment(), "PATH": os.environ["PATH"]}
     env.pop("IACCODE_A2A_HTTP_TOKEN")
+    env.pop("IAC_CODE_CONFIG_DIR")
+    config_dir = tmp_path / "config"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "--port", "0",
+        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "--port", "0", "--config-dir", str(config_dir),
         "--state-dir", str(tmp_path / "state"), "--allowed-cwd", str(iac_runtime.workspaces_root),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
     )
@@ -123,3 +127,4 @@ async def test_spawn_iac_code_starts_and_supervises_a_child(
         process.send_signal(signal.SIGINT)
         await asyncio.wait_for(process.wait(), 15)
     assert process.returncode == 0
+    assert list(config_dir.glob("projects/*/*/session.jsonl")), "the child keeps its sessions in --config-dir"
