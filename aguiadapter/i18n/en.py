@@ -148,4 +148,12 @@ MESSAGES: dict[str, str] = {
     "resume_payload_type": "The answer to interrupt {id}: {field} must be of type {type}.",
     "resume_payload_field": "The answer to interrupt {id}: {field} does not match its responseSchema.",
     "resume_identity_mismatch": "The resume does not match the interrupted execution (rosInvocationId).",
+    # GET /threads (the thread list).
+    "thread_list_bad_limit": "limit must be a whole number from 1 to {most}.",
+    "thread_list_bad_cursor": "cursor must be a nextCursor of an earlier GET /threads answer, unchanged.",
+    "thread_list_bad_state": "state must be one or more of {states}, separated by commas.",
+    "thread_list_bad_user_id": "userId must not be empty, nor longer than 1024 characters.",
+    "thread_list_user_id_required": (
+        "With the shared token nobody is named: say whose threads to list with ?userId= (the userId their runs sent)."
+    ),
 }

@@ -128,4 +128,12 @@ MESSAGES: dict[str, str] = {
     "resume_payload_type": "对中断 {id} 的答复中，{field} 的类型必须是 {type}。",
     "resume_payload_field": "对中断 {id} 的答复中，{field} 不符合其 responseSchema。",
     "resume_identity_mismatch": "Resume 与被中断的执行不匹配（rosInvocationId 不同）。",
+    # GET /threads（线程列表）。
+    "thread_list_bad_limit": "limit 必须是 1 到 {most} 之间的整数。",
+    "thread_list_bad_cursor": "cursor 必须原样使用先前 GET /threads 应答中的 nextCursor。",
+    "thread_list_bad_state": "state 必须是 {states} 中的一个或多个，以逗号分隔。",
+    "thread_list_bad_user_id": "userId 不能为空，也不能超过 1024 个字符。",
+    "thread_list_user_id_required": (
+        "使用共享令牌时不识别用户：请用 ?userId= 指明要列出谁的线程（即其 run 发送的 userId）。"
+    ),
 }

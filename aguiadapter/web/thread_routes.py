@@ -154,6 +154,7 @@ async def capabilities(request: web.Request) -> web.Response:
                 # Paths as the client calls them: under the mount point when mounted.
                 "cancel": prefix + "/extensions/iac-code/v1/executions/{executionId}/cancel",
                 "threadStatus": prefix + "/threads/{threadId}",
+                "threadList": prefix + "/threads",
                 "reattach": prefix + "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
                 "disconnectGraceSeconds": config.disconnect_grace_seconds,
                 "replayRetentionSeconds": config.replay_retention_seconds if service.resumable else 0,
