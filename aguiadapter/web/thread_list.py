@@ -17,12 +17,12 @@ reading every record; see ``docs/front-ends.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 from aiohttp import web
 
 from ..errors import AdapterError, ErrorCode
-from ..protocol.interrupts import iso_utc
 from ..threads.listing import DEFAULT_LIMIT, MAX_LIMIT, ListCursor, ThreadSummary, list_owner
 from ..threads.record import ThreadState
 from ..threads.store import StoreUnavailable
@@ -63,8 +63,8 @@ def summary_view(summary: ThreadSummary) -> dict[str, Any]:
     view: dict[str, Any] = {
         "threadId": summary.thread_id,
         "state": summary.state.value,
-        "createdAt": None if summary.created_at is None else iso_utc(summary.created_at),
-        "updatedAt": iso_utc(summary.updated_at),
+        "createdAt": None if summary.created_at is None else iso_millis(summary.created_at),
+        "updatedAt": iso_millis(summary.updated_at),
         "pendingInterrupts": summary.pending_interrupts,
     }
     if summary.active_run_id is not None:
@@ -72,6 +72,12 @@ def summary_view(summary: ThreadSummary) -> dict[str, Any]:
     if summary.last_error is not None:
         view["lastError"] = {"code": summary.last_error}
     return view
+
+
+def iso_millis(timestamp: float) -> str:
+    """An RFC 3339 UTC time with milliseconds (``2026-12-01T20:55:00.123Z``)."""
+    moment = datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _owner(principal: str | None, user_id: str | None, shared_token: bool) -> str:
