@@ -83,15 +83,16 @@ class ThreadSummary:
 
 def summary_of(record: ThreadRecord) -> ThreadSummary:
     """The summary of a record as it is being saved (its ``updated_at`` set)."""
+    state = ThreadState(record.state)
     return ThreadSummary(
         key=record.key,
         thread_id=record.thread_id,
-        state=record.state,
+        state=state,
         created_at=record.created_at,
         updated_at=record.updated_at,
         pending_interrupts=len(record.pending_interrupts),
-        active_run_id=record.active_run_id if record.state is ThreadState.RUNNING else None,
-        last_error=record.last_error if record.state is ThreadState.TERMINAL else None,
+        active_run_id=record.active_run_id if state is ThreadState.RUNNING else None,
+        last_error=record.last_error if state is ThreadState.TERMINAL else None,
     )
 
 
