@@ -62,12 +62,13 @@ from .replay_memory import render_replay_memory, replay_memory_json
 from .shutdown import render_shutdown, shutdown_json
 from .statefiles import make_state_dir
 from .telemetry import render_telemetry, telemetry_json, telemetry_notes
+from .thread_list import render_thread_list, thread_list_json
 
 MB = 1024 * 1024
 
 
 MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
-            "capacity", "ids", "shutdown", "replay")
+            "capacity", "ids", "shutdown", "replay", "threadlist")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -100,6 +101,8 @@ class Bench:
         self.shutdown: Results | None = None
         #: 14. (RSS over rounds of slow re-attaches), when measured.
         self.replay_memory: Results | None = None
+        #: 15. (GET /threads of a user with many threads), when measured.
+        self.thread_list: Results | None = None
 
     # ------------------------------------------------------------ processes
     def _adapter_server(self, state_dir: Path, port: int, name: str = "adapter",
@@ -726,6 +729,12 @@ class Bench:
 
         self.replay_memory = await measure_replay_memory(self)
 
+    async def measure_threadlist(self) -> None:
+        """15. GET /threads of one user with 10,000 threads (see benchmarks/thread_list.py)."""
+        from .thread_list import measure_thread_list
+
+        self.thread_list = await measure_thread_list(self)
+
     async def measure_shutdown(self) -> None:
         """13. Seconds from SIGTERM or SIGINT to exit (see benchmarks/shutdown.py)."""
         from .shutdown import measure_shutdown
@@ -904,6 +913,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
             ("store", bench.measure_store), ("telemetry", bench.measure_telemetry),
             ("startup", bench.measure_startup), ("idle", bench.measure_idle), ("capacity", bench.measure_capacity),
             ("ids", bench.measure_ids), ("shutdown", bench.measure_shutdown), ("replay", bench.measure_replay),
+            ("threadlist", bench.measure_threadlist),
         ]
         for name, step in steps:
             if name not in only:
@@ -930,6 +940,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
         document["shutdown"] = shutdown_json(bench.shutdown)
     if bench.replay_memory is not None:
         document["replay_memory"] = replay_memory_json(bench.replay_memory)
+    if bench.thread_list is not None:
+        document["thread_list"] = thread_list_json(bench.thread_list)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(__file__).resolve().parent / "results" / f"bench-{profile}-{stamp}.json"
     write_json(out, document)
@@ -951,6 +963,9 @@ async def run(argv: Sequence[str] | None = None) -> int:
         print()
     if bench.replay_memory is not None:
         print(render_replay_memory(bench.replay_memory))
+        print()
+    if bench.thread_list is not None:
+        print(render_thread_list(bench.thread_list))
         print()
     for line in _notes(bench.results):
         print(line)

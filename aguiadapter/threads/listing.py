@@ -81,6 +81,12 @@ class ThreadSummary:
         return ListCursor(self.updated_at, self.key)
 
 
+def state_marker(state: ThreadState) -> bytes:
+    """The bytes of :meth:`ThreadSummary.to_json` that say its state (a cheap
+    test before a summary is parsed; the parsed state still decides)."""
+    return b'"state":"' + state.value.encode() + b'"'
+
+
 def summary_of(record: ThreadRecord) -> ThreadSummary:
     """The summary of a record as it is being saved (its ``updated_at`` set)."""
     state = ThreadState(record.state)

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import redis.asyncio as aioredis
 
-from .listing import SCAN_BUDGET, ListCursor, ThreadPage, ThreadSummary
+from .listing import SCAN_BUDGET, ListCursor, ThreadPage, ThreadSummary, state_marker
 from .record import ThreadState
 
 # KEYS: the owner's list. ARGV: highest score ('+inf', or the cursor's), '1'
@@ -29,6 +29,26 @@ if ARGV[2] == '1' then ties = redis.call('ZCOUNT', KEYS[1], ARGV[1], ARGV[1]) en
 return redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]) + ties)
 """
 
+# KEYS: records. ARGV: what the wanted summaries hold (none: every one is
+# wanted). Returns {positions of wanted summaries, their summaries, positions
+# of records that are gone}: one reply, however few of them are wanted.
+_SUMMARIES = """
+local wanted, summaries, gone = {}, {}, {}
+for i, key in ipairs(KEYS) do
+  local summary = redis.call('HGET', key, 'summary')
+  if not summary then
+    gone[#gone + 1] = i
+  else
+    local keep = #ARGV == 0
+    for _, marker in ipairs(ARGV) do
+      if string.find(summary, marker, 1, true) then keep = true break end
+    end
+    if keep then wanted[#wanted + 1] = i; summaries[#summaries + 1] = summary end
+  end
+end
+return {wanted, summaries, gone}
+"""
+
 # KEYS: the owner's list, the record. ARGV: the member. Drops a member whose record expired.
 _DROP = """
 if redis.call('EXISTS', KEYS[2]) == 0 then return redis.call('ZREM', KEYS[1], ARGV[1]) end
@@ -36,7 +56,7 @@ return 0
 """
 
 #: Index entries read per round trip when a state filter skips some.
-FILTERED_BATCH = 100
+FILTERED_BATCH = 500
 
 
 @attrs.define
@@ -49,10 +69,12 @@ class RedisThreadList:
     #: thread key -> its record's hash.
     record_key: Callable[[str], str]
     _page_script: Any = attrs.field(init=False)
+    _summaries_script: Any = attrs.field(init=False)
     _drop_script: Any = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._page_script = self.client.register_script(_PAGE)
+        self._summaries_script = self.client.register_script(_SUMMARIES)
         self._drop_script = self.client.register_script(_DROP)
 
     async def page(
@@ -60,6 +82,8 @@ class RedisThreadList:
     ) -> ThreadPage:
         """Up to ``limit`` threads after ``after``, newest first (Redis errors propagate)."""
         key = self.list_key(owner)
+        # What the summaries of the wanted states hold, looked for before any is parsed.
+        markers = [] if states is None else [state_marker(state) for state in states]
         found: list[ThreadSummary] = []
         position = after
         scanned = 0
@@ -68,18 +92,15 @@ class RedisThreadList:
             entries = await self._entries(key, position, want + 1)
             more = len(entries) > want
             batch = entries[:want]
-            summaries = await self._summaries([member for member, _ in batch])
-            gone: list[bytes] = []
+            wanted, gone = await self._summaries([member for member, _ in batch], markers)
             taken = 0
-            for (member, score), raw in zip(batch, summaries, strict=True):
+            for at, (member, score) in enumerate(batch):
                 if len(found) == limit:
                     break
                 taken += 1
                 position = ListCursor(score, member.decode())
-                summary = _summary(raw)
-                if summary is None:
-                    gone.append(member)
-                elif states is None or summary.state in states:
+                summary = wanted.get(at)
+                if summary is not None and (states is None or summary.state in states):
                     found.append(summary)
             scanned += taken
             await self._drop(key, gone)
@@ -97,13 +118,20 @@ class RedisThreadList:
             pairs = [(m, s) for m, s in pairs if s < after.updated_at or (s == after.updated_at and m < mark)]
         return pairs[:count]
 
-    async def _summaries(self, members: list[bytes]) -> list[Any]:
+    async def _summaries(
+        self, members: list[bytes], markers: list[bytes]
+    ) -> tuple[dict[int, ThreadSummary], list[bytes]]:
+        """The wanted summaries by position in ``members``, and the members whose record is gone."""
         if not members:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for member in members:
-            pipe.hget(self.record_key(member.decode()), "summary")
-        return list(await pipe.execute())
+            return {}, []
+        keys = [self.record_key(member.decode()) for member in members]
+        positions, raws, gone = await self._summaries_script(keys=keys, args=markers)
+        wanted = {}
+        for position, raw in zip(positions, raws, strict=True):
+            summary = _summary(raw)
+            if summary is not None:
+                wanted[int(position) - 1] = summary
+        return wanted, [members[int(position) - 1] for position in gone]
 
     async def _drop(self, key: str, members: list[bytes]) -> None:
         for member in members:
@@ -111,8 +139,6 @@ class RedisThreadList:
 
 
 def _summary(raw: Any) -> ThreadSummary | None:
-    if raw is None:
-        return None
     try:
         return ThreadSummary.from_json(raw)
     except ValueError:
