@@ -128,8 +128,10 @@ class ThreadRecord:
     #: How many times the active run was adopted (keeps its message ids unique).
     adoptions: int = 0
     updated_at: float = 0.0
-    #: When the thread was made (``None`` for a record made before records kept it).
-    created_at: float | None = attrs.Factory(time.time)
+    #: When the thread was made (``None`` for a record made before records
+    #: kept it); shown by the thread list, not part of the thread's state
+    #: (records that differ only in it compare equal).
+    created_at: float | None = attrs.field(factory=time.time, eq=False)
     version: int = 0
     schema_version: int = RECORD_SCHEMA_VERSION
 
