@@ -90,7 +90,8 @@ return redis.call('DEL', KEYS[1])
 # KEYS: record, claim, the owner's thread list. ARGV: expected version, new
 # version, record JSON, token ('' when the write holds no claim), TTL ms ('0':
 # keep forever), list score (updated time), list summary JSON, list member (the
-# thread key). Returns 1 (written, or this very write was already applied),
+# thread key), the list's TTL ms ('0': keep forever). Returns 1 (written, or
+# this very write was already applied),
 # -1 (the claim is not ours any more), -2 (someone else changed the record).
 _SAVE = """
 if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return -1 end
@@ -99,6 +100,7 @@ if current == ARGV[2] and redis.call('HGET', KEYS[1], 'record') == ARGV[3] then 
 if current ~= ARGV[1] then return -2 end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3], 'summary', ARGV[7])
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[8])
+if ARGV[9] == '0' then redis.call('PERSIST', KEYS[3]) else redis.call('PEXPIRE', KEYS[3], ARGV[9]) end
 if ARGV[5] == '0' then redis.call('PERSIST', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 return 1
 """
@@ -334,7 +336,7 @@ class RedisThreadStore:
                     self.keys.thread_list(owner_id(owner_of(record)))]
             args: list[bytes | str | int] = [
                 expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record),
-                repr(summary.updated_at), summary.to_json(), record.key,
+                repr(summary.updated_at), summary.to_json(), record.key, self.settings.retention_ms,
             ]
             result = await _bounded(self._save_script(keys=keys, args=args))
         except _ERRORS as exc:

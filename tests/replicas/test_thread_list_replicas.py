@@ -88,6 +88,12 @@ async def test_a_refused_save_changes_neither_the_record_nor_the_list(store: rs.
     assert (summary["state"], summary["updatedAt"]) == ("idle", first.updated_at)
 
 
+async def test_the_list_lives_as_long_as_its_owners_newest_record(store: rs.RedisThreadStore, raw: Any) -> None:
+    await store.save(record("t-1"))
+    listed = f"aguiadapter:user-threads:{owner_id(ALICE)}"
+    assert 29 * 86_400_000 < await raw.pttl(listed) <= 30 * 86_400_000
+
+
 async def test_an_expired_record_leaves_the_list_when_a_page_meets_it(store: rs.RedisThreadStore, raw: Any) -> None:
     for name in ("t-1", "t-2", "t-3"):
         await store.save(record(name))
