@@ -3,9 +3,9 @@
 ``<state_dir>/index/<owner>/<thread file name>`` holds the thread's
 :class:`~.listing.ThreadSummary` (about 200 bytes), where ``<owner>`` is 32
 hex digits of the SHA-256 of the record's owner (:func:`~.listing.owner_of`)
-and the file name is the record's own. An entry is written after its record,
-through the store's durable write (temp file, fsync, rename, folder fsync),
-and removed with it by the retention sweep.
+and the file name is the record's own. An entry is written with its record
+(after it for a new thread), through the store's durable write (temp file,
+fsync, rename, folder fsync), and removed with it by the retention sweep.
 
 Nothing is read at startup. The first list call for an owner reads that
 owner's folder alone (not the state folder's thread files) and keeps it in
