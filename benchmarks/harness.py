@@ -59,6 +59,8 @@ class Sizes:
     #: instant measures the kernel's listen backlog, not the server).
     open_in_flight: int = 64
     cap_ramp_limit: float = 10.0
+    #: 15.: the threads of the one user whose list is read.
+    list_threads: int = 10_000
 
     def public(self) -> dict[str, Any]:
         """The sizes named in column labels and in the JSON."""
@@ -92,6 +94,7 @@ class Sizes:
             "big_streams": self.big_streams,
             "big_hold_s": self.big_hold,
             "open_in_flight": self.open_in_flight,
+            "list_threads": self.list_threads,
         }
 
 
@@ -114,7 +117,7 @@ PROFILES = {
                    conc_levels=(3, 6), conc_events=20, conc_reps=1,
                    idle_streams=5, idle_seconds=10.0, idle_reps=1, idle_ramp_limit=5.0,
                    startup_files=(0, 10, 100), startup_reps=1, interrupt_reps=1,
-                   warmup=50, run_timeout=60.0, cost_rounds=2, cost_batch=3),
+                   warmup=50, run_timeout=60.0, cost_rounds=2, cost_batch=3, list_threads=250),
 }
 @attrs.define
 class Target:

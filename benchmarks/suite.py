@@ -63,12 +63,13 @@ from .replay_memory import render_replay_memory, replay_memory_json
 from .shutdown import render_shutdown, shutdown_json
 from .statefiles import make_state_dir
 from .telemetry import render_telemetry, telemetry_json, telemetry_notes
+from .thread_list import render_thread_list, thread_list_json
 
 MB = 1024 * 1024
 
 
 MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
-            "capacity", "ids", "shutdown", "replay", "history")
+            "capacity", "ids", "shutdown", "replay", "history", "threadlist")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -103,6 +104,8 @@ class Bench:
         self.replay_memory: Results | None = None
         #: 15. (what a thread's history costs), when measured.
         self.history: Results | None = None
+        #: 16. (GET /threads of a user with many threads), when measured.
+        self.thread_list: Results | None = None
 
     # ------------------------------------------------------------ processes
     def _adapter_server(self, state_dir: Path, port: int, name: str = "adapter",
@@ -734,6 +737,11 @@ class Bench:
         from .history import measure_history
 
         self.history = await measure_history(self)
+    async def measure_threadlist(self) -> None:
+        """16. GET /threads of one user with 10,000 threads (see benchmarks/thread_list.py)."""
+        from .thread_list import measure_thread_list
+
+        self.thread_list = await measure_thread_list(self)
 
     async def measure_shutdown(self) -> None:
         """13. Seconds from SIGTERM or SIGINT to exit (see benchmarks/shutdown.py)."""
@@ -914,6 +922,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
             ("startup", bench.measure_startup), ("idle", bench.measure_idle), ("capacity", bench.measure_capacity),
             ("ids", bench.measure_ids), ("shutdown", bench.measure_shutdown), ("replay", bench.measure_replay),
             ("history", bench.measure_history),
+            ("threadlist", bench.measure_threadlist),
         ]
         for name, step in steps:
             if name not in only:
@@ -942,6 +951,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
         document["replay_memory"] = replay_memory_json(bench.replay_memory)
     if bench.history is not None:
         document["history"] = history_json(bench.history)
+    if bench.thread_list is not None:
+        document["thread_list"] = thread_list_json(bench.thread_list)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(__file__).resolve().parent / "results" / f"bench-{profile}-{stamp}.json"
     write_json(out, document)
@@ -966,6 +977,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
         print()
     if bench.history is not None:
         print(render_history(bench.history))
+    if bench.thread_list is not None:
+        print(render_thread_list(bench.thread_list))
         print()
     for line in _notes(bench.results):
         print(line)

@@ -44,6 +44,8 @@ from benchmarks.telemetry import (
     TRACING,
     otel_missing,
 )
+from benchmarks.thread_list import LABELS as LIST_LABELS
+from benchmarks.thread_list import TARGETS as LIST_TARGETS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -218,4 +220,16 @@ def test_the_cost_of_a_threads_history_is_measured_and_printed(smoke_run: tuple[
         # Paging back reached the first turn: 50 turns, 20 a page.
         assert row["calls"]["median"] == 3, (target, row["calls"])
     for label in HISTORY_LABELS.values():
+        assert label in output
+
+
+def test_the_thread_list_of_a_user_with_many_threads_is_measured_and_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    section = document["thread_list"]
+    assert set(section["results"]) == set(LIST_TARGETS)
+    assert all("median" in cell for cell in section["results"]["list_file"].values()), section["results"]
+    redis = section["results"]["list_redis"]
+    assert all("median" in cell or cell["na"].startswith("n/a: ") for cell in redis.values()), redis
+    assert all(not details.get("errors") for details in section["details"].values()), section["details"]
+    for label in LIST_LABELS.values():
         assert label in output

@@ -161,4 +161,12 @@ MESSAGES: dict[str, str] = {
     "history_busy": "Too many conversations are being read at once; try again after Retry-After seconds.",
     "invalid_history_limit": "limit must be a whole number of turns from 1 to {max}.",
     "invalid_history_cursor": "before must be a cursor this route returned (the before of an earlier page).",
+    # GET /threads (the thread list).
+    "thread_list_bad_limit": "limit must be a whole number from 1 to {most}.",
+    "thread_list_bad_cursor": "cursor must be a nextCursor of an earlier GET /threads answer, unchanged.",
+    "thread_list_bad_state": "state must be one or more of {states}, separated by commas.",
+    "thread_list_bad_user_id": "userId must not be empty, nor longer than 1024 characters.",
+    "thread_list_user_id_required": (
+        "With the shared token nobody is named: say whose threads to list with ?userId= (the userId their runs sent)."
+    ),
 }

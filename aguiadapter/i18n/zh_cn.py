@@ -140,4 +140,12 @@ MESSAGES: dict[str, str] = {
     "history_busy": "同时读取的会话过多；请在 Retry-After 秒后重试。",
     "invalid_history_limit": "limit 必须是 1 到 {max} 之间的整数（按轮次计）。",
     "invalid_history_cursor": "before 必须是本接口返回的游标（上一页的 before）。",
+    # GET /threads（线程列表）。
+    "thread_list_bad_limit": "limit 必须是 1 到 {most} 之间的整数。",
+    "thread_list_bad_cursor": "cursor 必须原样使用先前 GET /threads 应答中的 nextCursor。",
+    "thread_list_bad_state": "state 必须是 {states} 中的一个或多个，以逗号分隔。",
+    "thread_list_bad_user_id": "userId 不能为空，也不能超过 1024 个字符。",
+    "thread_list_user_id_required": (
+        "使用共享令牌时不识别用户：请用 ?userId= 指明要列出谁的线程（即其 run 发送的 userId）。"
+    ),
 }

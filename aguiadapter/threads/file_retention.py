@@ -10,7 +10,9 @@ store started (an hour, or a quarter of a shorter retention), then one per
 interval. A sweep lists the folder once and looks at the files in small
 batches, yielding to the event loop between them: only a file older than the
 retention is read, and it is deleted under a claim of its thread, so that a
-run admitted meanwhile either waits for the claim or finds no file.
+run admitted meanwhile either waits for the claim or finds no file. The
+thread's list entry goes with it (``on_delete``), and after each sweep list
+entries whose record file is gone (deleted by hand) are removed (``on_sweep``).
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 
 import aiofiles
 import aiofiles.os
 
-from .record import ThreadState, record_from_json
+from .record import ThreadRecord, ThreadState, record_from_json
 from .store import ThreadStore
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,10 @@ class FileRetention:
         self.file_name = file_name
         self.clock = clock
         self._task: asyncio.Task[None] | None = None
+        #: Called with each record about to be deleted (its thread list entry goes first).
+        self.on_delete: Callable[[ThreadRecord], Awaitable[None]] | None = None
+        #: Called after each sweep with the record file names it saw and when it began.
+        self.on_sweep: Callable[[Collection[str], float], Awaitable[int]] | None = None
 
     def start(self) -> None:
         """Sweep one interval from now, then every interval."""
@@ -84,6 +90,7 @@ class FileRetention:
 
     async def sweep(self) -> int:
         """One pass over the folder; how many threads were deleted."""
+        began = time.time()
         names = [name for name in await aiofiles.os.listdir(self.folder) if name.endswith(".json")
                  and not name.startswith(".")]
         deleted = 0
@@ -92,6 +99,8 @@ class FileRetention:
             for name in names[start:start + BATCH]:
                 deleted += await self._consider(self.folder / name, cutoff)
             await asyncio.sleep(0)
+        if self.on_sweep is not None:
+            await self.on_sweep(names, began)
         return deleted
 
     async def _consider(self, path: Path, cutoff: float) -> int:
@@ -110,6 +119,8 @@ class FileRetention:
         try:
             if (await aiofiles.os.stat(path)).st_mtime > cutoff:
                 return 0  # written since it was read
+            if self.on_delete is not None:
+                await self.on_delete(record)  # first: the record's removal ends the claim's work
             await aiofiles.os.remove(path)
             return 1
         except OSError:

@@ -20,8 +20,10 @@ import aiofiles.os
 
 from .durable import GroupWriter
 from .slots import LocalRunSlots
+from .file_index import FileThreadIndex
 from .file_retention import FileRetention, retention_seconds_of
-from .record import ThreadRecord, record_to_json
+from .listing import ListCursor, ThreadPage
+from .record import ThreadRecord, ThreadState, record_to_json
 from .run_log import LogBounds, MemoryRunLogs
 from .store import Claim, CorruptRecord, PersistenceError, parse_stored_record
 
@@ -77,6 +79,12 @@ class FileThreadStore:
         self._writer = GroupWriter()
         #: thread id -> its file (hashing and path joins cost more than a look-up).
         self._paths: dict[str, str] = {}
+        #: Each owner's thread list (``<state_dir>/index/``), written after each record.
+        self.index = FileThreadIndex(
+            self.state_dir / "index", self._write_atomic, file_name=thread_file_name, executor=self._executor
+        )
+        self.retention.on_delete = self.index.removed
+        self.retention.on_sweep = self.index.drop_orphans
 
     def location(self) -> str:
         """The folder that holds the thread files."""
@@ -178,10 +186,36 @@ class FileThreadStore:
         record.version += 1
         record.updated_at = time.time()
         try:
-            await self._write_atomic(self._file_of(record.key), record_to_json(record))
+            await self._write_listed(record)
         except PersistenceError:
             record.version -= 1
             raise
+
+    async def _write_listed(self, record: ThreadRecord) -> None:
+        """Write the record and its thread list entry: a new thread's entry
+        after its record (the list never names a thread that has none), a
+        known thread's beside it (one group of the durable writer, so a save
+        costs about one durable write, not two)."""
+        write = self._write_atomic(self._file_of(record.key), record_to_json(record))
+        if record.version == 1:
+            await write
+            await self._list_saved(record)
+        else:
+            await asyncio.gather(write, self._list_saved(record))
+
+    async def _list_saved(self, record: ThreadRecord) -> None:
+        """The record's thread list entry, after the record: the record is the
+        truth, an entry that failed is behind until the thread's next save."""
+        try:
+            await self.index.saved(record)
+        except (PersistenceError, OSError) as exc:
+            log.error("thread %s: thread list entry not written (listed as before): %s", record.thread_id, exc)
+
+    async def list_threads(
+        self, owner: str, after: ListCursor | None, limit: int, states: frozenset[ThreadState] | None = None
+    ) -> ThreadPage:
+        """A page of ``owner``'s threads, newest first (:mod:`.listing`)."""
+        return await self.index.page(owner, after, limit, states)
 
     async def set_deadline(self, thread_id: str, expires_at: float | None) -> None:
         """Keep ``<state_dir>/deadlines.json`` in step (only pending threads)."""

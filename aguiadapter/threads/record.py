@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import time
 from typing import Any
 
 import attrs
@@ -127,6 +128,10 @@ class ThreadRecord:
     #: How many times the active run was adopted (keeps its message ids unique).
     adoptions: int = 0
     updated_at: float = 0.0
+    #: When the thread was made (``None`` for a record made before records
+    #: kept it); shown by the thread list, not part of the thread's state
+    #: (records that differ only in it compare equal).
+    created_at: float | None = attrs.field(factory=time.time, eq=False)
     version: int = 0
     schema_version: int = RECORD_SCHEMA_VERSION
 
@@ -207,6 +212,8 @@ def record_from_json(data: bytes) -> ThreadRecord:
         raw = json.loads(data)
         if isinstance(raw, dict) and raw.get("schema_version", 1) == 1:
             raw = _upgrade_from_v1(raw)
+        if isinstance(raw, dict) and "created_at" not in raw:
+            raw = {**raw, "created_at": None}  # made before records kept it: unknown, not "now"
         return _converter.structure(raw, ThreadRecord)
     except (ValueError, TypeError, KeyError, AttributeError, cattrs.BaseValidationError) as exc:
         raise ValueError(f"not a thread record: {exc}") from exc

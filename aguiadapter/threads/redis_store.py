@@ -38,9 +38,11 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
-from .record import ThreadRecord, record_to_json
+from .listing import ListCursor, ThreadPage, owner_id, owner_of, summary_of
+from .record import ThreadRecord, ThreadState, record_to_json
 from .redis_limits import RedisRunSlots
 from .redis_run_log import RedisRunLogs
+from .redis_thread_list import RedisThreadList
 from .run_log import LogBounds
 from .store import Claim, PersistenceError, StoreUnavailable, parse_stored_record
 
@@ -85,16 +87,20 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 return redis.call('DEL', KEYS[1])
 """
 
-# KEYS: record, claim. ARGV: expected version, new version, record JSON,
-# token ('' when the write holds no claim), TTL ms ('0': keep forever).
-# Returns 1 (written, or this very write was already applied), -1 (the claim
-# is not ours any more), -2 (someone else changed the record).
+# KEYS: record, claim, the owner's thread list. ARGV: expected version, new
+# version, record JSON, token ('' when the write holds no claim), TTL ms ('0':
+# keep forever), list score (updated time), list summary JSON, list member (the
+# thread key), the list's TTL ms ('0': keep forever). Returns 1 (written, or
+# this very write was already applied),
+# -1 (the claim is not ours any more), -2 (someone else changed the record).
 _SAVE = """
 if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return -1 end
 local current = redis.call('HGET', KEYS[1], 'version') or '0'
 if current == ARGV[2] and redis.call('HGET', KEYS[1], 'record') == ARGV[3] then return 1 end
 if current ~= ARGV[1] then return -2 end
-redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3])
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3], 'summary', ARGV[7])
+redis.call('ZADD', KEYS[3], ARGV[6], ARGV[8])
+if ARGV[9] == '0' then redis.call('PERSIST', KEYS[3]) else redis.call('PEXPIRE', KEYS[3], ARGV[9]) end
 if ARGV[5] == '0' then redis.call('PERSIST', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 return 1
 """
@@ -144,6 +150,10 @@ class Keys:
     def claim(self, thread_id: str) -> str:
         """The lease of the run (or expiry, or cancel) that owns a thread."""
         return f"{self.prefix}claim:{thread_id}"
+
+    def thread_list(self, owner: str) -> str:
+        """The sorted set of one owner's threads (:func:`~.listing.owner_id`), by updated time."""
+        return f"{self.prefix}user-threads:{owner}"
 
     @property
     def fence(self) -> str:
@@ -244,6 +254,7 @@ class RedisThreadStore:
         self._release_script = self._client.register_script(_RELEASE)
         self._save_script = self._client.register_script(_SAVE)
         self._sweep_script = self._client.register_script(_SWEEP)
+        self._lists = RedisThreadList(self._client, self.keys.thread_list, self.keys.thread)
         self._callbacks: list[Callable[[str], None]] = []
         self._attach_callbacks: list[Callable[[str], None]] = []
         self._listener: asyncio.Task[None] | None = None
@@ -320,9 +331,12 @@ class RedisThreadStore:
         expected = record.version
         record.version, record.updated_at = expected + 1, time.time()
         try:
-            keys = [self.keys.thread(record.key), self.keys.claim(record.key)]
+            summary = summary_of(record)
+            keys = [self.keys.thread(record.key), self.keys.claim(record.key),
+                    self.keys.thread_list(owner_id(owner_of(record)))]
             args: list[bytes | str | int] = [
-                expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record)
+                expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record),
+                repr(summary.updated_at), summary.to_json(), record.key, self.settings.retention_ms,
             ]
             result = await _bounded(self._save_script(keys=keys, args=args))
         except _ERRORS as exc:
@@ -331,6 +345,15 @@ class RedisThreadStore:
         if result != 1:
             record.version = expected
             raise PersistenceError(_SAVE_REFUSALS.get(int(result), f"unexpected answer {result!r}"))
+
+    async def list_threads(
+        self, owner: str, after: ListCursor | None, limit: int, states: frozenset[ThreadState] | None = None
+    ) -> ThreadPage:
+        """A page of ``owner``'s threads, newest first (:mod:`.redis_thread_list`)."""
+        try:
+            return await _bounded(self._lists.page(owner_id(owner), after, limit, states))
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
 
     def _ttl_ms(self, record: ThreadRecord) -> int:
         return self.settings.retention_ms if record.state in EXPIRING_STATES else 0

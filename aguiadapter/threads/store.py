@@ -15,7 +15,8 @@ from typing import Protocol
 
 import attrs
 
-from .record import ThreadRecord, record_from_json
+from .listing import ListCursor, ThreadPage
+from .record import ThreadRecord, ThreadState, record_from_json
 from .run_log import LogBounds, RunLogs
 from .slots import RunSlots
 
@@ -52,6 +53,14 @@ class ThreadStore(Protocol):
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Write the record durably (all or nothing); ``PersistenceError`` on failure."""
+
+    async def list_threads(
+        self, owner: str, after: ListCursor | None, limit: int, states: frozenset[ThreadState] | None = None
+    ) -> ThreadPage:
+        """Up to ``limit`` of ``owner``'s threads (:func:`~.listing.list_owner`)
+        after ``after``, newest first, in ``states`` when given; from the
+        owner's index, which each save keeps in step with the record
+        (``StoreUnavailable`` when the store cannot answer)."""
 
     async def claim(self, thread_id: str, run_id: str) -> Claim | None:
         """Claim the thread for a run; ``None`` when another run holds it."""

@@ -17,7 +17,7 @@ from ..threads.limits import AdmissionLimits
 from ..threads.run_log import LogBounds
 from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
-from . import handlers, history_routes, thread_routes
+from . import handlers, history_routes, thread_list, thread_routes
 from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
@@ -83,6 +83,7 @@ def create_app(
     app.router.add_post("/extensions/iac-code/v1/executions/{executionId}/cancel", handlers.cancel)
     app.router.add_get("/openapi.json", handlers.openapi)
     app.router.add_get("/capabilities", thread_routes.capabilities)
+    app.router.add_get("/threads", thread_list.list_threads)
     app.router.add_get("/threads/{threadId}", thread_routes.thread_status)
     app.router.add_get("/threads/{threadId}/runs/{runId}/events", thread_routes.run_events)
     app.router.add_get("/threads/{threadId}/messages", history_routes.thread_messages)

@@ -155,6 +155,7 @@ async def capabilities(request: web.Request) -> web.Response:
                 "cancel": prefix + "/extensions/iac-code/v1/executions/{executionId}/cancel",
                 "threadStatus": prefix + "/threads/{threadId}",
                 "threadMessages": prefix + "/threads/{threadId}/messages",
+                "threadList": prefix + "/threads",
                 "reattach": prefix + "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
                 "disconnectGraceSeconds": config.disconnect_grace_seconds,
                 "replayRetentionSeconds": config.replay_retention_seconds if service.resumable else 0,

@@ -1,0 +1,201 @@
+"""The thread list: whose threads a list holds, what it shows of each, and how it pages.
+
+Every store keeps, next to each record, a small :class:`ThreadSummary` in an
+index of the record's *owner* (:func:`owner_of`): the verified user
+(``p:<principal>``) when the thread has one, else the ``userId`` its first run
+named (``u:<userId>``; ``u:`` alone for threads started without one). An
+owner's index is ordered by the time of the record's last save, newest
+first, with the record's key breaking ties; a page resumes after the
+``(updated time, key)`` of the last thread of the page before it (a keyset
+cursor, opaque to clients). A thread saved while a client walks the list
+moves to the front: the walk never shows it twice, and shows it again only
+from the first page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import hashlib
+import json
+from collections.abc import Collection, Iterable, Sequence
+
+import attrs
+
+from .record import ThreadRecord, ThreadState
+
+#: Threads per page when the client does not say.
+DEFAULT_LIMIT = 50
+#: The most threads one page holds.
+MAX_LIMIT = 200
+#: With a state filter, index entries looked at per page call at most: a
+#: page may then hold fewer threads than asked for (even none) and still
+#: have a ``nextCursor``.
+SCAN_BUDGET = 2000
+
+
+@attrs.frozen
+class ThreadSummary:
+    """What the list shows of a thread, written with every save of its record."""
+
+    key: str
+    thread_id: str
+    state: ThreadState
+    #: ``None`` for a thread made before records kept their creation time.
+    created_at: float | None
+    updated_at: float
+    pending_interrupts: int = 0
+    active_run_id: str | None = None
+    last_error: str | None = None
+
+    def to_json(self) -> bytes:
+        """The stored form (compact JSON)."""
+        return json.dumps(
+            {
+                "key": self.key, "threadId": self.thread_id, "state": self.state.value,
+                "createdAt": self.created_at, "updatedAt": self.updated_at,
+                "pending": self.pending_interrupts, "activeRunId": self.active_run_id,
+                "lastError": self.last_error,
+            },
+            separators=(",", ":"), ensure_ascii=False,
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> ThreadSummary:
+        """Parse a stored summary; ``ValueError`` when it is not one."""
+        try:
+            raw = json.loads(data)
+            return cls(
+                key=str(raw["key"]), thread_id=str(raw["threadId"]), state=ThreadState(raw["state"]),
+                created_at=None if raw.get("createdAt") is None else float(raw["createdAt"]),
+                updated_at=float(raw["updatedAt"]), pending_interrupts=int(raw.get("pending") or 0),
+                active_run_id=raw.get("activeRunId"), last_error=raw.get("lastError"),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"not a thread summary: {exc}") from exc
+
+    @property
+    def position(self) -> ListCursor:
+        """Where this thread stands in its owner's list."""
+        return ListCursor(self.updated_at, self.key)
+
+
+def state_marker(state: ThreadState) -> bytes:
+    """The bytes of :meth:`ThreadSummary.to_json` that say its state (a cheap
+    test before a summary is parsed; the parsed state still decides)."""
+    return b'"state":"' + state.value.encode() + b'"'
+
+
+def summary_of(record: ThreadRecord) -> ThreadSummary:
+    """The summary of a record as it is being saved (its ``updated_at`` set)."""
+    state = ThreadState(record.state)
+    return ThreadSummary(
+        key=record.key,
+        thread_id=record.thread_id,
+        state=state,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        pending_interrupts=len(record.pending_interrupts),
+        active_run_id=record.active_run_id if state is ThreadState.RUNNING else None,
+        last_error=record.last_error if state is ThreadState.TERMINAL else None,
+    )
+
+
+def list_owner(principal: str | None, user_id: str | None) -> str:
+    """The owner whose list a caller reads, or a record is listed in."""
+    return f"p:{principal}" if principal is not None else f"u:{user_id or ''}"
+
+
+def owner_of(record: ThreadRecord) -> str:
+    """The list a record belongs to (see the module's docstring)."""
+    return list_owner(record.principal, record.user_id)
+
+
+def owner_id(owner: str) -> str:
+    """The owner as a fixed-size name for keys and folders (32 hex of its SHA-256)."""
+    return hashlib.sha256(owner.encode()).hexdigest()[:32]
+
+
+@attrs.frozen(order=True)
+class ListCursor:
+    """A position in a list: after the thread saved at ``updated_at`` with ``key``."""
+
+    updated_at: float
+    key: str
+
+    def encode(self) -> str:
+        """Opaque to clients: base64url of ``[updated_at, key]``."""
+        raw = json.dumps([self.updated_at, self.key], separators=(",", ":"), ensure_ascii=False).encode()
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    @classmethod
+    def decode(cls, text: str) -> ListCursor:
+        """A cursor from :meth:`encode`; ``ValueError`` for anything else."""
+        try:
+            raw = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        except (ValueError, binascii.Error) as exc:
+            raise ValueError("not a thread list cursor") from exc
+        if (not isinstance(raw, list) or len(raw) != 2 or not isinstance(raw[0], (int, float))
+                or isinstance(raw[0], bool) or not isinstance(raw[1], str)):
+            raise ValueError("not a thread list cursor")
+        return cls(float(raw[0]), raw[1])
+
+
+@attrs.frozen
+class ThreadPage:
+    """One page of a list, newest first; ``next_cursor`` is ``None`` on the last one."""
+
+    threads: Sequence[ThreadSummary]
+    next_cursor: ListCursor | None
+
+
+class SortedSummaries:
+    """One owner's summaries in memory, ordered for newest-first keyset pages."""
+
+    def __init__(self, summaries: Iterable[ThreadSummary] = ()) -> None:
+        self._by_key: dict[str, ThreadSummary] = {}
+        self._order: list[ListCursor] = []
+        for summary in summaries:
+            self.put(summary)
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def put(self, summary: ThreadSummary) -> None:
+        """Add or replace a thread's summary (an older one than kept is ignored)."""
+        old = self._by_key.get(summary.key)
+        if old is not None:
+            if old.updated_at > summary.updated_at:
+                return
+            self._remove_position(old.position)
+        self._by_key[summary.key] = summary
+        bisect.insort(self._order, summary.position)
+
+    def drop(self, key: str) -> None:
+        """Forget a thread."""
+        old = self._by_key.pop(key, None)
+        if old is not None:
+            self._remove_position(old.position)
+
+    def _remove_position(self, position: ListCursor) -> None:
+        at = bisect.bisect_left(self._order, position)
+        if at < len(self._order) and self._order[at] == position:
+            del self._order[at]
+
+    def page(self, after: ListCursor | None, limit: int, states: Collection[ThreadState] | None) -> ThreadPage:
+        """Up to ``limit`` threads after ``after``, newest first, in ``states`` if given."""
+        end = len(self._order) if after is None else bisect.bisect_left(self._order, after)
+        found: list[ThreadSummary] = []
+        scanned = 0
+        index = end - 1
+        while index >= 0 and len(found) < limit and scanned < SCAN_BUDGET:
+            summary = self._by_key[self._order[index].key]
+            scanned += 1
+            index -= 1
+            if states is None or summary.state in states:
+                found.append(summary)
+        if index < 0:
+            return ThreadPage(found, None)
+        last = self._order[index + 1]
+        return ThreadPage(found, last)
