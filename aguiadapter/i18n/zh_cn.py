@@ -128,4 +128,7 @@ MESSAGES: dict[str, str] = {
     "resume_payload_type": "对中断 {id} 的答复中，{field} 的类型必须是 {type}。",
     "resume_payload_field": "对中断 {id} 的答复中，{field} 不符合其 responseSchema。",
     "resume_identity_mismatch": "Resume 与被中断的执行不匹配（rosInvocationId 不同）。",
+    # POST /connect (the hydrate run of a reloaded page).
+    "connect_resume_refused": "{path}：connect 不答复任何中断；请把答复作为 resume 发送到 POST /。",
+    "connect_history_unavailable": "暂时无法从 agent 运行时读取对话内容；待处理的审批已恢复。请稍后重试以查看消息。",
 }

@@ -16,7 +16,7 @@ from ..threads.limits import AdmissionLimits
 from ..threads.run_log import LogBounds
 from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
-from . import handlers, thread_routes
+from . import connect_route, handlers, thread_routes
 from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
@@ -83,6 +83,7 @@ def create_app(
     app.router.add_get("/capabilities", thread_routes.capabilities)
     app.router.add_get("/threads/{threadId}", thread_routes.thread_status)
     app.router.add_get("/threads/{threadId}/runs/{runId}/events", thread_routes.run_events)
+    app.router.add_post("/connect", connect_route.connect)
     if config.metrics:
         app.router.add_get("/metrics", handlers.metrics)
     app.cleanup_ctx.append(_runtime_context(config, store, telemetry))
