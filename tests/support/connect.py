@@ -35,7 +35,7 @@ def runs_of(body: bytes) -> list[list[dict[str, Any]]]:
     check_models(events)
     runs: list[list[dict[str, Any]]] = []
     run_ids: list[list[str | None]] = []
-    for event, given in zip(events, ids):
+    for event, given in zip(events, ids, strict=True):
         if event["type"] == "RUN_STARTED":
             runs.append([])
             run_ids.append([])
