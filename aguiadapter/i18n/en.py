@@ -154,4 +154,13 @@ MESSAGES: dict[str, str] = {
         "The conversation cannot be read from the agent runtime right now; the pending approvals are restored."
         " Try again later to see the messages."
     ),
+    # The conversation history (GET /threads/{threadId}/messages).
+    "history_unavailable": (
+        "The conversation cannot be read from the agent runtime now (it restarted, is down, or keeps no"
+        " transcript); try again after Retry-After seconds. The thread itself is intact: GET"
+        " /threads/{{threadId}} still shows its state and pending interrupts."
+    ),
+    "history_busy": "Too many conversations are being read at once; try again after Retry-After seconds.",
+    "invalid_history_limit": "limit must be a whole number of turns from 1 to {max}.",
+    "invalid_history_cursor": "before must be a cursor this route returned (the before of an earlier page).",
 }

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -33,27 +33,20 @@ from ..protocol.inputs import ConnectRequest
 from ..protocol.parsing import parse_connect_request
 from ..threads import machine as tm
 from ..threads.record import ThreadRecord, ThreadState
+from ..threads.history_reader import HistoryUnavailable
 from ..threads.service import ThreadService
 from .handlers import authenticate, read_json_body
 from .http_errors import error_response, request_language
-from .keys import CONFIG, admission, backend
+from .keys import CONFIG, HISTORY, admission, backend
 from .thread_routes import _relay
 
 log = logging.getLogger(__name__)
 
-#: How many of the newest turns a hydrate run's snapshot holds at most.
-SNAPSHOT_TURNS: Final = 50
-#: How many bytes of messages (JSON) it holds at most (older turns: the cursor).
-SNAPSHOT_BYTES: Final = 256 * 1024
+#: How many of the newest turns a hydrate run's snapshot holds at most (and
+#: at most ``--history-page-bytes`` of them; older turns: the cursor).
+SNAPSHOT_TURNS: Final = 20
 #: Re-attach refusals after which the hydrate run still goes out, alone.
 _NOT_FOLLOWED: Final = frozenset({ErrorCode.RUN_NOT_FOUND, ErrorCode.EVENTS_TRUNCATED})
-
-
-class HistoryReader(Protocol):
-    """Where a thread's conversation is read from (the runtime's transcript)."""
-
-    async def page(self, record: ThreadRecord, *, limit: int, before: str | None, byte_budget: int) -> Any:
-        """The newest turns (``.messages``, ``.before``); raises when unavailable."""
 
 
 async def connect(request: web.Request) -> web.StreamResponse:
@@ -80,7 +73,7 @@ async def connect(request: web.Request) -> web.StreamResponse:
             hydration = Hydration(
                 thread_id=record.thread_id,
                 run_id=hydrate_run_id(body.run_id, record),
-                history=await _history(request, service, record, language, cut=following is not None),
+                history=await _history(request, record, language, cut=following is not None),
                 interrupts=announced_interrupts(record, service.clock()),
                 activity=await _activity(service, record),
             )
@@ -127,25 +120,23 @@ async def _follow(
 
 
 async def _history(
-    request: web.Request, service: ThreadService, record: ThreadRecord, language: str, *, cut: bool
+    request: web.Request, record: ThreadRecord, language: str, *, cut: bool
 ) -> HistoryPage | HistoryMissing:
-    """The newest turns, up to where a followed run starts (``cut``)."""
-    reader = history_reader(request)
-    missing = HistoryMissing(render("connect_history_unavailable", language))
-    if reader is None:
-        return missing
+    """The newest turns, up to where a followed run starts (``cut``: read
+    afresh, so that the run's own user message is in what is cut)."""
+    reader = request.config_dict[HISTORY]
+    if cut:
+        reader.forget(record)
     try:
-        page = await reader.page(record, limit=SNAPSHOT_TURNS, before=None, byte_budget=SNAPSHOT_BYTES)
-    except Exception as exc:  # noqa: BLE001 - replaced by the reader's own exception once it is merged
-        log.info("thread %s: history not read for connect: %s", record.thread_id, type(exc).__name__)
-        return missing
-    messages = list(page.messages)
-    return HistoryPage(before_active_run(messages, record) if cut else messages, page.before)
-
-
-def history_reader(request: web.Request) -> HistoryReader | None:
-    """The app's history reader (``None``: none configured)."""
-    return None
+        page = await reader.page(
+            record, limit=SNAPSHOT_TURNS, before=None, byte_budget=request.config_dict[CONFIG].history_page_bytes
+        )
+    except HistoryUnavailable as exc:
+        log.info("thread %s: connect without history: %s", record.thread_id, exc.reason)
+        retry = exc.response_headers().get("Retry-After")
+        return HistoryMissing(render("connect_history_unavailable", language), int(retry) if retry else None)
+    messages = before_active_run(page.messages, record) if cut else list(page.messages)
+    return HistoryPage(messages, page.before)
 
 
 async def _activity(service: ThreadService, record: ThreadRecord) -> dict[str, Any] | None:

@@ -155,6 +155,7 @@ async def capabilities(request: web.Request) -> web.Response:
                 "cancel": prefix + "/extensions/iac-code/v1/executions/{executionId}/cancel",
                 "threadStatus": prefix + "/threads/{threadId}",
                 "connect": prefix + "/connect",
+                "threadMessages": prefix + "/threads/{threadId}/messages",
                 "reattach": prefix + "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
                 "disconnectGraceSeconds": config.disconnect_grace_seconds,
                 "replayRetentionSeconds": config.replay_retention_seconds if service.resumable else 0,
