@@ -20,8 +20,7 @@ from aiohttp import web
 from aguiadapter import Config, create_app
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.agui import texts
-from tests.support.connect import connect_body, runs_of
+from tests.support.connect import applied, connect_body, runs_of, snapshot_of
 from tests.support.eventually import eventually
 from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer, write_jwks
 
@@ -50,7 +49,11 @@ async def test_an_interrupted_thread_gets_its_pending_permission_back(
     reply = await adapter.post("/connect", connect_body("t-ask"))
     assert reply.status == 200 and reply.headers["Content-Type"] == "text/event-stream"
     (hydrate,) = runs_of(reply.body)
+    assert [event["type"] for event in hydrate] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
     assert hydrate[0]["runId"] == "hydrate-1" and hydrate[0]["threadId"] == "t-ask"
+    assert applied(snapshot_of(hydrate), []) == [
+        ("user", "permission notes.txt"), ("assistant", "call", announced["toolCallId"])
+    ], "the conversation up to the tool call the permission gates, under the live stream's tool call id"
     assert hydrate[-1]["outcome"] == {"type": "interrupt", "interrupts": [announced]}, "the very object announced"
     # The page answers what it got back, and the run goes on.
     resume = run_body(thread_id="t-ask", text=None, cwd=str(workspace))
@@ -61,17 +64,33 @@ async def test_an_interrupted_thread_gets_its_pending_permission_back(
 
 
 async def test_without_a_readable_history_the_page_is_told_and_keeps_its_approval(
-    adapter: RunningAdapter, workspace: Path
+    tmp_path: Path, workspace: Path
 ) -> None:
-    asked = await adapter.run(run_body(thread_id="t-nohist", text="permission notes.txt", cwd=str(workspace)))
-    body = connect_body("t-nohist", forwardedProps={"iacCode": {
-        "schemaVersion": 1, "rosInvocationId": "invocation-1", "cwd": str(workspace), "preferredLanguage": "zh-CN"}})
-    (hydrate,) = runs_of((await adapter.post("/connect", body)).body)
-    kinds = [event["type"] for event in hydrate]
-    if "MESSAGES_SNAPSHOT" not in kinds:
-        (said,) = [event for event in hydrate if event["type"] == "CUSTOM"]
-        assert said["name"] == "iac-code.history.v1" and said["value"]["status"] == "unavailable"
-        assert said["value"]["code"] == "HISTORY_UNAVAILABLE" and "审批" in said["value"]["message"]
+    demo = DemoRuntime()
+    url = await demo.start()
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    running = await start_adapter(tmp_path / "state", url, allowed_cwds=(str(tmp_path / "workspaces"),))
+    try:
+        asked = await running.run(run_body(thread_id="t-nohist", text="permission notes.txt", cwd=str(workspace)))
+        await demo.close()
+        restarted = DemoRuntime()  # a new runtime process: it knows no session (iac-code answers 404)
+        await restarted.start(port=port)
+        try:
+            body = connect_body("t-nohist", forwardedProps={"iacCode": {
+                "schemaVersion": 1, "rosInvocationId": "invocation-1", "cwd": str(workspace),
+                "preferredLanguage": "zh-CN"}})
+            (hydrate,) = runs_of((await running.post("/connect", body)).body)
+        finally:
+            await restarted.close()
+    finally:
+        await running.close()
+    assert [event["type"] for event in hydrate] == ["RUN_STARTED", "CUSTOM", "RUN_FINISHED"], (
+        "no snapshot: an empty one would erase the page's conversation"
+    )
+    said = hydrate[1]
+    assert said["name"] == "iac-code.history.v1" and said["value"]["status"] == "unavailable"
+    assert said["value"]["code"] == "HISTORY_UNAVAILABLE" and "审批" in said["value"]["message"]
+    assert said["value"]["retryAfterSeconds"] == 5
     assert hydrate[-1]["outcome"]["interrupts"] == [interrupt_of(asked.events())]
 
 
@@ -82,15 +101,24 @@ async def test_an_expired_interrupt_is_not_announced(tmp_path: Path, demo: DemoR
     async with started(tmp_path, demo, interrupt_ttl_seconds=0.5) as adapter:
         (hydrate,) = runs_of((await adapter.post("/connect", connect_body("t-late"))).body)
         assert hydrate[-1]["outcome"] == {"type": "success"}
-        view = (await adapter.get("threads/t-late")).json()
-        assert view["state"] == "terminal" and view["lastError"] == {"code": "EXECUTION_EXPIRED"}
-        assert view["pendingInterrupts"] == []
+
+        async def expired() -> Any:
+            view = (await adapter.get("threads/t-late")).json()
+            return view if view["state"] == "terminal" else None
+
+        # Expired by this connect, or by the expiry timer the restart re-armed (whichever claims it first).
+        view = await eventually(expired, "the interrupt expires")
+        assert view["lastError"] == {"code": "EXECUTION_EXPIRED"} and view["pendingInterrupts"] == []
     assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
 
 
 async def test_a_run_in_progress_follows_the_hydrate_run_live_to_its_end(
     adapter: RunningAdapter, workspace: Path
 ) -> None:
+    await adapter.run(run_body(thread_id="t-live", text="tool", cwd=str(workspace)))
+    (idle,) = runs_of((await adapter.post("/connect", connect_body("t-live"))).body)
+    before = applied(snapshot_of(idle), [])
+    assert [item[0] for item in before] == ["user", "assistant", "tool", "assistant"]
     body = run_body(thread_id="t-live", text="slow 2", cwd=str(workspace))
     first = asyncio.ensure_future(adapter.run(body))
 
@@ -102,8 +130,13 @@ async def test_a_run_in_progress_follows_the_hydrate_run_live_to_its_end(
     reply = await adapter.post("/connect", connect_body("t-live"))
     hydrate, live = runs_of(reply.body)
     assert hydrate[-1]["outcome"] == {"type": "success"}, "the hydrate run closes before the live run starts"
+    shown = applied(snapshot_of(hydrate), [live])
+    assert shown[:-1] == [*before, ("user", "slow 2")], "the snapshot stops where the run starts"
+    assert shown[-1] == ("assistant", "".join(f"tick {n}. " for n in range(1, 11)))
+    # What the page shows is what a reload after the end shows: no message twice, none missing.
+    (later,) = runs_of((await adapter.post("/connect", connect_body("t-live"))).body)
+    assert applied(snapshot_of(later), []) == shown
     assert live[0]["runId"] == body["runId"] and live[-1]["type"] == "RUN_FINISHED"
-    assert texts(live) == "".join(f"tick {n}. " for n in range(1, 11)), "every delta once, from the run's start"
     own = (await first).events()
     assert live == own, "the very events the run's own client got"
 
@@ -213,3 +246,20 @@ async def test_a_reloaded_pipeline_shows_where_it_stands(adapter: RunningAdapter
     if views:
         assert activity["messageId"] == views[-1]["messageId"], "it replaces the view the run showed"
     assert hydrate[-1]["outcome"]["interrupts"] == [interrupt_of(events)]
+
+
+async def test_the_snapshot_holds_the_newest_turns_and_points_to_the_older_ones(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    for turn in range(1, 23):
+        await adapter.run(run_body(thread_id="t-long", text=f"hello {turn}", cwd=str(workspace)))
+    (hydrate,) = runs_of((await adapter.post("/connect", connect_body("t-long"))).body)
+    (snapshot,) = [event for event in hydrate if event["type"] == "MESSAGES_SNAPSHOT"]
+    users = [item["content"] for item in snapshot["messages"] if item["role"] == "user"]
+    assert users == [f"hello {turn}" for turn in range(3, 23)], "the newest 20 turns, oldest first"
+    cursor = snapshot["metadata"]["iacCode"]["before"]
+    older = (await adapter.get(f"threads/t-long/messages?before={cursor}")).json()
+    assert [item["content"] for item in older["messages"] if item["role"] == "user"] == ["hello 1", "hello 2"]
+    assert older["before"] is None, "paging back reaches the first turn"
+    assert len({item["id"] for item in older["messages"] + snapshot["messages"]}) == len(
+        older["messages"]) + len(snapshot["messages"]), "no message on both"

@@ -73,7 +73,7 @@ async def connect(request: web.Request) -> web.StreamResponse:
             hydration = Hydration(
                 thread_id=record.thread_id,
                 run_id=hydrate_run_id(body.run_id, record),
-                history=await _history(request, record, language, cut=following is not None),
+                history=await _history(request, record, language, cut=following is not None, now=service.clock()),
                 interrupts=announced_interrupts(record, service.clock()),
                 activity=await _activity(service, record),
             )
@@ -120,12 +120,17 @@ async def _follow(
 
 
 async def _history(
-    request: web.Request, record: ThreadRecord, language: str, *, cut: bool
+    request: web.Request, record: ThreadRecord, language: str, *, cut: bool, now: float
 ) -> HistoryPage | HistoryMissing:
-    """The newest turns, up to where a followed run starts (``cut``: read
-    afresh, so that the run's own user message is in what is cut)."""
+    """The newest turns, up to where a followed run starts (``cut``).
+
+    The reader keeps a conversation a few seconds; what it keeps may be older
+    than the thread's last change (a turn that ended since, a run that began),
+    and a snapshot replaces what the page shows: such a thread, and one whose
+    run is cut, is read afresh (the run's own user message must be in what
+    is cut)."""
     reader = request.config_dict[HISTORY]
-    if cut:
+    if cut or now - record.updated_at < reader.cache_seconds:
         reader.forget(record)
     try:
         page = await reader.page(

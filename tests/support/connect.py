@@ -58,3 +58,41 @@ def runs_of(body: bytes) -> list[list[dict[str, Any]]]:
 def message_texts(snapshot: dict[str, Any]) -> list[tuple[str, Any]]:
     """(role, content) of each message of a MESSAGES_SNAPSHOT."""
     return [(item["role"], item.get("content")) for item in snapshot["messages"]]
+
+
+def applied(snapshot: list[dict[str, Any]], runs: list[list[dict[str, Any]]]) -> list[tuple[Any, ...]]:
+    """What a client shows after a connect stream, as an AG-UI reducer builds
+    it (the snapshot replaces, later runs append), reduced to what a person
+    sees: (role, text) and (role, tool call id) pairs, ids of messages aside."""
+    shown: list[tuple[Any, ...]] = [_seen(item) for item in snapshot]
+    texts: dict[str, int] = {}
+    for run in runs:
+        for event in run:
+            kind = event["type"]
+            if kind in ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START"):
+                texts[event["messageId"]] = len(shown)
+                shown.append(("assistant" if kind.startswith("TEXT") else "reasoning", ""))
+            elif kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
+                at = texts[event["messageId"]]
+                shown[at] = (shown[at][0], shown[at][1] + event["delta"])
+            elif kind == "TOOL_CALL_START":
+                shown.append(("assistant", "call", event["toolCallId"]))
+            elif kind == "TOOL_CALL_RESULT":
+                shown.append(("tool", event["toolCallId"]))
+    return shown
+
+
+def _seen(item: dict[str, Any]) -> tuple[Any, ...]:
+    if item["role"] == "tool":
+        return ("tool", item["toolCallId"])
+    if item.get("toolCalls"):
+        (call,) = item["toolCalls"]
+        return ("assistant", "call", call["id"])
+    return (item["role"], item.get("content"))
+
+
+def snapshot_of(run: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of a hydrate run's one MESSAGES_SNAPSHOT."""
+    (snapshot,) = [event for event in run if event["type"] == "MESSAGES_SNAPSHOT"]
+    messages: list[dict[str, Any]] = snapshot["messages"]
+    return messages
