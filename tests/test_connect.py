@@ -263,3 +263,8 @@ async def test_the_snapshot_holds_the_newest_turns_and_points_to_the_older_ones(
     assert older["before"] is None, "paging back reaches the first turn"
     assert len({item["id"] for item in older["messages"] + snapshot["messages"]}) == len(
         older["messages"]) + len(snapshot["messages"]), "no message on both"
+
+
+async def test_the_capabilities_name_the_connect_route(adapter: RunningAdapter) -> None:
+    document = (await adapter.get("capabilities")).json()
+    assert document["custom"]["iacCode"]["connect"] == "/connect"
