@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from ag_ui.core import MessagesSnapshotEvent
+from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.connect import applied, connect_body, runs_of, snapshot_of
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
+from tests.support.validation import run_validator
 
 TURNS = (
     "[scenario:normal] hello",
@@ -32,10 +34,19 @@ async def converse(adapter: RunningAdapter, thread_id: str, cwd: Path) -> list[t
     return shown
 
 
-async def connect(adapter: RunningAdapter, thread_id: str) -> list[list[dict[str, Any]]]:
+async def connect(adapter: RunningAdapter, thread_id: str, captures: Path) -> list[list[dict[str, Any]]]:
+    """Connect, and judge the stream: run by run, and by ``ag-ui-validate``
+    (its command line on the capture, and its pytest helper) with no finding."""
     reply = await adapter.post("/connect", connect_body(thread_id))
     assert reply.status == 200, reply.body
-    return runs_of(reply.body)
+    runs = runs_of(reply.body)
+    captures.mkdir(exist_ok=True)
+    path = captures / f"{thread_id}-{len(list(captures.iterdir()))}.sse"
+    path.write_bytes(reply.body)
+    code, _, text = await run_validator(path)
+    assert code == 0, text
+    assert_valid_agui([event for run in runs for event in run], max_warnings=0)
+    return runs
 
 
 def expect_restored(hydrate: list[dict[str, Any]], live: list[tuple[Any, ...]], interrupt: dict[str, Any]) -> None:
@@ -59,20 +70,20 @@ async def test_a_reloaded_page_gets_the_conversation_and_the_pending_permission(
         live = await converse(adapter, "e-hydrate", iac_workspace)
         reply = await adapter.get("threads/e-hydrate")
         (interrupt,) = reply.json()["pendingInterrupts"]
-        (hydrate,) = await connect(adapter, "e-hydrate")
+        (hydrate,) = await connect(adapter, "e-hydrate", tmp_path / "captures")
         expect_restored(hydrate, live, interrupt)
     finally:
         await adapter.close()
     restarted = await start_adapter(tmp_path / "state", iac_runtime.url, **config)
     try:
-        (hydrate,) = await connect(restarted, "e-hydrate")
+        (hydrate,) = await connect(restarted, "e-hydrate", tmp_path / "captures")
         expect_restored(hydrate, live, interrupt)
         # The page answers the restored permission; the next reload has the whole turn and nothing pending.
         resume = run_body(thread_id="e-hydrate", text=None, cwd=str(iac_workspace))
         resume["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
         resumed = (await restarted.run(resume)).events()
         assert resumed[-1]["outcome"] == {"type": "success"}
-        (after,) = await connect(restarted, "e-hydrate")
+        (after,) = await connect(restarted, "e-hydrate", tmp_path / "captures")
         assert applied(snapshot_of(after), []) == applied(snapshot_of(hydrate), [resumed]), (
             "what the page showed after the resume is what a reload shows"
         )
@@ -82,7 +93,7 @@ async def test_a_reloaded_page_gets_the_conversation_and_the_pending_permission(
 
 
 async def test_a_connect_during_a_run_shows_every_message_once(
-    iac_adapter: RunningAdapter, iac_workspace: Path
+    tmp_path: Path, iac_adapter: RunningAdapter, iac_workspace: Path
 ) -> None:
     first = (await iac_adapter.run(run_body(thread_id="e-live", text=TURNS[0], cwd=str(iac_workspace)))).events()
     body = run_body(thread_id="e-live", text="[scenario:slow seconds=2] count", cwd=str(iac_workspace))
@@ -93,7 +104,7 @@ async def test_a_connect_during_a_run_shows_every_message_once(
         return reply.json()["state"] == "running"
 
     await eventually(running, "the second turn streams")
-    hydrate, followed = await connect(iac_adapter, "e-live")
+    hydrate, followed = await connect(iac_adapter, "e-live", tmp_path / "captures")
     own = (await streaming).events()
     assert followed == own, "the run in progress, from its start, as its own client got it"
     shown = applied(snapshot_of(hydrate), [followed])
@@ -102,7 +113,7 @@ async def test_a_connect_during_a_run_shows_every_message_once(
 
 
 async def test_a_connect_during_a_resume_shows_the_answered_tool_once(
-    iac_adapter: RunningAdapter, iac_workspace: Path
+    tmp_path: Path, iac_adapter: RunningAdapter, iac_workspace: Path
 ) -> None:
     """The resumed run streams the tool's result, then (a stall later) the
     reply: a connect in between gets the turn up to the call, then the run."""
@@ -117,7 +128,7 @@ async def test_a_connect_during_a_resume_shows_the_answered_tool_once(
         return (iac_workspace / "log.txt").exists()
 
     await eventually(ran, "the answered command runs")
-    hydrate, followed = await connect(iac_adapter, "e-resume")
+    hydrate, followed = await connect(iac_adapter, "e-resume", tmp_path / "captures")
     own = (await streaming).events()
     assert followed == own and own[-1]["outcome"] == {"type": "success"}
     before = snapshot_of(hydrate)
@@ -125,5 +136,5 @@ async def test_a_connect_during_a_resume_shows_the_answered_tool_once(
     shown = applied(before, [followed])
     assert shown == [("user", text), *applied([], [asked, own])], "no message twice, none missing"
     assert shown.count(("tool", interrupt["toolCallId"])) == 1
-    (later,) = await connect(iac_adapter, "e-resume")
+    (later,) = await connect(iac_adapter, "e-resume", tmp_path / "captures")
     assert applied(snapshot_of(later), []) == shown, "what a reload after the end shows"
