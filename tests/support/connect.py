@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import aiohttp
+
 from .agui import check_models, check_order
+from .reattach import SSE
 
 
 def connect_body(thread_id: str, **fields: Any) -> dict[str, Any]:
@@ -100,3 +104,20 @@ def snapshot_of(run: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (snapshot,) = [event for event in run if event["type"] == "MESSAGES_SNAPSHOT"]
     messages: list[dict[str, Any]] = snapshot["messages"]
     return messages
+
+
+async def connect_then_cut(url: str, body: dict[str, Any], *, events: int) -> bytes:
+    """POST a connect, read until ``events`` events arrived, then cut the
+    socket (no FIN, as a dropped network does); the bytes read."""
+    async with aiohttp.ClientSession() as session:
+        resp = await session.post(url + "connect", json=body, headers=SSE)
+        assert resp.status == 200, await resp.read()
+        raw = b""
+        while raw.count(b"data: ") < events:
+            chunk = await asyncio.wait_for(resp.content.readany(), 10)
+            assert chunk, f"the stream ended before {events} events: {raw[-300:]!r}"
+            raw += chunk
+        assert resp.connection is not None and resp.connection.transport is not None
+        resp.connection.transport.abort()
+        resp.release()
+    return raw
