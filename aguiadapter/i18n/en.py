@@ -160,6 +160,10 @@ MESSAGES: dict[str, str] = {
         " transcript); try again after Retry-After seconds. The thread itself is intact: GET"
         " /threads/{{threadId}} still shows its state and pending interrupts."
     ),
+    "history_pipeline": (
+        "This thread runs a pipeline, whose conversation the agent runtime does not keep in the session"
+        " transcript; GET /threads/{{threadId}} and the pipeline events show where it stands."
+    ),
     "history_busy": "Too many conversations are being read at once; try again after Retry-After seconds.",
     "invalid_history_limit": "limit must be a whole number of turns from 1 to {max}.",
     "invalid_history_cursor": "before must be a cursor this route returned (the before of an earlier page).",

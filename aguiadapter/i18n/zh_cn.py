@@ -136,6 +136,10 @@ MESSAGES: dict[str, str] = {
         "暂时无法从 agent 运行时读取会话内容（运行时已重启、不可用，或不保存会话记录）；请在 Retry-After 秒后重试。"
         "thread 本身完好：GET /threads/{{threadId}} 仍会显示其状态和待处理的中断。"
     ),
+    "history_pipeline": (
+        "该 thread 运行的是 pipeline，agent 运行时不会把 pipeline 的对话写入会话记录；"
+        "请通过 GET /threads/{{threadId}} 和 pipeline 事件查看其进度。"
+    ),
     "history_busy": "同时读取的会话过多；请在 Retry-After 秒后重试。",
     "invalid_history_limit": "limit 必须是 1 到 {max} 之间的整数（按轮次计）。",
     "invalid_history_cursor": "before 必须是本接口返回的游标（上一页的 before）。",
