@@ -197,3 +197,7 @@ async def test_a_reloaded_pipeline_shows_where_it_stands_and_what_it_waits_for(
     assert activity["activityType"] == "iac-code.pipeline.v1" and activity["replace"] is True
     snapshot = activity["content"]["snapshot"]
     assert snapshot and activity["messageId"] == f"pipeline:{activity['content']['pipelineRunId']}"
+    (said,) = [event for event in hydrate if event["type"] == "CUSTOM"]
+    assert said["name"] == "iac-code.history.v1" and "retryAfterSeconds" not in said["value"], (
+        "iac-code keeps no pipeline conversation in the session: said so, never shown as an empty one"
+    )
