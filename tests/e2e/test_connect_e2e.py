@@ -100,7 +100,7 @@ async def test_a_connect_during_a_run_shows_every_message_once(
     tmp_path: Path, iac_adapter: RunningAdapter, iac_workspace: Path
 ) -> None:
     first = (await iac_adapter.run(run_body(thread_id="e-live", text=TURNS[0], cwd=str(iac_workspace)))).events()
-    body = run_body(thread_id="e-live", text="[scenario:slow seconds=2] count", cwd=str(iac_workspace))
+    body = run_body(thread_id="e-live", text="[scenario:slow seconds=4] count", cwd=str(iac_workspace))
     streaming = asyncio.ensure_future(iac_adapter.run(body))
 
     async def running() -> bool:
@@ -121,7 +121,7 @@ async def test_a_connect_during_a_resume_shows_the_answered_tool_once(
 ) -> None:
     """The resumed run streams the tool's result, then (a stall later) the
     reply: a connect in between gets the turn up to the call, then the run."""
-    text = "[scenario:bashes n=1 file=log.txt stall=2] append"
+    text = "[scenario:bashes n=1 file=log.txt stall=3] append"
     asked = (await iac_adapter.run(run_body(thread_id="e-resume", text=text, cwd=str(iac_workspace)))).events()
     (interrupt,) = asked[-1]["outcome"]["interrupts"]
     resume = run_body(thread_id="e-resume", text=None, cwd=str(iac_workspace))
