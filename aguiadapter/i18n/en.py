@@ -148,6 +148,16 @@ MESSAGES: dict[str, str] = {
     "resume_payload_type": "The answer to interrupt {id}: {field} must be of type {type}.",
     "resume_payload_field": "The answer to interrupt {id}: {field} does not match its responseSchema.",
     "resume_identity_mismatch": "The resume does not match the interrupted execution (rosInvocationId).",
+    # POST /connect (the hydrate run of a reloaded page).
+    "connect_resume_refused": "{path}: a connect answers no interrupt; send the answers to POST / as a resume.",
+    "connect_history_unavailable": (
+        "The conversation cannot be read from the agent runtime right now; the thread itself is intact, and what"
+        " it waits for is restored. Try again later to see the messages."
+    ),
+    "connect_history_pipeline": (
+        "This thread runs a pipeline, whose conversation the agent runtime does not keep; the pipeline's view"
+        " and what it waits for are restored."
+    ),
     # The conversation history (GET /threads/{threadId}/messages).
     "history_unavailable": (
         "The conversation cannot be read from the agent runtime now (it restarted, is down, or keeps no"

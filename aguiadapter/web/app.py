@@ -17,7 +17,7 @@ from ..threads.limits import AdmissionLimits
 from ..threads.run_log import LogBounds
 from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
-from . import handlers, history_routes, thread_list, thread_routes
+from . import connect_route, handlers, history_routes, thread_list, thread_routes
 from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
@@ -86,6 +86,7 @@ def create_app(
     app.router.add_get("/threads", thread_list.list_threads)
     app.router.add_get("/threads/{threadId}", thread_routes.thread_status)
     app.router.add_get("/threads/{threadId}/runs/{runId}/events", thread_routes.run_events)
+    app.router.add_post("/connect", connect_route.connect)
     app.router.add_get("/threads/{threadId}/messages", history_routes.thread_messages)
     if config.metrics:
         app.router.add_get("/metrics", handlers.metrics)
