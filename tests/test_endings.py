@@ -12,7 +12,8 @@ from aguiadapter.a2a.client import A2ARpcError, A2AUnavailable
 from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.runtime.iac_code import AnswerRefused, TaskMismatch
 from aguiadapter.threads import machine as tm
-from aguiadapter.threads.endings import End, Ending, Failure, LostTask, LostWrite, ending_for, failure_of
+from aguiadapter.runtime.follow import LostTask
+from aguiadapter.threads.endings import End, Ending, Failure, LostWrite, ending_for, failure_of
 from aguiadapter.threads.expiry import ExpiryScheduler
 from aguiadapter.threads.file_store import FileThreadStore
 from aguiadapter.threads.leases import LeaseKeeper

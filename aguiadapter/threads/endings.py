@@ -25,6 +25,7 @@ import attrs
 from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
+from ..runtime.follow import LostTask
 from ..runtime.iac_code import AnswerRefused, TaskMismatch
 from ..translate.mapper import IdentityMismatch
 from .store import PersistenceError
@@ -37,15 +38,6 @@ class LostWrite(PersistenceError):
     def __init__(self, transition: str, cause: PersistenceError) -> None:
         super().__init__(f"{transition}: {cause}")
         self.transition = transition
-
-
-class LostTask(AdapterError):
-    """The runtime no longer knows the run's task, or cannot go on with it
-    (``cancel``: it may still wait for something nobody can answer)."""
-
-    def __init__(self, *, cancel: bool = False) -> None:
-        super().__init__(ErrorCode.EXECUTION_LOST)
-        self.cancel = cancel
 
 
 class End(enum.Enum):
