@@ -30,6 +30,7 @@ TABLE = [
     (Failure(LOST, lost_write="bind_task"), Ending(End.LOST, LOST, cancel_task=True)),
     (Failure(LOST, lost_write="interrupt"), Ending(End.LOST, LOST, cancel_task=True)),
     (Failure(LOST, lost_write="hand_off"), Ending(End.LOST, LOST, cancel_task=True)),
+    (Failure(LOST, lost_write="adopt"), Ending(End.LOST, LOST, cancel_task=True)),
     (Failure(LOST, lost_write="park"), Ending(End.LOST, LOST, cancel_task=True)),
     # ... and never when it carried the person's answer, or the task is done with.
     (Failure(LOST, resuming=True, accepted=True, turn=False, lost_write="accept"), Ending(End.LOST, LOST)),

@@ -345,6 +345,10 @@ class RunDriver:
             else:
                 events = await shell.apply(tm.follow, binding, plan.taken)
         except PersistenceError as exc:
+            if plan.kind is tm.PlanKind.ADOPT and isinstance(exc, LostWrite):
+                # No response waits on an adoption: the client that re-attached
+                # reads the run's log, which must end (nobody relays the run).
+                await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))
             await shell.release()
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
         except StoreUnavailable as exc:
@@ -613,9 +617,11 @@ class RunDriver:
         until = self.context.clock() + self.context.grace_seconds
         try:
             await self.shell.apply(tm.hand_off, until)
-        except PersistenceError as exc:
+        except LostWrite as exc:
+            # Nobody would adopt it: it ends here, and its log says so to the
+            # client that re-attaches elsewhere (who would wait for it forever).
             log.error("thread %s run %s: handoff not recorded, the run is cancelled: %s", *self._names(), exc)
-            await self.context.runtime.cancel_task(self.identity.task_id)
+            await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))
             return
         self.shell.stop_keeping()
         await self.shell.release()

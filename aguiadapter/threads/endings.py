@@ -89,12 +89,13 @@ class Failure:
 
 #: Lost writes after which the runtime's task is cancelled: recovery needs
 #: what they wrote (the task binding; a new interrupt, never announced;
-#: a handoff nobody would adopt; a grace the run cannot keep: its client
-#: left). Any other lost write leaves the task to
+#: a handoff nobody would adopt; an adoption, after which nobody relays the
+#: run; a grace the run cannot keep: its client left). Any other lost
+#: write leaves the task to
 #: recovery: ``accept`` carries an answer the person gave, ``finish``,
 #: ``reject``, ``detach``, ``fail`` and ``cancel`` end a run whose task is
 #: done, still waits for the same answers, or was cancelled already.
-CANCELLED_AFTER_LOST: Final = frozenset({"bind_task", "interrupt", "hand_off", "park"})
+CANCELLED_AFTER_LOST: Final = frozenset({"bind_task", "interrupt", "hand_off", "adopt", "park"})
 
 
 def ending_for(failure: Failure) -> Ending:

@@ -445,7 +445,11 @@ class ThreadService:
             if tm.restore(record).handed_over(self.clock()):
                 ticket = Ticket(_adopted_input(record), "", "en", shell, tm.Plan(tm.PlanKind.ADOPT), _new_id())
                 driver = RunDriver(self.context, ticket, None)
-                await driver.open()  # releases the claim if it fails
+                try:
+                    await driver.open()  # releases the claim if it fails
+                except AdapterError as exc:
+                    log.warning("thread %s: run %s not adopted: %s", record.thread_id, run_id, exc)
+                    return
                 adopted = True
                 self._in_background(self._drive(driver))
                 log.info("thread %s: run %s adopted", record.thread_id, run_id)
