@@ -25,7 +25,7 @@ from ..errors import AdapterError, ErrorCode
 from ..protocol.events import Event
 from ..protocol.inputs import IacCodeProps
 from ..protocol.resume import Answer
-from ..translate.mapper import RunIdentity, RunTranslator, TurnOutcome
+from ..translate.mapper import IdentityLearned, RunIdentity, RunTranslator, TurnOutcome
 from .envelope import InputEnvelope
 from .evidence import TaskFate, TaskView, task_fate, waiting_inputs
 from .iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
@@ -147,8 +147,8 @@ class FollowedRun(Protocol):
     async def accept(self, interrupt_ids: list[str]) -> None:
         """Store that the runtime took these answers."""
 
-    async def bind(self) -> None:
-        """Store the task and session ids the run learned."""
+    async def bind(self, learned: IdentityLearned) -> None:
+        """Take the task and session ids the run learned, and store them."""
 
 
 class Follower:
@@ -297,18 +297,18 @@ class Follower:
                     break
         finally:
             batch.clear()
-            if translator.identity_changed:
-                await self._bind(spans)
+            learned = translator.learned()
+            if learned is not None:
+                await self._bind(learned, spans)
         return events
 
-    async def _bind(self, spans: tuple[object, ...] | None) -> None:
+    async def _bind(self, learned: IdentityLearned, spans: tuple[object, ...] | None) -> None:
         """Store the task and session ids the run learned, before any event
         of the chunk that named them goes out (one write where iac-code names
         the task and its session one result apart): an adapter that dies
         right after still finds its task."""
-        self.translator.identity_changed = False
         try:
-            await self.run.bind()
+            await self.run.bind(learned)
         except BaseException:
             if spans is not None:
                 self.translator.spans.restore(spans)

@@ -35,7 +35,7 @@ from ..runtime.evidence import TaskView
 from ..runtime.follow import Follower
 from ..runtime.iac_code import AnswerRefused, IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
-from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
+from ..translate.mapper import IdentityLearned, IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
 from . import machine as tm
 from .endings import End, Ending, Failure, LostWrite, ending_for, failure_of
@@ -476,9 +476,11 @@ class RunDriver:
         """Store that the runtime took these answers."""
         await self.shell.apply(tm.accept, interrupt_ids)
 
-    async def bind(self) -> None:
-        """Store the task and session ids the run learned."""
-        await self.shell.apply(tm.bind_task, self.identity.task_id, self.identity.session_id)
+    async def bind(self, learned: IdentityLearned) -> None:
+        """Take the task and session ids the run learned (a lost write of
+        them still cancels the task it names), and store them."""
+        self.identity = attrs.evolve(self.identity, task_id=learned.task_id, session_id=learned.session_id)
+        await self.shell.apply(tm.bind_task, learned.task_id, learned.session_id)
 
     async def emit(self, events: list[Event]) -> None:
         """Write events to the run's log, then what the log framed to the
