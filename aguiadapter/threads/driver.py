@@ -14,6 +14,7 @@ inner task, so that a disconnect, the cancel route or a shutdown can stop it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -45,7 +46,8 @@ from .run_log import DetachedRun, LogBroken, RunLog, RunLogs, UnloggedRun
 from .shell import EventSink, SinkClosed, ThreadShell
 from .store import PersistenceError, StoreUnavailable
 
-#: How often a run without a client looks whether one re-attached.
+#: How often a run without a client looks whether one re-attached. A poll:
+#: the reader may be on another replica, whose presence key announces nothing.
 GRACE_POLL_SECONDS: Final = 1.0
 
 log = logging.getLogger(__name__)
@@ -187,6 +189,9 @@ class RunDriver:
         self.phase = Phase.OPENING
         #: Watches for a re-attach while the run has no client (or the end of a drain).
         self._grace: asyncio.Task[None] | None = None
+        #: Wakes the grace watcher when a client of this process re-attaches
+        #: (made with the watcher: most runs never need it).
+        self._reader_came: asyncio.Event | None = None
         self._ending: asyncio.Task[None] | None = None
         self.started = time.monotonic()
         self.report = context.telemetry.run(
@@ -230,6 +235,7 @@ class RunDriver:
         """The client vanished: go on without it for the grace."""
         self.sink = None
         if self._enter(Phase.UNWATCHED):
+            self._reader_came = asyncio.Event()
             self._grace = asyncio.create_task(self._mind_the_grace())
 
     def drain(self, until: float) -> None:
@@ -267,7 +273,7 @@ class RunDriver:
                 if watched:
                     if record.parked_until is not None:
                         await self._rejoin()
-                    await asyncio.sleep(GRACE_POLL_SECONDS)
+                    await self._until_next_look(GRACE_POLL_SECONDS)
                     continue
                 if record.parked_until is None:
                     await shell.apply(tm.park, clock() + self.context.grace_seconds)
@@ -277,7 +283,7 @@ class RunDriver:
                     self._grace = None
                     self._stop_without_client()
                     return
-                await asyncio.sleep(min(GRACE_POLL_SECONDS, remaining))
+                await self._until_next_look(min(GRACE_POLL_SECONDS, remaining))
         except LostWrite as exc:
             # The grace cannot be kept (nor a rejoin told) without its
             # record: the run ends, as a client that left without a grace.
@@ -288,6 +294,20 @@ class RunDriver:
         except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
             log.warning("thread %s run %s: disconnect grace not kept: %r", ident.thread_id, ident.run_id, exc)
+
+    def reader_came(self) -> None:
+        """A client of this process re-attached: the grace watcher looks at
+        once (a reader on another replica is seen at its next look)."""
+        if self._reader_came is not None:
+            self._reader_came.set()
+
+    async def _until_next_look(self, seconds: float) -> None:
+        """``seconds``, or until a client of this process re-attaches."""
+        came = self._reader_came
+        assert came is not None  # made with the watcher
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(came.wait(), seconds)
+        came.clear()
 
     async def _rejoin(self) -> None:
         """A client reads the parked run again. A lost write of that changes

@@ -54,8 +54,12 @@ SWEEP_SECONDS: Final = 5.0
 CANCEL_WAIT_SECONDS: Final = 5.0
 #: How long shutdown waits for each run to end.
 SHUTDOWN_WAIT_SECONDS: Final = 1.0
-#: How often a re-attach asks the replica holding a run to hand it over.
+#: How often a re-attach asks the replica holding a run to hand it over. A
+#: poll: the claim it waits for is another replica's, in the shared store.
 HANDOVER_POLL_SECONDS: Final = 0.1
+#: How often the cancel route looks whether another replica ended its run.
+#: A poll: the record it waits for is written by that replica.
+CANCELLED_POLL_SECONDS: Final = 0.1
 
 
 class Draining(AdapterError):
@@ -417,7 +421,9 @@ class ThreadService:
         """Make sure a process relays the re-attached run: the one that
         holds it does (a draining one is asked to let go); a handed-off run
         is adopted here; a dead one is settled, which ends its log."""
-        if execution_id in self.active:
+        driver = self.active.get(execution_id)
+        if driver is not None:
+            driver.reader_came()
             return
         deadline = time.monotonic() + self.store.lease_seconds + 1.0
         asked_at = 0.0
@@ -556,7 +562,7 @@ class ThreadService:
             record = await self._load(thread_id)
             if record is None or record.execution_id != execution_id or record.state is not ThreadState.RUNNING:
                 return "cancelled"
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(CANCELLED_POLL_SECONDS)
         raise AdapterError(ErrorCode.THREAD_BUSY)
 
     # ---------------------------------------------------------------- expiry
