@@ -35,7 +35,7 @@ from aguiadapter.protocol.resume import check_resume
 from aguiadapter.runtime.iac_code import Batches
 from aguiadapter.threads import machine as tm
 from aguiadapter.threads.file_store import FileThreadStore
-from aguiadapter.threads.record import ThreadRecord, ThreadState, record_to_json
+from aguiadapter.threads.record import RunKind, ThreadRecord, ThreadState, record_to_json
 from aguiadapter.threads.store import PersistenceError
 from aguiadapter.web.app import create_app
 from aguiadapter.web.keys import BACKEND
@@ -107,6 +107,12 @@ def parks(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
 def detaches(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
     return stored is not None and stored.active_run_id is not None and new.active_run_id is None and (
         new.state is ThreadState.RUNNING
+    )
+
+
+def announces(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
+    return stored is not None and new.active_run_kind is RunKind.ANNOUNCE and (
+        stored.active_run_kind is not RunKind.ANNOUNCE
     )
 
 
@@ -225,6 +231,36 @@ async def recovered_taken(case: Case) -> None:
     await dead_resume_taken(case)
     reply = await case.adapter.get(f"/threads/{case.thread_id}")
     assert reply.status == 200 and reply.json()["state"] == "idle", reply.json()
+
+
+PIPELINE = {"runMode": "pipeline", "pipelineName": "selling"}
+
+
+async def one_candidate_of_two_known(case: Case) -> None:
+    """Both candidates of a pipeline ask to write, and the thread knows of
+    only the first (the second asked after the pause was announced):
+    ``case.resume`` answers the one it knows."""
+    body = run_body(thread_id=case.thread_id, text="full: plan a service", cwd=str(case.workspace), **PIPELINE)
+    (question,) = (await case.adapter.run(body)).events()[-1]["outcome"]["interrupts"]
+    resume = run_body(thread_id=case.thread_id, text=None, cwd=str(case.workspace), **PIPELINE)
+    resume["resume"] = [{"interruptId": question["id"], "status": "resolved", "payload": {"freeText": "Test"}}]
+    first, _ = (await case.adapter.run(resume)).events()[-1]["outcome"]["interrupts"]
+    record = await case.disk.load(case.thread_id)
+    assert record is not None
+    record.pending_interrupts = [item for item in record.pending_interrupts if item.id == first["id"]]
+    await case.disk.write_through(record)
+    resume["resume"] = [{"interruptId": first["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    case.resume = resume
+
+
+async def both_announced(case: Case) -> None:
+    """The retried answer's run announces both candidates' permissions;
+    nothing was written yet."""
+    assert case.resume is not None
+    reply = await case.adapter.run({**case.resume, "runId": f"run-{uuid.uuid4()}"})
+    last = reply.events()[-1]
+    assert last["type"] == "RUN_FINISHED" and len(last["outcome"]["interrupts"]) == 2, last
+    assert case.demo.state.tool_runs["write_file"] == 0
 
 
 async def permission_then_task_lost(case: Case) -> None:
@@ -421,6 +457,7 @@ ROWS = [
     # A retried answer's run opens: the HTTP error, before the stream.
     Row("follow", answered_elsewhere, answer, moves(INTERRUPTED, RUNNING), SAVE_FAILED, after=answered_once),
     Row("report", recovered_taken, answer, reports, SAVE_FAILED, after=answered_once),
+    Row("announce", one_candidate_of_two_known, answer, announces, SAVE_FAILED, after=both_announced),
     # No run: the runtime lost the waiting task; a dead run is settled.
     Row("lose", permission_then_task_lost, answer, moves(INTERRUPTED, TERMINAL), SAVE_FAILED,
         after=lost_then_new_turn),
