@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from aguiadapter.a2a.client import A2ARpcError
 from aguiadapter.runtime.envelope import InputEnvelope
 from aguiadapter.runtime.evidence import TaskFate
 from aguiadapter.runtime.follow import (
@@ -78,7 +79,7 @@ def test_a_relayed_tool_result_means_the_turn_went_on_past_the_answer() -> None:
     ],
 )
 def test_what_a_refused_stream_means(message: str, answering: bool, meant: str | None) -> None:
-    found = refusal(message, answering=answering)
+    found = refusal(A2ARpcError(-32603, message), answering=answering)
     if meant is None:
         assert found is None
     elif meant == "refused":

@@ -64,17 +64,17 @@ def answer_taken(translator: RunTranslator, interrupt_id: str) -> bool:
     return all(item.input_id != interrupt_id for item in outcome.inputs)
 
 
-def refusal(message: str, *, answering: bool) -> Exception | None:
+def refusal(error: A2ARpcError, *, answering: bool) -> Exception | None:
     """What the runtime's JSON-RPC error on a stream means (``answering``:
     the stream carries an answer it has not taken yet); ``None``: the error
     itself."""
-    invalid = message.startswith(RESUME_INVALID)
+    invalid = error.message.startswith(RESUME_INVALID)
     if answering and invalid:
         # Refused as an input it does not wait for (one it took would be
         # acknowledged as a duplicate): the runtime lost it.
         return LostTask(cancel=True)
     if answering:
-        return AnswerRefused(message)
+        return AnswerRefused(str(error))
     if invalid:
         # It took the answer (a receipt came first) and cannot go on from
         # it: a restarted runtime whose turn ran past the answer.
@@ -263,7 +263,7 @@ class Follower:
                     outcome, translator.outcome = translator.outcome, None
                     return outcome
         except A2ARpcError as exc:
-            meant = refusal(exc.message, answering=accepting is not None)
+            meant = refusal(exc, answering=accepting is not None)
             if meant is not None:
                 raise meant from exc
             raise
