@@ -12,7 +12,8 @@ from aguiadapter.a2a.client import A2ARpcError, A2AUnavailable
 from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.runtime.iac_code import AnswerRefused, TaskMismatch
 from aguiadapter.threads import machine as tm
-from aguiadapter.threads.endings import End, Ending, Failure, LostTask, LostWrite, ending_for, failure_of
+from aguiadapter.runtime.follow import LostTask
+from aguiadapter.threads.endings import End, Ending, Failure, LostWrite, ending_for, failure_of
 from aguiadapter.threads.expiry import ExpiryScheduler
 from aguiadapter.threads.file_store import FileThreadStore
 from aguiadapter.threads.leases import LeaseKeeper
@@ -29,6 +30,7 @@ TABLE = [
     (Failure(LOST, lost_write="bind_task"), Ending(End.LOST, LOST, cancel_task=True)),
     (Failure(LOST, lost_write="interrupt"), Ending(End.LOST, LOST, cancel_task=True)),
     (Failure(LOST, lost_write="hand_off"), Ending(End.LOST, LOST, cancel_task=True)),
+    (Failure(LOST, lost_write="adopt"), Ending(End.LOST, LOST, cancel_task=True)),
     (Failure(LOST, lost_write="park"), Ending(End.LOST, LOST, cancel_task=True)),
     # ... and never when it carried the person's answer, or the task is done with.
     (Failure(LOST, resuming=True, accepted=True, turn=False, lost_write="accept"), Ending(End.LOST, LOST)),

@@ -26,12 +26,19 @@ import attrs
 import pytest
 from aiohttp import web
 
+from aguiadapter.a2a.client import A2AClient, StreamEndedEarly
+from aguiadapter.a2a.messages import permission_part
 from aguiadapter.config import Config
 from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.protocol.inputs import ResumeEntry
+from aguiadapter.protocol.resume import check_resume
+from aguiadapter.runtime.iac_code import Batches
+from aguiadapter.threads import machine as tm
 from aguiadapter.threads.file_store import FileThreadStore
-from aguiadapter.threads.record import ThreadRecord, ThreadState, record_to_json
+from aguiadapter.threads.record import RunKind, ThreadRecord, ThreadState, record_to_json
 from aguiadapter.threads.store import PersistenceError
 from aguiadapter.web.app import create_app
+from aguiadapter.web.keys import BACKEND
 from aguiadapter.web.server import AdapterRunner
 from tests.support.adapter import Reply, RunningAdapter, run_body
 from tests.support.agui import check_stream
@@ -97,6 +104,23 @@ def parks(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
     return stored is not None and stored.parked_until is None and new.parked_until is not None
 
 
+def detaches(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
+    return stored is not None and stored.active_run_id is not None and new.active_run_id is None and (
+        new.state is ThreadState.RUNNING
+    )
+
+
+def announces(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
+    return stored is not None and new.active_run_kind is RunKind.ANNOUNCE and (
+        stored.active_run_kind is not RunKind.ANNOUNCE
+    )
+
+
+def reports(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
+    """A retried answer's run that only reports how the earlier one ended."""
+    return stored is not None and stored.state is new.state and len(new.runs) > len(stored.runs)
+
+
 @attrs.define
 class Case:
     """One thread of one row, and what the test talks to."""
@@ -148,6 +172,127 @@ async def waiting_permission(case: Case) -> None:
     body = run_body(thread_id=case.thread_id, text=None, cwd=str(case.workspace))
     body["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
     case.resume = body
+
+
+async def answer_sent_elsewhere(case: Case) -> None:
+    """The waiting permission's answer reaches the runtime from another
+    process that wrote nothing of it (the runtime took it and ran the tool)."""
+    record = await case.disk.load(case.thread_id)
+    assert record is not None
+    (item,) = record.pending_interrupts
+    client = A2AClient(case.demo.url)
+    try:
+        message = {"messageId": f"elsewhere-{uuid.uuid4()}", "contextId": record.context_id,
+                   "taskId": record.task_id, "role": "ROLE_USER",
+                   "parts": [permission_part(item.envelope.fields, "allow_once")]}
+        async for _ in client.stream_message(message):
+            pass
+    finally:
+        await client.close()
+    assert sum(case.demo.state.tool_runs.values()) == 1
+
+
+async def answered_elsewhere(case: Case) -> None:
+    """The thread waits for a permission whose answer the runtime took
+    already (the record knows nothing of it)."""
+    await waiting_permission(case)
+    await answer_sent_elsewhere(case)
+
+
+async def dead_resume(case: Case) -> None:
+    """The thread's resume opened and its process died before the answer's
+    fate was written (the record says running; nobody holds it)."""
+    await waiting_permission(case)
+    record = await case.disk.load(case.thread_id)
+    assert record is not None and case.resume is not None
+    (item,) = record.pending_interrupts
+    entry = ResumeEntry(interrupt_id=item.id, status="resolved", payload={"decision": "allow_once"})
+    answers = check_resume([entry], [item.interrupt], {})
+    tm.resume(tm.restore(record), tm.RunBinding("run-dead", "digest", "exec-dead", "invocation-1"), answers)
+    await case.disk.write_through(record)
+
+
+async def dead_resume_taken(case: Case) -> None:
+    """A dead resume whose answer the runtime took before the process died."""
+    await waiting_permission(case)
+    await answer_sent_elsewhere(case)
+    record = await case.disk.load(case.thread_id)
+    assert record is not None
+    (item,) = record.pending_interrupts
+    entry = ResumeEntry(interrupt_id=item.id, status="resolved", payload={"decision": "allow_once"})
+    answers = check_resume([entry], [item.interrupt], {})
+    tm.resume(tm.restore(record), tm.RunBinding("run-dead", "digest", "exec-dead", "invocation-1"), answers)
+    await case.disk.write_through(record)
+
+
+async def recovered_taken(case: Case) -> None:
+    """A dead resume whose answer the runtime took, settled (by a reload of
+    the thread): the thread is idle, the answer not yet reported."""
+    await dead_resume_taken(case)
+    reply = await case.adapter.get(f"/threads/{case.thread_id}")
+    assert reply.status == 200 and reply.json()["state"] == "idle", reply.json()
+
+
+PIPELINE = {"runMode": "pipeline", "pipelineName": "selling"}
+
+
+async def one_candidate_of_two_known(case: Case) -> None:
+    """Both candidates of a pipeline ask to write, and the thread knows of
+    only the first (the second asked after the pause was announced):
+    ``case.resume`` answers the one it knows."""
+    body = run_body(thread_id=case.thread_id, text="full: plan a service", cwd=str(case.workspace), **PIPELINE)
+    (question,) = (await case.adapter.run(body)).events()[-1]["outcome"]["interrupts"]
+    resume = run_body(thread_id=case.thread_id, text=None, cwd=str(case.workspace), **PIPELINE)
+    resume["resume"] = [{"interruptId": question["id"], "status": "resolved", "payload": {"freeText": "Test"}}]
+    first, _ = (await case.adapter.run(resume)).events()[-1]["outcome"]["interrupts"]
+    record = await case.disk.load(case.thread_id)
+    assert record is not None
+    record.pending_interrupts = [item for item in record.pending_interrupts if item.id == first["id"]]
+    await case.disk.write_through(record)
+    resume["resume"] = [{"interruptId": first["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    case.resume = resume
+
+
+async def both_announced(case: Case) -> None:
+    """The retried answer's run announces both candidates' permissions;
+    nothing was written yet."""
+    assert case.resume is not None
+    reply = await case.adapter.run({**case.resume, "runId": f"run-{uuid.uuid4()}"})
+    last = reply.events()[-1]
+    assert last["type"] == "RUN_FINISHED" and len(last["outcome"]["interrupts"]) == 2, last
+    assert case.demo.state.tool_runs["write_file"] == 0
+
+
+async def permission_then_task_lost(case: Case) -> None:
+    """The thread waits for a permission the runtime no longer knows of."""
+    await waiting_permission(case)
+    case.demo.state.tasks.clear()
+
+
+async def cut_after_receipt(case: Case) -> None:
+    """The runtime's answer streams break right after its receipt (the
+    runtime took the answer; the stream is gone)."""
+    await waiting_permission(case)
+    service = case.adapter.app[BACKEND].service
+    assert service is not None
+    runtime = service.runtime
+    stream = runtime.stream
+
+    async def cut(batches: Batches) -> Batches:
+        async for batch in batches:
+            receipt = next((index for index, result in enumerate(batch) if "inputReceived" in json.dumps(result)),
+                           None)
+            if receipt is None:
+                yield batch
+                continue
+            yield batch[: receipt + 1]
+            await batches.aclose()  # type: ignore[attr-defined]
+            raise StreamEndedEarly("the connection broke (injected)")
+
+    def cutting(message: dict[str, Any]) -> Batches:
+        return cut(stream(message))
+
+    runtime.stream = cutting  # type: ignore[method-assign]
 
 
 async def refused_permission(case: Case) -> None:
@@ -251,6 +396,12 @@ async def answered_once_as_it_was(case: Case) -> None:
     await answered_once(case)
 
 
+async def lost_then_new_turn(case: Case) -> None:
+    """The retried answer hears that the task is lost; a new turn proceeds."""
+    assert await answer(case) == ("HTTP 409", "EXECUTION_LOST")
+    await finishes(case)
+
+
 async def cancelled_again(case: Case) -> None:
     assert await cancel_the_wait(case) == ("HTTP 200", "cancelled")
     await finishes(case)
@@ -300,6 +451,19 @@ ROWS = [
     # No run: the cancel route on a waiting thread.
     Row("cancel (waiting)", waiting_permission, cancel_the_wait, moves(INTERRUPTED, TERMINAL), SAVE_FAILED,
         cancelled=True, after=cancelled_again),
+    # The stream of an answer the runtime took breaks: the run cannot say it
+    # detached, and the task, which carries the answer, goes on.
+    Row("detach", cut_after_receipt, answer, detaches, after=answered_once),
+    # A retried answer's run opens: the HTTP error, before the stream.
+    Row("follow", answered_elsewhere, answer, moves(INTERRUPTED, RUNNING), SAVE_FAILED, after=answered_once),
+    Row("report", recovered_taken, answer, reports, SAVE_FAILED, after=answered_once),
+    Row("announce", one_candidate_of_two_known, answer, announces, SAVE_FAILED, after=both_announced),
+    # No run: the runtime lost the waiting task; a dead run is settled.
+    Row("lose", permission_then_task_lost, answer, moves(INTERRUPTED, TERMINAL), SAVE_FAILED,
+        after=lost_then_new_turn),
+    Row("recover (answer never arrived)", dead_resume, answer, moves(RUNNING, INTERRUPTED), SAVE_FAILED,
+        after=answered_once),
+    Row("recover (answer taken)", dead_resume_taken, answer, moves(RUNNING, IDLE), SAVE_FAILED, after=answered_once),
 ]
 
 

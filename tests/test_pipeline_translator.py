@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from aguiadapter.protocol.events import run_finished, run_started
-from aguiadapter.translate.mapper import RunIdentity, RunTranslator
+from aguiadapter.translate.mapper import IdentityLearned, RunIdentity, RunTranslator
 from aguiadapter.translate.pipeline import CUSTOM_TYPES, PipelineState
 from tests.support.agui import check_models, check_order, types
 
@@ -191,6 +191,7 @@ def test_a_pipeline_names_its_session_inside_its_events() -> None:
     first = update(envelope("pipeline_started", iacCodeSessionId="session-7"))
     first["statusUpdate"]["taskId"] = "task-1"
     events = tr.feed(first)
-    assert tr.identity.session_id == "session-7" and tr.identity_changed
+    assert tr.learned() == IdentityLearned("task-1", "session-7")
+    assert tr.learned() is None, "handed out once"
     (session,) = [e for e in events if e.get("name") == "iac-code.session.v1"]
     assert session["value"]["sessionId"] == "session-7"

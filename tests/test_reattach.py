@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from ag_ui.core.capabilities import AgentCapabilities
 
 from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.threads import driver as driver_module
+from aguiadapter.threads.file_store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream, parse_sse_ids, texts
 from tests.support.eventually import eventually
@@ -127,6 +130,29 @@ async def test_a_re_attached_client_keeps_the_run_and_leaving_again_gives_a_new_
             resp.connection.transport.abort()  # type: ignore[union-attr]
             resp.release()
         await eventually(lambda: task_states(demo) == ["TASK_STATE_CANCELED"], "cancelled a grace after it left")
+
+
+async def test_a_client_that_re_attaches_to_this_process_is_seen_at_once_not_at_the_next_look(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its looks an hour apart: only the re-attach itself can tell the run.
+    monkeypatch.setattr(driver_module, "GRACE_POLL_SECONDS", 3600.0)
+    async with started(tmp_path, demo, disconnect_grace_seconds=3600.0) as adapter:
+        body = run_body(thread_id="t-seen", text="slow 30", cwd=str(workspace))
+        first = await read_then_cut(adapter.url, body, events=4)
+        store = FileThreadStore(adapter.config.state_dir)
+
+        async def parked(wanted: bool) -> bool:
+            record = await store.load("t-seen")
+            return record is not None and (record.parked_until is not None) is wanted
+
+        await eventually(lambda: parked(True), "the run is parked")
+        url = f"{adapter.url}threads/t-seen/runs/{body['runId']}/events"
+        async with aiohttp.ClientSession() as session:
+            resp = await session.get(url, headers={"Last-Event-ID": first.last_id or ""})
+            await resp.content.readany()
+            await eventually(lambda: parked(False), "the run is rejoined")
+            resp.release()
 
 
 async def test_unknown_threads_runs_and_cursors_are_refused_with_documented_codes(

@@ -582,3 +582,36 @@ def test_a_crash_during_the_grace_of_a_resume_is_settled_on_evidence_never_blind
 )
 def test_the_expiry_timer_does_what_the_machine_says(make: Callable[[], ThreadRecord], due: Any) -> None:
     assert tm.expiry_due(make(), NOW) == due
+
+
+# ------------------------------------------------------ a run nobody holds
+@pytest.mark.parametrize(
+    ("make", "at", "expected"),
+    [
+        # Nothing runs: nothing to settle.
+        (lambda: record_in(ThreadState.IDLE), NOW, tm.Recovery.NOTHING),
+        (interrupted, NOW, tm.Recovery.NOTHING),
+        (settled_unreported, NOW, tm.Recovery.NOTHING),
+        # Handed off: alive until its grace ends, then cancelled as a client that left.
+        (handed_off, NOW, tm.Recovery.ADOPTABLE),
+        (handed_off, NOW + 30, tm.Recovery.NOT_ADOPTED),
+        # A dead turn is cancelled; a dead run that carried answers asks the runtime.
+        (lambda: record_in(ThreadState.RUNNING), NOW, tm.Recovery.DEAD_TURN),
+        (parked, NOW, tm.Recovery.DEAD_TURN),
+        (resuming, NOW, tm.Recovery.DEAD_ANSWERS),
+        (carrying_on, NOW, tm.Recovery.DEAD_ANSWERS),
+    ],
+)
+def test_what_a_request_does_about_a_run_nobody_holds(
+    make: Callable[[], ThreadRecord], at: float, expected: tm.Recovery
+) -> None:
+    record = make()
+    assert tm.recovery(record, at) is expected
+    assert tm.holds_a_run(record) is (expected is not tm.Recovery.NOTHING)
+
+
+def test_a_run_is_the_threads_own_until_it_ends() -> None:
+    record = record_in(ThreadState.RUNNING)
+    assert tm.runs(record, "run-1") and not tm.runs(record, "run-0")
+    tm.finish(tm.restore(record), [])
+    assert not tm.runs(record, "run-1")

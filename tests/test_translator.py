@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aguiadapter.protocol.events import run_finished, run_started
-from aguiadapter.translate.mapper import IdentityMismatch, RunIdentity, RunTranslator
+from aguiadapter.translate.mapper import IdentityLearned, IdentityMismatch, RunIdentity, RunTranslator
 from tests.support.agui import check_models, check_order, texts, types
 from tests.support.recordings import names_with, recorded_objects
 
@@ -189,3 +189,14 @@ def test_a_changed_session_on_a_known_session_is_a_protocol_error() -> None:
     )
     with pytest.raises(IdentityMismatch):
         translator.feed(_status("TASK_STATE_WORKING", iacCodeSessionId="s-2"))
+
+
+def test_the_ids_a_stream_names_are_handed_out_once_and_the_given_identity_stays_as_it_was() -> None:
+    given = RunIdentity("t", "r", "e", "ctx-1", "inv")
+    translator = RunTranslator(given)
+    working = {"statusUpdate": {"taskId": "task-9", "contextId": "ctx-1", "status": {"state": "TASK_STATE_WORKING"}}}
+    translator.feed(working)
+    assert translator.learned() == IdentityLearned("task-9", None)
+    translator.feed(working)
+    assert translator.learned() is None, "nothing new was named"
+    assert given.task_id is None, "the run's own identity changes only when it takes what was learned"

@@ -1,8 +1,10 @@
 """One run, from the runtime's stream to the client's: the run driver.
 
 A :class:`RunDriver` carries out an admitted :class:`Ticket`: it takes the
-run's opening transition (failures there are still HTTP errors), then relays
-the runtime's results through the translator to the sink, and ends the run
+run's opening transition (failures there are still HTTP errors), then has
+its :class:`~aguiadapter.runtime.follow.Follower` send the answers and
+relay or follow the runtime's task (the iac-code follow protocol lives
+there), writes what comes of it to the log and the sink, and ends the run
 with the transition its outcome calls for. The stream is relayed in an
 inner task, so that a disconnect, the cancel route or a shutdown can stop it
 (:meth:`RunDriver.stop`) and the driver still ends the run cleanly;
@@ -12,39 +14,40 @@ inner task, so that a disconnect, the cancel route or a shutdown can stop it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Concatenate, Final, Literal, ParamSpec
 
 import attrs
 from statemachine.exceptions import TransitionNotAllowed
 
-from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable, StreamEndedEarly
+from ..a2a.client import A2AError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
 from ..logs import log_fields, scrub
 from ..protocol import events as ev
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
-from ..protocol.resume import Answer
 from ..runtime.envelope import InputEnvelope
-from ..runtime.evidence import TaskFate, TaskView, task_fate, waiting_inputs
-from ..runtime.iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
-from ..runtime.transcript import after_answers
+from ..runtime.evidence import TaskView
+from ..runtime.follow import Follower
+from ..runtime.iac_code import AnswerRefused, IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
-from ..translate.mapper import IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
+from ..translate.mapper import IdentityLearned, IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
 from . import machine as tm
-from .endings import End, Ending, Failure, LostTask, LostWrite, ending_for, failure_of
+from .endings import End, Ending, Failure, LostWrite, ending_for, failure_of
 from .latch import Latch
 from .record import PendingInterrupt, RunKind, ThreadRecord
 from .run_log import DetachedRun, LogBroken, RunLog, RunLogs, UnloggedRun
 from .shell import EventSink, SinkClosed, ThreadShell
 from .store import PersistenceError, StoreUnavailable
 
-#: How often a run without a client looks whether one re-attached.
+#: How often a run without a client looks whether one re-attached. A poll:
+#: the reader may be on another replica, whose presence key announces nothing.
 GRACE_POLL_SECONDS: Final = 1.0
 
 log = logging.getLogger(__name__)
@@ -52,19 +55,8 @@ _P = ParamSpec("_P")
 
 StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost", "handoff", "lost_write"]
 
-#: How iac-code's refusal of an answer it cannot resume from begins.
-RESUME_INVALID: Final = "permission_resume_invalid"
-#: How many times a run subscribes to its task again when a stream ends early.
-FOLLOW_ROUNDS: Final = 5
-#: How often a run looks at an execution it cannot subscribe to.
-FOLLOW_POLL_SECONDS: Final = 0.25
 _OUTCOME_ERRORS: Final = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCode.CANCELLED}
 _RUN_ERRORS: Final = (AnswerRefused, AdapterError, A2AError, IdentityMismatch, TaskMismatch, PersistenceError)
-_FATE_OUTCOMES: Final = {
-    TaskFate.TURN_ENDED: "success",
-    TaskFate.FAILED: "failed",
-    TaskFate.CANCELED: "canceled",
-}
 
 
 class Phase(enum.Enum):
@@ -166,16 +158,10 @@ class RunDriver:
             task_id=record.task_id if continuing else None,
             session_id=record.session_id,
         )
-        #: The envelopes of the interrupts this run answers, by interrupt id.
-        self.envelopes = {item.id: item.envelope for item in record.pending_interrupts}
-        #: The tool calls the answers this run carries (or follows) let run.
-        self.answered_tools = [
-            *(envelope.tool_use_id for envelope in self.envelopes.values() if envelope.tool_use_id),
-            *record.unreported_tools(),
-        ]
+        envelopes = {item.id: item.envelope for item in record.pending_interrupts}
         resumed_tools = {
             envelope.tool_use_id: envelope.tool_name or "tool"
-            for envelope in self.envelopes.values()
+            for envelope in envelopes.values()
             if envelope.tool_use_id
         }
         adopting = ticket.plan.kind is tm.PlanKind.ADOPT
@@ -184,14 +170,28 @@ class RunDriver:
             known_session=continuing,
             pipeline=record.pipeline if continuing else None,
             resumed_tools=resumed_tools,
-            known_inputs=tuple(self.envelopes.values()),
+            known_inputs=tuple(envelopes.values()),
             span_prefix=f"{self.identity.run_id}.{record.adoptions + 1}" if adopting else None,
+        )
+        self.follower = Follower(
+            context.runtime,
+            self.translator,
+            self,
+            envelopes=envelopes,
+            # The tool calls the answers this run carries (or follows) let run.
+            answered_tools=[*resumed_tools, *record.unreported_tools()],
+            props=ticket.run_input.iac_code,
+            cwd=record.cwd,
+            subscribable=adopting,
         )
         #: The run's event log (what a re-attached client reads).
         self.log: RunLog = UnloggedRun()
         self.phase = Phase.OPENING
         #: Watches for a re-attach while the run has no client (or the end of a drain).
         self._grace: asyncio.Task[None] | None = None
+        #: Wakes the grace watcher when a client of this process re-attaches
+        #: (made with the watcher: most runs never need it).
+        self._reader_came: asyncio.Event | None = None
         self._ending: asyncio.Task[None] | None = None
         self.started = time.monotonic()
         self.report = context.telemetry.run(
@@ -201,9 +201,6 @@ class RunDriver:
         self.stop_reason: StopReason | None = None
         self.ended = Latch()
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
-        #: Answers of this run the runtime took.
-        self._accepted: set[str] = set()
-        self._view_restored = False
         self._outcome_name = "unknown"
         #: The transition whose write the grace watcher lost.
         self._lost_write = "park"
@@ -238,6 +235,7 @@ class RunDriver:
         """The client vanished: go on without it for the grace."""
         self.sink = None
         if self._enter(Phase.UNWATCHED):
+            self._reader_came = asyncio.Event()
             self._grace = asyncio.create_task(self._mind_the_grace())
 
     def drain(self, until: float) -> None:
@@ -275,7 +273,7 @@ class RunDriver:
                 if watched:
                     if record.parked_until is not None:
                         await self._rejoin()
-                    await asyncio.sleep(GRACE_POLL_SECONDS)
+                    await self._until_next_look(GRACE_POLL_SECONDS)
                     continue
                 if record.parked_until is None:
                     await shell.apply(tm.park, clock() + self.context.grace_seconds)
@@ -285,7 +283,7 @@ class RunDriver:
                     self._grace = None
                     self._stop_without_client()
                     return
-                await asyncio.sleep(min(GRACE_POLL_SECONDS, remaining))
+                await self._until_next_look(min(GRACE_POLL_SECONDS, remaining))
         except LostWrite as exc:
             # The grace cannot be kept (nor a rejoin told) without its
             # record: the run ends, as a client that left without a grace.
@@ -296,6 +294,20 @@ class RunDriver:
         except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
             log.warning("thread %s run %s: disconnect grace not kept: %r", ident.thread_id, ident.run_id, exc)
+
+    def reader_came(self) -> None:
+        """A client of this process re-attached: the grace watcher looks at
+        once (a reader on another replica is seen at its next look)."""
+        if self._reader_came is not None:
+            self._reader_came.set()
+
+    async def _until_next_look(self, seconds: float) -> None:
+        """``seconds``, or until a client of this process re-attaches."""
+        came = self._reader_came
+        assert came is not None  # made with the watcher
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(came.wait(), seconds)
+        came.clear()
 
     async def _rejoin(self) -> None:
         """A client reads the parked run again. A lost write of that changes
@@ -340,7 +352,7 @@ class RunDriver:
             elif plan.kind is tm.PlanKind.REPORT:
                 code = self.ticket.record.last_error
                 message = self.message(ErrorCode[code]) if code and code in ErrorCode.__members__ else ""
-                missed = await self._missed(self.identity.task_id) if self.identity.task_id else []
+                missed = await self.follower.missed(self.identity.task_id) if self.identity.task_id else []
                 events = await shell.apply(tm.report, binding, message)
                 await shell.release()
             elif plan.kind is tm.PlanKind.TURN:
@@ -353,6 +365,10 @@ class RunDriver:
             else:
                 events = await shell.apply(tm.follow, binding, plan.taken)
         except PersistenceError as exc:
+            if plan.kind is tm.PlanKind.ADOPT and isinstance(exc, LostWrite):
+                # No response waits on an adoption: the client that re-attached
+                # reads the run's log, which must end (nobody relays the run).
+                await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))
             await shell.release()
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
         except StoreUnavailable as exc:
@@ -380,9 +396,9 @@ class RunDriver:
                     events += self.translator.opening() + self.translator.reopen_steps()
                     view = self.ticket.view
                     if view is not None and view.pipeline is not None:
-                        events += self._recovered(view.pipeline)
+                        events += self.follower.recovered(view.pipeline)
         try:
-            await self._emit(events)
+            await self.emit(events)
         except SinkClosed:
             # Gone before the run streamed (without a grace): it ends as one that left.
             self.sink = None
@@ -445,292 +461,48 @@ class RunDriver:
 
     async def _stream_to_pause(self) -> TurnOutcome | None:
         outcome = await self._stream()
-        if outcome is None or outcome.kind != "interrupt" or not any(item.sideband for item in outcome.inputs):
+        if outcome is None or outcome.kind != "interrupt":
             return outcome
-        return await self._with_sibling_inputs(outcome)
-
-    async def _with_sibling_inputs(self, outcome: TurnOutcome) -> TurnOutcome:
-        """Parallel candidates ask one after the other while the task works:
-        the task lists every sub-pipeline input it waits for, so one pause
-        announces them all instead of one run each."""
-        task_id = self.identity.task_id
-        if task_id is None:
-            return outcome
-        try:
-            view = await self.context.runtime.view(
-                task_id, self.identity.context_id, pipeline_after=self.translator.pipeline.last_sequence
-            )
-        except (A2AError, TaskMismatch) as exc:
-            log.info("run %s: waiting inputs not listed: %s", self.identity.run_id, exc)
-            return outcome
-        seen = {item.input_id for item in outcome.inputs}
-        answered = self.ticket.record.applied_answers.keys()
-        listed = [item for item in waiting_inputs(view, outcome.inputs, answered) if item.input_id not in seen]
-        return attrs.evolve(outcome, inputs=outcome.inputs + tuple(listed))
+        return await self.follower.with_sibling_inputs(outcome)
 
     async def _stream(self) -> TurnOutcome | None:
         plan = self.ticket.plan
         if plan.kind is tm.PlanKind.TURN:
             assert self.ticket.message is not None
-            outcome = await self._relay(self.context.runtime.stream(self.ticket.message))
+            outcome = await self.follower.relay(self.context.runtime.stream(self.ticket.message))
             if outcome is None or not outcome.unconfirmed:
                 return outcome
-            return await self._follow()
+            return await self.follower.follow()
         if plan.kind is tm.PlanKind.ANNOUNCE:
             return TurnOutcome("interrupt", inputs=plan.asks)
         if plan.kind is tm.PlanKind.ADOPT:
-            return await self._follow()
+            return await self.follower.follow()
         if plan.kind is tm.PlanKind.RESUME:
-            outcome = await self._answer(plan.answers)
+            outcome = await self.follower.answer(plan.answers)
             if outcome is not None and not outcome.unconfirmed:
                 return outcome
-        return await self._follow()
+        return await self.follower.follow()
 
-    async def _answer(self, answers: Sequence[Answer]) -> TurnOutcome | None:
-        """Send each answer in the runtime's own form; the outcome of the
-        streamed one's stream, if it brought one."""
-        runtime = self.context.runtime
-        for answer in answers:
-            if answer.cancels_task:
-                await runtime.cancel_task(self.identity.task_id)
-                return TurnOutcome("canceled")
-        streamed = [answer for answer in answers if not self.envelopes[answer.interrupt_id].sideband]
-        last = streamed[-1:]
-        for answer in answers:
-            if answer not in last:
-                await runtime.send_sideband(self._answer_message(answer))
-                await self._accept([answer.interrupt_id])
-        if not last:
-            return None
-        return await self._relay(runtime.stream(self._answer_message(last[0])), accepting=last[0].interrupt_id)
+    # ---------------------------------------------- what the follower asks of the run
+    def applied_answers(self) -> Collection[str]:
+        """The interrupts whose answers the thread records as applied."""
+        return self.ticket.record.applied_answers.keys()
 
-    def _answer_message(self, answer: Answer) -> dict[str, Any]:
-        record = self.ticket.record
-        return self.context.runtime.answer(
-            answer,
-            self.envelopes[answer.interrupt_id],
-            run_id=self.identity.run_id,
-            context_id=record.context_id,
-            task_id=str(self.identity.task_id),
-            props=self.ticket.run_input.iac_code,
-            cwd=record.cwd,
-        )
+    def first_event(self) -> None:
+        """The runtime's first result of the run arrived."""
+        self.report.first_event()
 
-    async def _accept(self, interrupt_ids: list[str]) -> None:
-        self._accepted.update(interrupt_ids)
+    async def accept(self, interrupt_ids: list[str]) -> None:
+        """Store that the runtime took these answers."""
         await self.shell.apply(tm.accept, interrupt_ids)
 
-    async def _relay(
-        self, batches: Batches, *, accepting: str | None = None, recover_after_first: bool = False,
-        skip_snapshot: bool = False,
-    ) -> TurnOutcome | None:
-        """Translate the runtime's results and write them; what one network
-        chunk brought goes out in one write. ``accepting``: the answer this
-        stream carries, taken once the runtime shows it took it."""
-        translator = self.translator
-        first = True
-        try:
-            async for batch in batches:
-                if first:
-                    first = False
-                    self.report.first_event()
-                    if skip_snapshot:
-                        batch[:] = [result for result in batch if "task" not in result]
-                # Spans the chunk opens are forgotten if its answer's acceptance
-                # cannot be stored: its events never go out.
-                spans = translator.spans.snapshot() if accepting is not None else None
-                events = await self._translate(batch)
-                if accepting is not None and self._taken(accepting):
-                    try:
-                        await self._accept([accepting])
-                    except BaseException:
-                        if spans is not None:
-                            translator.spans.restore(spans)
-                        raise
-                    accepting = None
-                await self._emit(events)
-                del events
-                if recover_after_first:
-                    recover_after_first = False
-                    await self._recover_pipeline()
-                if translator.outcome is not None:
-                    outcome, translator.outcome = translator.outcome, None
-                    return outcome
-        except A2ARpcError as exc:
-            if accepting is not None and exc.message.startswith(RESUME_INVALID):
-                # Refused as an input it does not wait for (one it took would
-                # be acknowledged as a duplicate): the runtime lost it.
-                raise LostTask(cancel=True) from exc
-            if accepting is not None:
-                raise AnswerRefused(str(exc)) from exc
-            if exc.message.startswith(RESUME_INVALID):
-                # It took the answer (a receipt came first) and cannot go on
-                # from it: a restarted runtime whose turn ran past the answer.
-                raise LostTask() from exc
-            raise
-        except StreamEndedEarly:
-            if accepting is not None or not any(translator.received.get(key) for key in self._accepted):
-                raise
-            # The receipt called the answer a duplicate (taken before) and the
-            # runtime closed the stream: where the turn is, only a look tells.
-            return None
-        finally:
-            await batches.aclose()  # type: ignore[attr-defined]
-        if accepting is not None:
-            raise AnswerRefused("the runtime closed the answer's stream without taking it")
-        return None
+    async def bind(self, learned: IdentityLearned) -> None:
+        """Take the task and session ids the run learned (a lost write of
+        them still cancels the task it names), and store them."""
+        self.identity = attrs.evolve(self.identity, task_id=learned.task_id, session_id=learned.session_id)
+        await self.shell.apply(tm.bind_task, learned.task_id, learned.session_id)
 
-    def _taken(self, interrupt_id: str) -> bool:
-        """Positive evidence that the runtime took the answer to this input:
-        its receipt (a duplicate too: taken before), or the turn moved on."""
-        translator = self.translator
-        if interrupt_id in translator.received or translator.relayed_results:
-            return True
-        outcome = translator.outcome
-        if outcome is None or outcome.kind not in ("success", "interrupt"):
-            return False
-        return all(item.input_id != interrupt_id for item in outcome.inputs)
-
-    async def _translate(self, batch: list[dict[str, Any]]) -> list[Event]:
-        """The events of one chunk, once the record they depend on is
-        stored. The chunk is translated whole and emptied before any write:
-        its decoded results (hundreds of KiB of objects on a busy stream)
-        are not kept while its events wait for the record or the client."""
-        translator = self.translator
-        identity = self.identity
-        # Spans opened by this chunk are forgotten if its record cannot be
-        # stored: its events never go out, so nothing may close them.
-        spans = translator.spans.snapshot() if identity.task_id is None or identity.session_id is None else None
-        events: list[Event] = []
-        try:
-            for result in batch:
-                events += translator.feed(result)
-                if translator.outcome is not None:
-                    break
-        finally:
-            batch.clear()
-            if translator.identity_changed:
-                await self._bind_task(spans)
-        return events
-
-    async def _bind_task(self, spans: tuple[object, ...] | None) -> None:
-        """Store the task and session ids the run learned, before any event
-        of the chunk that named them goes out (one write where iac-code names
-        the task and its session one result apart): an adapter that dies
-        right after still finds its task."""
-        self.translator.identity_changed = False
-        try:
-            await self.shell.apply(tm.bind_task, self.identity.task_id, self.identity.session_id)
-        except BaseException:
-            if spans is not None:
-                self.translator.spans.restore(spans)
-            raise
-
-    async def _follow(self) -> TurnOutcome | None:
-        """Follow the task until it stops or asks for input: look at it, and
-        while it works subscribe to it, or, where the runtime says how its
-        execution goes (iac-code does not stream a turn whose stream lost its
-        client), look again until it stops."""
-        runtime = self.context.runtime
-        task_id = self.identity.task_id
-        if task_id is None:
-            raise LostTask()
-        subscriptions = 0
-        # A run adopted from a replica that shut down streams the rest of the
-        # turn where the runtime lets it subscribe; elsewhere the execution
-        # route is looked at until the turn stops.
-        subscribable = self.ticket.plan.kind is tm.PlanKind.ADOPT
-        while True:
-            view = await self._view(task_id)
-            if view.pipeline is not None:
-                await self._emit(self._recovered(view.pipeline))
-            known, answered = list(self.envelopes.values()), self.ticket.record.applied_answers.keys()
-            fate, asks = task_fate(view, known, answered)
-            if fate is TaskFate.UNSEEN:
-                known += await runtime.unseen_inputs(view, self.identity.session_id)
-                fate, asks = task_fate(view, known, answered)
-            polled = view.execution_status is not None
-            if fate is TaskFate.WORKS and polled and not subscribable:
-                await asyncio.sleep(FOLLOW_POLL_SECONDS)
-                continue
-            if fate is TaskFate.WORKS:
-                subscriptions += 1
-                if subscriptions > FOLLOW_ROUNDS:
-                    return None
-                try:
-                    # With the execution route telling the turn works, the
-                    # subscription's opening snapshot (GetTask's) says nothing.
-                    outcome = await self._relay(runtime.subscribe(task_id), recover_after_first=view.is_pipeline,
-                                                skip_snapshot=polled)
-                except (A2ARpcError, StreamEndedEarly):
-                    if not polled:
-                        raise
-                    subscribable = False  # iac-code streams no turn whose stream lost its client
-                    continue
-                if outcome is not None and not outcome.unconfirmed:
-                    return outcome
-                continue
-            if view.execution_status is not None:
-                await self._emit(await self._missed(task_id))
-            if fate is TaskFate.ASKS:
-                return TurnOutcome("interrupt", inputs=tuple(asks))
-            if fate is TaskFate.UNSEEN:
-                log.warning("thread %s run %s: task %s waits for an input no stream announced; it is cancelled",
-                            *self._names(), task_id)
-                raise LostTask(cancel=True)
-            if fate in (TaskFate.GONE, TaskFate.ORPHANED):
-                raise LostTask()
-            if fate is TaskFate.UNKNOWN:
-                # Whether the turn ended or waits is not known: never a success
-                # without evidence; the next request looks again.
-                raise A2AUnavailable("the runtime's transcript or pipeline state, which says whether the turn "
-                                     "ended, was not read")
-            return TurnOutcome(_FATE_OUTCOMES[fate], detail=view.detail)  # type: ignore[arg-type]
-
-    async def _missed(self, task_id: str) -> list[Event]:
-        """The resumed tools' results and the reply, from the transcript, for
-        a run that saw nothing of the turn its answers let go on."""
-        if self.translator.relayed_results or not self.answered_tools:
-            return []
-        try:
-            view = await self.context.runtime.view(task_id, self.identity.context_id, pipeline_after=None,
-                                                   transcript=True)
-        except (A2AError, TaskMismatch) as exc:
-            log.info("run %s: transcript not read: %s", self.identity.run_id, exc)
-            return []
-        if view.transcript is None:
-            return []
-        return self.translator.missed(after_answers(view.transcript, self.answered_tools))
-
-    async def _view(self, task_id: str) -> TaskView:
-        """The task now; outside a pipeline with the transcript once its
-        execution waits (only the transcript tells a turn that ended from
-        one that waits for an input)."""
-        pipeline = self.translator.pipeline
-        after = pipeline.last_sequence if pipeline.pipeline_run_id is not None else None
-        runtime, context_id = self.context.runtime, self.identity.context_id
-        view = await runtime.view(task_id, context_id, pipeline_after=after)
-        if not view.is_pipeline and view.execution_status == "input-required":
-            view = await runtime.view(task_id, context_id, pipeline_after=None, transcript=True)
-        return view
-
-    async def _recover_pipeline(self) -> None:
-        task_id = self.identity.task_id
-        pipeline = self.translator.pipeline
-        if task_id is None or pipeline.pipeline_run_id is None:
-            return
-        document = await self.context.runtime.pipeline_state(task_id, pipeline.last_sequence)
-        if document is not None:
-            await self._emit(self._recovered(document))
-
-    def _recovered(self, document: Any) -> list[Event]:
-        """Events the pipeline produced while no stream of ours was open,
-        with a snapshot of its view the first time in this run."""
-        events = self.translator.recover(document, snapshot_view=not self._view_restored)
-        self._view_restored = True
-        return events
-
-    async def _emit(self, events: list[Event]) -> None:
+    async def emit(self, events: list[Event]) -> None:
         """Write events to the run's log, then what the log framed to the
         client (a client that vanished parks the run when there is a grace)."""
         if not events:
@@ -792,7 +564,7 @@ class RunDriver:
 
     async def _end_by_error(self, exc: BaseException) -> None:
         failure = failure_of(
-            exc, resuming=self.ticket.plan.kind is tm.PlanKind.RESUME, accepted=bool(self._accepted),
+            exc, resuming=self.ticket.plan.kind is tm.PlanKind.RESUME, accepted=bool(self.follower.accepted),
             turn=self._is_turn(),
         )
         log.warning("thread %s run %s: %s (%s)", *self._names(), failure.code.name, exc)
@@ -852,7 +624,7 @@ class RunDriver:
             # log are not ours to write; only our own client is told.
             self.log = self._detached()
             await self._close_spans()
-            await self._emit([{"type": "RUN_ERROR", "message": self.message(code), "code": code.name}])
+            await self.emit([{"type": "RUN_ERROR", "message": self.message(code), "code": code.name}])
             return
         await self.context.runtime.cancel_task(self.identity.task_id)
         await self._close_spans()
@@ -867,9 +639,11 @@ class RunDriver:
         until = self.context.clock() + self.context.grace_seconds
         try:
             await self.shell.apply(tm.hand_off, until)
-        except PersistenceError as exc:
+        except LostWrite as exc:
+            # Nobody would adopt it: it ends here, and its log says so to the
+            # client that re-attaches elsewhere (who would wait for it forever).
             log.error("thread %s run %s: handoff not recorded, the run is cancelled: %s", *self._names(), exc)
-            await self.context.runtime.cancel_task(self.identity.task_id)
+            await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))
             return
         self.shell.stop_keeping()
         await self.shell.release()
@@ -877,7 +651,7 @@ class RunDriver:
 
     async def _close_spans(self) -> None:
         try:
-            await self._emit(self.translator.finish())
+            await self.emit(self.translator.finish())
         except SinkClosed:
             self.sink = None
 
@@ -911,7 +685,7 @@ class RunDriver:
         self.shell.stop_keeping()
         await self.shell.release()
         try:
-            await self._emit(events)
+            await self.emit(events)
         except SinkClosed:
             log.info("run %s ended after its client left", self.identity.run_id)
 

@@ -25,6 +25,7 @@ import attrs
 from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
+from ..runtime.follow import LostTask
 from ..runtime.iac_code import AnswerRefused, TaskMismatch
 from ..translate.mapper import IdentityMismatch
 from .store import PersistenceError
@@ -37,15 +38,6 @@ class LostWrite(PersistenceError):
     def __init__(self, transition: str, cause: PersistenceError) -> None:
         super().__init__(f"{transition}: {cause}")
         self.transition = transition
-
-
-class LostTask(AdapterError):
-    """The runtime no longer knows the run's task, or cannot go on with it
-    (``cancel``: it may still wait for something nobody can answer)."""
-
-    def __init__(self, *, cancel: bool = False) -> None:
-        super().__init__(ErrorCode.EXECUTION_LOST)
-        self.cancel = cancel
 
 
 class End(enum.Enum):
@@ -97,12 +89,13 @@ class Failure:
 
 #: Lost writes after which the runtime's task is cancelled: recovery needs
 #: what they wrote (the task binding; a new interrupt, never announced;
-#: a handoff nobody would adopt; a grace the run cannot keep: its client
-#: left). Any other lost write leaves the task to
+#: a handoff nobody would adopt; an adoption, after which nobody relays the
+#: run; a grace the run cannot keep: its client left). Any other lost
+#: write leaves the task to
 #: recovery: ``accept`` carries an answer the person gave, ``finish``,
 #: ``reject``, ``detach``, ``fail`` and ``cancel`` end a run whose task is
 #: done, still waits for the same answers, or was cancelled already.
-CANCELLED_AFTER_LOST: Final = frozenset({"bind_task", "interrupt", "hand_off", "park"})
+CANCELLED_AFTER_LOST: Final = frozenset({"bind_task", "interrupt", "hand_off", "adopt", "park"})
 
 
 def ending_for(failure: Failure) -> Ending:

@@ -660,6 +660,44 @@ def expiry_due(record: ThreadRecord, now: float) -> tuple[Due, float | None]:
     return Due.NOTHING, None
 
 
+class Recovery(enum.Enum):
+    """What a request does about the run of a thread it claimed (nobody
+    else holds it, so no process of ours relays that run)."""
+
+    #: No run: nothing to settle.
+    NOTHING = "nothing"
+    #: Handed off at a shutdown, within its grace: alive, waiting to be adopted.
+    ADOPTABLE = "adoptable"
+    #: Handed off and nobody adopted it within the grace: cancelled, as a client that left.
+    NOT_ADOPTED = "not_adopted"
+    #: A turn that died with its process: cancelled (nothing the person decided rides on it).
+    DEAD_TURN = "dead_turn"
+    #: A run that carried answers died: the runtime says what became of them (``recover``).
+    DEAD_ANSWERS = "dead_answers"
+
+
+def recovery(record: ThreadRecord, now: float) -> Recovery:
+    """What a request that claimed the thread does about its run at ``now``."""
+    if record.state is not ThreadState.RUNNING:
+        return Recovery.NOTHING
+    if record.handed_off:
+        return Recovery.ADOPTABLE if restore(record).may("adopt", now=now) else Recovery.NOT_ADOPTED
+    if (record.active_run_kind or RunKind.TURN) is RunKind.TURN:
+        return Recovery.DEAD_TURN
+    return Recovery.DEAD_ANSWERS
+
+
+def holds_a_run(record: ThreadRecord) -> bool:
+    """Whether the thread has a run (relayed, parked, handed off, or dead
+    with its process): the state a request may have to settle first."""
+    return record.state is ThreadState.RUNNING
+
+
+def runs(record: ThreadRecord, run_id: str) -> bool:
+    """Whether ``run_id`` is the thread's run, and it has not ended."""
+    return holds_a_run(record) and record.active_run_id == run_id
+
+
 def new_pending(envelope: InputEnvelope, *, expires_at: float, raised_after: int = 0) -> PendingInterrupt:
     """A pending interrupt for a runtime input envelope."""
     interrupt = build_interrupt(envelope.fields, expires_at=expires_at)

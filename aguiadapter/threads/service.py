@@ -38,7 +38,7 @@ from .access import may_read
 from .driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
-from .record import RunKind, ThreadRecord, ThreadState, thread_key
+from .record import RunKind, ThreadRecord, thread_key
 from .run_log import LogBounds, LogBroken, RunLogs, Truncated
 from .shell import EventSink, ThreadShell
 from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
@@ -54,8 +54,12 @@ SWEEP_SECONDS: Final = 5.0
 CANCEL_WAIT_SECONDS: Final = 5.0
 #: How long shutdown waits for each run to end.
 SHUTDOWN_WAIT_SECONDS: Final = 1.0
-#: How often a re-attach asks the replica holding a run to hand it over.
+#: How often a re-attach asks the replica holding a run to hand it over. A
+#: poll: the claim it waits for is another replica's, in the shared store.
 HANDOVER_POLL_SECONDS: Final = 0.1
+#: How often the cancel route looks whether another replica ended its run.
+#: A poll: the record it waits for is written by that replica.
+CANCELLED_POLL_SECONDS: Final = 0.1
 
 
 class Draining(AdapterError):
@@ -278,21 +282,18 @@ class ThreadService:
         its process (or its stream broke after the runtime took answers).
         Ask the runtime what became of it, and settle the thread that way."""
         record = shell.record
-        if record.state is not ThreadState.RUNNING:
+        recovery = tm.recovery(record, self.clock())
+        if recovery in (tm.Recovery.NOTHING, tm.Recovery.ADOPTABLE):
             return
-        if record.handed_off:
-            if record.parked_until is not None and record.parked_until > self.clock():
-                return  # alive in the runtime, waiting to be adopted
-            # Nobody re-attached within the grace: cancelled, as a client that left.
+        if recovery is tm.Recovery.NOT_ADOPTED:
             log.info("thread %s: handed-off run %s not adopted in time", record.thread_id, record.active_run_id)
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
             await self._settle(shell, tm.cancel, render(ErrorCode.CANCELLED.message_id, "en"))
             return
         kind = record.active_run_kind or RunKind.TURN
-        if kind is RunKind.TURN:
-            # Nothing the person decided rides on a turn: a client that is
-            # gone is a cancel (the protocol reference's rule).
+        if recovery is tm.Recovery.DEAD_TURN:
+            # A client that is gone is a cancel (the protocol reference's rule).
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
             findings = Findings({}, TaskFate.GONE)
@@ -363,7 +364,7 @@ class ThreadService:
         record = await self._load(await self._key_of(thread_id, principal))
         if record is None or not may_read(record, principal):
             return None
-        if record.state is ThreadState.RUNNING and record.execution_id not in self.active:
+        if tm.holds_a_run(record) and record.execution_id not in self.active:
             return await self._settled(record)
         return record
 
@@ -409,7 +410,7 @@ class ThreadService:
             first = b""
         except StoreUnavailable as exc:
             raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
-        if record.state is ThreadState.RUNNING and record.active_run_id == run_id and record.execution_id:
+        if tm.runs(record, run_id) and record.execution_id:
             self._in_background(self._see_relayed(record.key, run_id, record.execution_id))
         return _prepend(first, reader)
 
@@ -417,7 +418,9 @@ class ThreadService:
         """Make sure a process relays the re-attached run: the one that
         holds it does (a draining one is asked to let go); a handed-off run
         is adopted here; a dead one is settled, which ends its log."""
-        if execution_id in self.active:
+        driver = self.active.get(execution_id)
+        if driver is not None:
+            driver.reader_came()
             return
         deadline = time.monotonic() + self.store.lease_seconds + 1.0
         asked_at = 0.0
@@ -432,20 +435,24 @@ class ThreadService:
                 await self.store.publish_attach(execution_id)
             await asyncio.sleep(HANDOVER_POLL_SECONDS)
             record = await self._load(thread_id)
-            if record is None or record.active_run_id != run_id or record.state is not ThreadState.RUNNING:
+            if record is None or not tm.runs(record, run_id):
                 return
 
     async def _take_over(self, claim: Claim, run_id: str) -> None:
         adopted = False
         try:
             record = await self._load(claim.thread_id)
-            if record is None or record.active_run_id != run_id or record.state is not ThreadState.RUNNING:
+            if record is None or not tm.runs(record, run_id):
                 return
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
-            if tm.restore(record).handed_over(self.clock()):
+            if tm.recovery(record, self.clock()) is tm.Recovery.ADOPTABLE:
                 ticket = Ticket(_adopted_input(record), "", "en", shell, tm.Plan(tm.PlanKind.ADOPT), _new_id())
                 driver = RunDriver(self.context, ticket, None)
-                await driver.open()  # releases the claim if it fails
+                try:
+                    await driver.open()  # releases the claim if it fails
+                except AdapterError as exc:
+                    log.warning("thread %s: run %s not adopted: %s", record.thread_id, run_id, exc)
+                    return
                 adopted = True
                 self._in_background(self._drive(driver))
                 log.info("thread %s: run %s adopted", record.thread_id, run_id)
@@ -550,9 +557,9 @@ class ThreadService:
         deadline = time.monotonic() + CANCEL_WAIT_SECONDS
         while time.monotonic() < deadline:
             record = await self._load(thread_id)
-            if record is None or record.execution_id != execution_id or record.state is not ThreadState.RUNNING:
+            if record is None or record.execution_id != execution_id or not tm.holds_a_run(record):
                 return "cancelled"
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(CANCELLED_POLL_SECONDS)
         raise AdapterError(ErrorCode.THREAD_BUSY)
 
     # ---------------------------------------------------------------- expiry

@@ -42,7 +42,7 @@ class TurnOutcome:
     unconfirmed: bool = False
 
 
-@attrs.define
+@attrs.frozen
 class RunIdentity:
     """The identifiers that tie one AG-UI run to its A2A task."""
 
@@ -53,6 +53,15 @@ class RunIdentity:
     ros_invocation_id: str
     task_id: str | None = None
     session_id: str | None = None
+
+
+@attrs.frozen
+class IdentityLearned:
+    """The stream named the run's task or session: the ids the run stores
+    before any event of the chunk that named them goes out."""
+
+    task_id: str | None
+    session_id: str | None
 
 
 _USAGE_KEYS = ("inputTokens", "outputTokens", "totalTokens", "cachedInputTokens", "reasoningTokens")
@@ -88,8 +97,8 @@ class RunTranslator:
         #: from another process, whose ids must not repeat the first ones).
         self.spans = SpanTracker(span_prefix or f"{identity.run_id}")
         self.outcome: TurnOutcome | None = None
-        #: Set when a task or session id was learned; the service persists it.
-        self.identity_changed = False
+        #: A task or session id was learned and not yet handed out (:meth:`learned`).
+        self._learned = False
         self._session_announced = False
         #: Text deltas since the last final repeat (joined only when one comes:
         #: growing a string per delta would cost quadratic time).
@@ -123,9 +132,18 @@ class RunTranslator:
             else:
                 self._final_text(_text_of(result["message"]), out)
                 self.outcome = TurnOutcome("success")
-        if self.identity_changed and not self._session_announced:
+        if self._learned and not self._session_announced:
             self._announce_session(out, final=False)
         return out
+
+    def learned(self) -> IdentityLearned | None:
+        """The run's task and session ids once the stream named a new one
+        since the last call, else ``None`` (as h11 hands out its next event:
+        the run takes it, and stores the ids)."""
+        if not self._learned:
+            return None
+        self._learned = False
+        return IdentityLearned(self.identity.task_id, self.identity.session_id)
 
     def finish(self) -> list[Event]:
         """Close every open span; call before the terminal event."""
@@ -199,8 +217,8 @@ class RunTranslator:
         if task_id != ident.task_id:
             if ident.task_id is not None or not isinstance(task_id, str) or not task_id:
                 raise IdentityMismatch(f"task {task_id!r} is not {ident.task_id!r}")
-            ident.task_id = task_id
-            self.identity_changed = True
+            self.identity = attrs.evolve(ident, task_id=task_id)
+            self._learned = True
 
     def _status_update(self, update: dict[str, Any], out: list[Event]) -> None:
         status = update.get("status") or {}
@@ -314,8 +332,8 @@ class RunTranslator:
             return
         if self._known_session and self.identity.session_id is not None:
             raise IdentityMismatch("the iac-code session changed")
-        self.identity.session_id = session_id
-        self.identity_changed = True
+        self.identity = attrs.evolve(self.identity, session_id=session_id)
+        self._learned = True
 
     def _text_parts(self, parts: Any, out: list[Event]) -> None:
         for part in parts:

@@ -126,7 +126,7 @@ class AdapterProcess:
         command = [
             sys.executable, "-m", "aguiadapter", "serve",
             "--host", LOOPBACK, "--port", str(self.port),
-            "--a2a-url", self.a2a_url, "--a2a-token", self.a2a_token,
+            "--a2a-url", self.a2a_url, f"--a2a-token={self.a2a_token}",  # a token may begin with "-"
             "--state-dir", str(self.state_dir), "--allowed-cwd", str(self.allowed_cwd),
             "--interrupt-ttl-seconds", f"{self.interrupt_ttl_seconds:g}",
         ]  # fmt: skip
