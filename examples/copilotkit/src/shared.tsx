@@ -4,21 +4,37 @@ import { createRoot } from "react-dom/client";
 import { useAgent, useCopilotKit, useDefaultRenderTool, useInterrupt } from "@copilotkit/react-core/v2";
 
 /**
+ * The page's thread and what every run sends with it.
+ *
+ * The thread id lives in the page's URL (?thread=...), so a reload finds the
+ * thread again: CopilotChat, given it, connects when it mounts, and the
+ * runtime's runner (adapter-runner.mjs) asks the adapter for the conversation
+ * and the pending approval.
+ *
  * CopilotKit sends `properties` as forwardedProps on every run, so the
- * adapter's iacCode extension goes there. One rosInvocationId for the page's
- * thread: the resume of an interrupted turn must carry the same value as that
- * turn, and a later turn may keep it. preferredLanguage: the adapter's errors
- * (and the runtime's replies) in the browser's language; CopilotKit's runtime
- * does not pass the browser's Accept-Language on.
+ * adapter's iacCode extension goes there. One rosInvocationId per thread, kept
+ * beside it in localStorage: the resume of an interrupted turn must carry the
+ * same value as that turn, also after a reload, and a later turn may keep it.
+ * preferredLanguage: the adapter's errors (and the runtime's replies) in the
+ * browser's language; CopilotKit's runtime does not pass the browser's
+ * Accept-Language on.
  */
-export async function loadProperties(): Promise<Record<string, unknown>> {
+export async function loadThread(): Promise<{ threadId: string; properties: Record<string, unknown> }> {
   const config: { cwd: string } = await (await fetch("/config.json")).json();
+  const url = new URL(location.href);
+  let threadId = url.searchParams.get("thread");
+  if (!threadId) {
+    threadId = `copilotkit-${crypto.randomUUID()}`;
+    url.searchParams.set("thread", threadId);
+    history.replaceState(null, "", url);
+  }
+  const key = `aguiadapter-copilotkit-invocation:${threadId}`;
+  const rosInvocationId = localStorage.getItem(key) ?? `copilotkit-${crypto.randomUUID()}`;
+  localStorage.setItem(key, rosInvocationId);
   return {
-    iacCode: {
-      schemaVersion: 1,
-      rosInvocationId: `copilotkit-${crypto.randomUUID()}`,
-      cwd: config.cwd,
-      preferredLanguage: navigator.language,
+    threadId,
+    properties: {
+      iacCode: { schemaVersion: 1, rosInvocationId, cwd: config.cwd, preferredLanguage: navigator.language },
     },
   };
 }
