@@ -6,8 +6,10 @@
 //       "userDataDir": "<a fresh folder>", "screenshot": "<png path>", "flow": "chat"}
 // flow "chat" (the default) types `hello` and waits for the reply, then
 // `permission x.txt`, clicks Approve and waits for the tool's result and the
-// closing reply. "reload" asks `permission r.txt`, reloads the page while the
-// approval waits, and approves on the card the reloaded page shows. "drop"
+// closing reply. "reload" says `hello`, asks `permission r.txt`, reloads the
+// page while the approval waits (the page connects: POST /agui/connect), and
+// approves on the card the reloaded page shows; the report's "before" and
+// "restored" are what the page showed before and right after the reload. "drop"
 // types `slow 3` and waits for the whole answer (the test breaks the
 // connection on the way). It prints one JSON document: what the page shows,
 // what the page logged, every URL it asked for, and the error if a step
@@ -16,7 +18,7 @@ import { launch, readJob } from "./chromium.mjs";
 
 const job = readJob();
 
-const report = { steps: [], transcript: [], interrupt: null, console: [], pageErrors: [], requests: [], error: null };
+const report = { steps: [], transcript: [], before: null, restored: null, url: null, interrupt: null, console: [], pageErrors: [], requests: [], error: null };
 
 async function transcript(page) {
   return page.$$eval("[data-testid=log] > li", (items) =>
@@ -60,13 +62,20 @@ async function chat(page) {
 }
 
 async function reload(page) {
+  await say(page, "hello");
+  await waitForText(page, "assistant", 'You said: "hello"');
+  report.steps.push("hello answered");
   await say(page, "permission r.txt");
   await page.getByRole("button", { name: "Approve" }).waitFor();
+  await page.waitForSelector("[data-testid=status][data-state=waiting]");
   report.steps.push("interrupt shown");
+  report.before = await transcript(page);
+  report.url = page.url();
   await page.reload();
   await page.waitForSelector("[data-testid=status][data-state=waiting]");
   const approve = page.getByRole("button", { name: "Approve" });
   await approve.waitFor();
+  report.restored = await transcript(page);
   report.interrupt = await page.textContent("[data-testid=interrupt]");
   report.steps.push("interrupt shown again after the reload");
   await approve.click();

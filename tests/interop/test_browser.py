@@ -4,7 +4,9 @@
 adapter under ``/agui/``; here it runs in-process in front of the ``demo``
 fixture (so the test can count tool runs), and ``browser.mjs`` drives Debian's
 chromium through ``playwright-core``: ``hello`` → the reply; ``permission
-x.txt`` → Approve → the tool's result and the closing reply.
+x.txt`` → Approve → the tool's result and the closing reply; a reload while
+the approval waits (the page connects and shows the chat and the card again);
+a connection broken mid-answer.
 """
 
 from __future__ import annotations
@@ -86,22 +88,29 @@ def failure(report: dict[str, Any]) -> str:
     return f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}\nconsole: {report['console']}"
 
 
-async def test_a_reloaded_page_shows_the_pending_approval_again_and_resumes_it(
+async def test_a_reloaded_page_gets_the_chat_and_the_pending_approval_back_and_resumes_it(
     chromium: str, node: str, page_url: str, demo: DemoRuntime, tmp_path: Path
 ) -> None:
     report = await run_node(node, HERE / "browser.mjs", browser_job(page_url, chromium, tmp_path, "reload"),
                             timeout=150.0)
     assert report["error"] is None, failure(report)
-    assert report["steps"] == ["loaded", "interrupt shown", "interrupt shown again after the reload",
+    assert report["steps"] == ["loaded", "hello answered", "interrupt shown", "interrupt shown again after the reload",
                                "approved and finished"]
-    # What the reloaded page shows: only what it learnt from GET /threads/{threadId}, then the resumed run.
-    shown = [(item["role"], item["text"]) for item in report["transcript"]]
-    assert [role for role, _ in shown] == ["note", "interrupt", "tool-call", "tool-result", "assistant"], shown
+    assert "?thread=browser-" in report["url"]
+    # The reloaded page connects (POST /agui/connect) and shows what it showed
+    # before: the conversation from the snapshot, the card from the interrupt.
+    before = [(item["role"], item["text"]) for item in report["before"]]
+    restored = [(item["role"], item["text"]) for item in report["restored"]]
+    assert [role for role, _ in before] == ["user", "assistant", "user", "tool-call", "interrupt"], before
+    assert restored == before
     assert "Allow once?" in report["interrupt"] and "Approve" in report["interrupt"]
-    assert shown[2][1].startswith("write_file(") and "Successfully wrote" in shown[3][1]
-    assert "r.txt was written" in shown[4][1]
+    # Approve on the restored card: the resumed run goes on below it.
+    shown = [(item["role"], item["text"]) for item in report["transcript"]]
+    assert [role for role, _ in shown] == [role for role, _ in before] + ["tool-result", "assistant"], shown
+    assert shown[3][1].startswith("write_file(") and "Successfully wrote" in shown[5][1]
+    assert "r.txt was written" in shown[6][1]
     assert sum(demo.state.tool_runs.values()) == 1
-    assert any("/agui/threads/browser-" in url for url in report["requests"]), "the page asked for its thread"
+    assert sum(url.endswith("/agui/connect") for url in report["requests"]) == 1, "one connect, after the reload"
     assert report["pageErrors"] == [] and report["console"] == []
 
 

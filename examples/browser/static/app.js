@@ -102,7 +102,7 @@ const view = {
     showConversation(event.messages);
   },
   onCustomEvent({ event }) {
-    if (event.name === HISTORY_UNAVAILABLE) {
+    if (event.name === HISTORY_EVENT && event.value?.status === "unavailable") {
       add("note", "The conversation before this point could not be loaded; what the agent waits for is below.");
     }
   },
@@ -120,7 +120,7 @@ const view = {
 };
 
 // The adapter's CUSTOM event in a connect when the runtime could not give the conversation back.
-const HISTORY_UNAVAILABLE = "aguiadapter.history_unavailable";
+const HISTORY_EVENT = "iac-code.history.v1";
 
 function showConversation(messages) {
   log.replaceChildren();

@@ -1,0 +1,116 @@
+"""A reloaded client gets its thread back: ``POST /connect`` as the official client applies it.
+
+``drive.mjs`` gives ``@ag-ui/client`` 1.0.0's ``HttpAgent`` the small
+``connect()`` of ``examples/browser/static/connect-agent.mjs`` (POST
+``{url}/connect``; the client has ``connectAgent()`` but no transport for it),
+so the hydrate stream goes through the same ``enforceEvents`` →
+``verifyEvents`` → reducer as a run. A fresh agent on the thread (a reloaded
+page) must end up holding what the agent that lived through the turns held:
+the messages, the tool call paired with its result, the pending approval,
+which it then answers with the client's own resume. Every connect stream is
+also judged by ``ag-ui-validate`` (CLI and pytest helper, no rule off) and
+parsed with the ``ag-ui-protocol`` models (``tests/support/validation.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.adapter import RunningAdapter
+from tests.support.validation import validate
+
+from .conftest import client_warnings, drive, iac_props
+
+ALLOW = {"status": "resolved", "payload": {"decision": "allow_once"}}
+
+
+def accepted(summary: dict[str, Any]) -> None:
+    """The client verified every stream it got, refused nothing and logged nothing."""
+    assert summary["client"] == {"@ag-ui/client": "1.0.0", "@ag-ui/core": "1.0.0"}
+    assert summary["verificationErrors"] == [] and summary["errors"] == [], summary["errors"]
+    assert client_warnings(summary) == []
+
+
+def step(summary: dict[str, Any], kind: str, nth: int = 0) -> dict[str, Any]:
+    return [item for item in summary["steps"] if item["kind"] == kind][nth]
+
+
+def conversation(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """What a person reads of a message list: role and text, tool calls by name and arguments."""
+    seen: list[tuple[str, Any]] = []
+    for message in messages:
+        if message["role"] == "assistant":
+            if message.get("content"):
+                seen.append(("assistant", message["content"]))
+            for call in message.get("toolCalls", []):
+                seen.append(("call", (call["id"], call["function"]["name"], json.loads(call["function"]["arguments"]))))
+        elif message["role"] == "tool":
+            seen.append(("result", (message["toolCallId"], message["content"])))
+        else:
+            seen.append((message["role"], message["content"]))
+    return seen
+
+
+async def test_a_fresh_client_connects_gets_the_thread_back_and_answers_the_approval(
+    node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, tmp_path: Path
+) -> None:
+    props = iac_props(workspace)
+    lived = await drive(node, adapter.url, "k-reload", props, [
+        {"say": "hello", "id": "u1"},
+        {"say": "tool", "id": "u2"},
+        {"say": "permission notes.txt", "id": "u3"},
+    ])
+    accepted(lived)
+    (interrupt,) = lived["pendingInterrupts"]
+
+    reloaded = await drive(node, adapter.url, "k-reload", props, [{"connect": True}, {"resume": ALLOW}])
+    accepted(reloaded)
+    connect = step(reloaded, "connect")
+    assert connect["connectStatus"] == 200 and connect["exchanges"][0]["url"] == adapter.url + "connect"
+    assert connect["request"]["threadId"] == "k-reload" and connect["request"]["runId"] == connect["runId"]
+    assert connect["eventTypes"] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    # The fresh agent holds what the one that lived through the turns held:
+    # every message in order, each tool call with its result, the approval.
+    restored = connect["events"][1]["messages"]
+    assert conversation(restored) == conversation(lived["messages"])
+    assert connect["outcome"] == {"type": "interrupt", "interrupts": [interrupt]}
+    assert connect["pendingInterruptsAfter"] == [interrupt]
+    calls = [call for kind, call in conversation(restored) if kind == "call"]
+    results = [result for kind, result in conversation(restored) if kind == "result"]
+    assert [name for _, name, _ in calls] == ["list_files", "write_file"]
+    assert [tool_call_id for tool_call_id, _ in results] == [calls[0][0]], "the waiting call has no result yet"
+    assert interrupt["toolCallId"] == calls[1][0]
+
+    # The answer from the reloaded client goes through; the tool runs once.
+    resumed = step(reloaded, "resume")
+    assert resumed["httpStatus"] == 200 and resumed["outcome"] == {"type": "success"}
+    assert resumed["request"]["resume"][0]["interruptId"] == interrupt["id"]
+    assert demo.state.tool_runs["write_file"] == 1
+    assert reloaded["pendingInterrupts"] == []
+    assert "notes.txt was written" in conversation(reloaded["messages"])[-1][1]
+
+    # ag-ui-validate and the ag-ui-protocol models on the hydrate stream.
+    await validate(tmp_path, "connect-waiting", connect["sse"].encode())
+
+    # Connected again after the answer: the whole thread, nothing pending.
+    after = await drive(node, adapter.url, "k-reload", props, [{"connect": True}])
+    accepted(after)
+    again = step(after, "connect")
+    assert again["outcome"] == {"type": "success"} and after["pendingInterrupts"] == []
+    assert conversation(after["messages"])[: len(conversation(restored))] == conversation(restored)
+    assert [kind for kind, _ in conversation(after["messages"])][-2:] == ["result", "assistant"]
+    await validate(tmp_path, "connect-finished", again["sse"].encode())
+
+
+async def test_an_unknown_thread_has_no_history_and_the_client_starts_afresh(
+    node: str, adapter: RunningAdapter, workspace: Path
+) -> None:
+    summary = await drive(node, adapter.url, "k-never-seen", iac_props(workspace), [{"connect": True}, {"say": "hello"}])
+    accepted(summary)
+    connect = step(summary, "connect")
+    assert connect["connectStatus"] == 404 and connect["eventTypes"] == []
+    assert step(summary, "say")["outcome"] == {"type": "success"}
+    assert summary["roles"] == ["user", "assistant"]
