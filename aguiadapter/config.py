@@ -145,6 +145,13 @@ class Config:
     #: Shown by ``/health`` and the banner: the runtime at ``a2a_url`` is an
     #: ``iac-code a2a`` child this server supervises (``--spawn-iac-code``).
     spawned_runtime: bool = False
+    #: How long a thread's conversation read from the runtime is kept in memory
+    #: (``GET /threads/{id}/messages``; 0: read on every request).
+    history_cache_seconds: float = 5.0
+    #: Transcript reads in flight at once in this process (more wait, then 503 ``HISTORY_UNAVAILABLE``).
+    max_history_reads: int = 4
+    #: The JSON bytes of messages one history page holds at most (at least one turn is always sent).
+    history_page_bytes: int = 512 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ, **overrides: Any) -> Config:
@@ -218,6 +225,9 @@ class Config:
                      "state_retention_days"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
+        if self.history_cache_seconds < 0 or self.max_history_reads < 1 or self.history_page_bytes < 1:
+            raise ValueError("history_cache_seconds must not be negative, max_history_reads and "
+                             "history_page_bytes at least 1")
         if self.run_log_max_events < 1 or self.run_log_max_bytes < 1024:
             raise ValueError("run_log_max_events must be at least 1 and run_log_max_bytes at least 1024")
 

@@ -56,6 +56,9 @@ class ErrorCode(enum.Enum):
     CANCELLED = (409, "cancelled")
     INTERNAL_ERROR = (500, "internal_error")
     SERVICE_UNAVAILABLE = (503, "service_unavailable")
+    # Addition: the conversation history (GET /threads/{id}/messages) cannot be
+    # read from the runtime now (restarted, down, or not iac-code); with Retry-After.
+    HISTORY_UNAVAILABLE = (503, "history_unavailable")
 
     @property
     def status(self) -> int:

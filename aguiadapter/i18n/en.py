@@ -148,4 +148,19 @@ MESSAGES: dict[str, str] = {
     "resume_payload_type": "The answer to interrupt {id}: {field} must be of type {type}.",
     "resume_payload_field": "The answer to interrupt {id}: {field} does not match its responseSchema.",
     "resume_identity_mismatch": "The resume does not match the interrupted execution (rosInvocationId).",
+    # POST /connect (the hydrate run of a reloaded page).
+    "connect_resume_refused": "{path}: a connect answers no interrupt; send the answers to POST / as a resume.",
+    "connect_history_unavailable": (
+        "The conversation cannot be read from the agent runtime right now; the pending approvals are restored."
+        " Try again later to see the messages."
+    ),
+    # The conversation history (GET /threads/{threadId}/messages).
+    "history_unavailable": (
+        "The conversation cannot be read from the agent runtime now (it restarted, is down, or keeps no"
+        " transcript); try again after Retry-After seconds. The thread itself is intact: GET"
+        " /threads/{{threadId}} still shows its state and pending interrupts."
+    ),
+    "history_busy": "Too many conversations are being read at once; try again after Retry-After seconds.",
+    "invalid_history_limit": "limit must be a whole number of turns from 1 to {max}.",
+    "invalid_history_cursor": "before must be a cursor this route returned (the before of an earlier page).",
 }

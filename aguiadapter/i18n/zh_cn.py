@@ -128,4 +128,15 @@ MESSAGES: dict[str, str] = {
     "resume_payload_type": "对中断 {id} 的答复中，{field} 的类型必须是 {type}。",
     "resume_payload_field": "对中断 {id} 的答复中，{field} 不符合其 responseSchema。",
     "resume_identity_mismatch": "Resume 与被中断的执行不匹配（rosInvocationId 不同）。",
+    # POST /connect (the hydrate run of a reloaded page).
+    "connect_resume_refused": "{path}：connect 不答复任何中断；请把答复作为 resume 发送到 POST /。",
+    "connect_history_unavailable": "暂时无法从 agent 运行时读取对话内容；待处理的审批已恢复。请稍后重试以查看消息。",
+    # 会话历史（GET /threads/{threadId}/messages）。
+    "history_unavailable": (
+        "暂时无法从 agent 运行时读取会话内容（运行时已重启、不可用，或不保存会话记录）；请在 Retry-After 秒后重试。"
+        "thread 本身完好：GET /threads/{{threadId}} 仍会显示其状态和待处理的中断。"
+    ),
+    "history_busy": "同时读取的会话过多；请在 Retry-After 秒后重试。",
+    "invalid_history_limit": "limit 必须是 1 到 {max} 之间的整数（按轮次计）。",
+    "invalid_history_cursor": "before 必须是本接口返回的游标（上一页的 before）。",
 }

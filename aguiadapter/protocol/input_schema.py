@@ -30,6 +30,7 @@ from typing import Any, Final
 
 __all__ = [
     "CANCEL_REQUEST",
+    "CONNECT_REQUEST",
     "INPUT_SCHEMAS",
     "MAX_IDENTIFIER_LENGTH",
     "MAX_INVOCATION_ID_LENGTH",
@@ -53,6 +54,7 @@ MAX_INVOCATION_ID_LENGTH: Final = 256
 RUN_AGENT_INPUT: Final = "RunAgentInput"
 NEW_USER_MESSAGE: Final = "NewUserMessage"
 CANCEL_REQUEST: Final = "CancelRequest"
+CONNECT_REQUEST: Final = "ConnectRequest"
 
 MESSAGE_ROLES: Final = {
     "user": "UserMessage",
@@ -534,11 +536,56 @@ _ENVELOPE: Final[dict[str, Schema]] = {
     },
 }
 
+# POST /connect: a RunAgentInput that names a thread to hydrate; it runs nothing.
+_CONNECT: Final[dict[str, Schema]] = {
+    CONNECT_REQUEST: {
+        "type": "object",
+        "x-refusal": {"type": "input_not_object"},
+        "required": ["threadId"],
+        "description": (
+            "The body of POST /connect: an AG-UI RunAgentInput (the one a client would send to run), of which "
+            "only threadId is required. The members it has are checked as POST / checks them, except that "
+            "tools and messages are not: a connect runs nothing and sends no message. Its messages are ignored "
+            "(the hydrate run's MESSAGES_SNAPSHOT replaces them), and so are state, tools, context and "
+            "parentRunId; forwardedProps.iacCode, when present, is strict as on POST /, and its userId must be "
+            "the thread's (else 404, as for an unknown thread)."
+        ),
+        "properties": {
+            "threadId": _ref("Identifier", description="The thread to hydrate."),
+            "runId": _ref(
+                "Identifier",
+                description=(
+                    "The hydrate run's runId (a fresh one when absent or when it names one of the thread's "
+                    "runs). Not remembered: it does not use up a run id of the thread."
+                ),
+            ),
+            "parentRunId": _optional("string", "Ignored."),
+            "state": {"description": "Ignored."},
+            "messages": {"type": "array", "description": "Ignored: the snapshot replaces the client's messages."},
+            "tools": {"type": "array", "description": "Ignored."},
+            "context": {"type": "array", "description": "Ignored."},
+            "forwardedProps": {
+                "type": "object",
+                "description": "May hold iacCode (checked as on POST /); other members are ignored.",
+                "properties": {"iacCode": _ref("IacCodeProps")},
+            },
+            "resume": {
+                "type": ["array", "null"],
+                "maxItems": 0,
+                "x-refusal": {"maxItems": "connect_resume_refused"},
+                "description": "A connect answers nothing: only an empty list (or no member) is accepted.",
+            },
+            "protocolVersion": _optional("string", "Not interpreted."),
+        },
+    },
+}
+
 INPUT_SCHEMAS: Final[dict[str, Schema]] = {
     **_ENVELOPE,
     **_IDS,
     **_IAC_CODE,
     **_HISTORY,
     **_NEW_USER_CONTENT,
+    **_CONNECT,
 }
 """Every input component, by its name under ``#/components/schemas``."""

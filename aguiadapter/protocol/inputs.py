@@ -26,6 +26,7 @@ __all__ = [
     "AlibabaCloudCredentials",
     "AssistantMessage",
     "CancelRequest",
+    "ConnectRequest",
     "ContextItem",
     "DeveloperMessage",
     "ForwardedProps",
@@ -311,3 +312,13 @@ def latest_user_message(run_input: RunAgentInput) -> NewUserMessage | None:
     checked beyond AG-UI's own shape.
     """
     return run_input.new_user_message
+
+
+@attrs.frozen(kw_only=True)
+class ConnectRequest:
+    """The body of ``POST /connect``: which thread, the hydrate run's id, and
+    the iac-code extension when the client sent it (for its ``userId``)."""
+
+    thread_id: str
+    run_id: str | None = None
+    iac_code: IacCodeProps | None = None

@@ -21,13 +21,15 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
 from .content import JsonObject, UserContent, build_user_content
-from .input_schema import CANCEL_REQUEST, INPUT_SCHEMAS, NEW_USER_MESSAGE, RUN_AGENT_INPUT
+from .input_schema import CANCEL_REQUEST, CONNECT_REQUEST, INPUT_SCHEMAS, NEW_USER_MESSAGE, RUN_AGENT_INPUT
 from .inputs import (
     NOT_ON_THE_WIRE,
     ActivityMessage,
     AssistantMessage,
     CancelRequest,
+    ConnectRequest,
     DeveloperMessage,
+    IacCodeProps,
     Message,
     NewUserMessage,
     PartsOrText,
@@ -40,12 +42,13 @@ from .inputs import (
 from .refusals import InputRefusal, first_refusal, refusal_error
 from .schema_compiler import compile_schemas, json_equal
 
-__all__ = ["parse_cancel_request", "parse_run_input", "peek_preferred_language"]
+__all__ = ["parse_cancel_request", "parse_connect_request", "parse_run_input", "peek_preferred_language"]
 
 _SCHEMAS: Final = compile_schemas(INPUT_SCHEMAS)
 _RUN_AGENT_INPUT: Final = _SCHEMAS[RUN_AGENT_INPUT]
 _NEW_USER_MESSAGE: Final = _SCHEMAS[NEW_USER_MESSAGE]
 _CANCEL_REQUEST: Final = _SCHEMAS[CANCEL_REQUEST]
+_CONNECT_REQUEST: Final = _SCHEMAS[CONNECT_REQUEST]
 
 _MESSAGE_CLASSES: Final[Mapping[str, type[Any]]] = {
     "user": UserMessage,
@@ -159,6 +162,22 @@ def parse_cancel_request(payload: object) -> CancelRequest:
         raise first_refusal(_CANCEL_REQUEST.findings(payload), payload)
     request: CancelRequest = _CONVERTER.structure(payload, CancelRequest)
     return request
+
+
+def parse_connect_request(payload: object) -> ConnectRequest:
+    """Check and build the body of ``POST /connect`` (see ``ConnectRequest``
+    in :mod:`.input_schema`: the members that mean something on a connect
+    are checked as ``POST /`` checks them)."""
+    if not _CONNECT_REQUEST.is_valid(payload):
+        raise first_refusal(_CONNECT_REQUEST.findings(payload), payload)
+    assert isinstance(payload, dict)  # the schema says so
+    forwarded = payload.get("forwardedProps")
+    raw = forwarded.get("iacCode") if isinstance(forwarded, dict) else None
+    return ConnectRequest(
+        thread_id=payload["threadId"],
+        run_id=payload.get("runId"),
+        iac_code=None if raw is None else _CONVERTER.structure(raw, IacCodeProps),
+    )
 
 
 def peek_preferred_language(payload: object) -> str | None:

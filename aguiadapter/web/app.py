@@ -12,15 +12,16 @@ from ..a2a.client import A2AClient
 from ..config import NO_RUNTIME, Config
 from ..telemetry import Telemetry
 from ..threads.file_store import FileThreadStore
+from ..threads.history_reader import HistoryReader
 from ..threads.limits import AdmissionLimits
 from ..threads.run_log import LogBounds
 from ..threads.service import ThreadService
 from ..threads.store import ThreadStore
-from . import handlers, thread_routes
+from . import connect_route, handlers, history_routes, thread_routes
 from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
-from .keys import AUTH, BACKEND, CONFIG, STREAMS, TELEMETRY, Backend
+from .keys import AUTH, BACKEND, CONFIG, HISTORY, STREAMS, TELEMETRY, Backend
 from .stream_watch import StreamWatch
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ def create_app(
     app[TELEMETRY] = telemetry
     app[AUTH] = authenticator_for(config, principal)
     app[STREAMS] = StreamWatch(config.heartbeat_seconds)
+    app[HISTORY] = _history_reader(config)
     app.on_response_prepare.append(add_cors_headers)
     app.router.add_get("/health", handlers.health)
     app.router.add_get("/", handlers.index)
@@ -83,6 +85,8 @@ def create_app(
     app.router.add_get("/capabilities", thread_routes.capabilities)
     app.router.add_get("/threads/{threadId}", thread_routes.thread_status)
     app.router.add_get("/threads/{threadId}/runs/{runId}/events", thread_routes.run_events)
+    app.router.add_post("/connect", connect_route.connect)
+    app.router.add_get("/threads/{threadId}/messages", history_routes.thread_messages)
     if config.metrics:
         app.router.add_get("/metrics", handlers.metrics)
     app.cleanup_ctx.append(_runtime_context(config, store, telemetry))
@@ -120,6 +124,7 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
         client = A2AClient(url, token=config.a2a_token, telemetry=telemetry)
         started = app[BACKEND]
         started.client = client
+        app[HISTORY].start(client)
         threads = store or _configured_store(config)
         started.service = ThreadService(
             threads,
@@ -144,11 +149,22 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
         finally:
             await started.limits.close()
             started.client = started.service = started.limits = None
+            app[HISTORY].stop()
             await client.close()
             if demo is not None:
                 await demo.close()
 
     return context
+
+
+def _history_reader(config: Config) -> HistoryReader:
+    """The conversation reader; with ``--spawn-iac-code`` it may read the
+    runtime's session files, which this server's own child writes."""
+    return HistoryReader(
+        cache_seconds=config.history_cache_seconds,
+        max_reads=config.max_history_reads,
+        transcripts_dir=config.runtime_config_dir if config.spawned_runtime else None,
+    )
 
 
 async def _probe(url: str, token: str | None) -> None:

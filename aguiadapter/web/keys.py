@@ -10,6 +10,7 @@ from ..config import Config
 from ..errors import AdapterError, ErrorCode
 from ..telemetry import Telemetry
 from ..threads.limits import AdmissionLimits
+from ..threads.history_reader import HistoryReader
 from ..threads.service import ThreadService
 from .auth import Authenticator
 from .stream_watch import StreamWatch
@@ -37,6 +38,9 @@ TELEMETRY = web.AppKey("aguiadapter.telemetry", Telemetry)
 AUTH = web.AppKey("aguiadapter.auth", Authenticator)
 #: The one timer of the app's open SSE streams (heartbeats, vanished clients).
 STREAMS = web.AppKey("aguiadapter.streams", StreamWatch)
+#: Threads' conversations, read from the runtime on demand (``GET /threads/{id}/messages``,
+#: ``POST /connect``): ``await request.config_dict[HISTORY].page(record, limit=...)``.
+HISTORY = web.AppKey("aguiadapter.history", HistoryReader)
 
 
 def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:

@@ -102,8 +102,8 @@ async def _relay(request: web.Request, chunks: AsyncIterator[bytes]) -> web.Stre
         except StoreUnavailable as exc:
             # The stream ends without its terminal event: the client comes
             # back with the id of the last one it got.
-            log.warning("thread %s run %s: re-attach ended early: %s", request.match_info["threadId"],
-                        request.match_info["runId"], exc)
+            log.warning("thread %s run %s: re-attach ended early: %s", request.match_info.get("threadId"),
+                        request.match_info.get("runId"), exc)
             return
         if not writer.prepared:
             # Nothing after the cursor, and the run is over: an empty stream.
@@ -154,6 +154,8 @@ async def capabilities(request: web.Request) -> web.Response:
                 # Paths as the client calls them: under the mount point when mounted.
                 "cancel": prefix + "/extensions/iac-code/v1/executions/{executionId}/cancel",
                 "threadStatus": prefix + "/threads/{threadId}",
+                "connect": prefix + "/connect",
+                "threadMessages": prefix + "/threads/{threadId}/messages",
                 "reattach": prefix + "/threads/{threadId}/runs/{runId}/events" if service.resumable else None,
                 "disconnectGraceSeconds": config.disconnect_grace_seconds,
                 "replayRetentionSeconds": config.replay_retention_seconds if service.resumable else 0,

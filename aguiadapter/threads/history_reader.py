@@ -1,0 +1,260 @@
+"""A thread's conversation, read from the runtime on demand (the async edge).
+
+The adapter stores no conversation text (the protocol reference: the state
+folder is not where iac-code conversation text lives). :class:`HistoryReader`
+reads the session transcript from the runtime when a client asks for it,
+projects it (:mod:`aguiadapter.runtime.history`) and keeps the projection a
+few seconds, so that a reload storm costs the runtime little:
+
+- a short in-memory cache per thread (``cache_seconds``);
+- a single flight per thread: concurrent reads of one thread share one
+  runtime call (a caller that leaves does not cancel it for the others);
+- a bound on the transcript reads in flight in this process (``max_reads``);
+  a read that waits longer than ``wait_seconds`` for its turn is refused
+  (:class:`HistoryUnavailable`, ``history_busy``).
+
+Interface (what ``GET /threads/{id}/messages`` and ``POST /connect`` call)::
+
+    reader = request.config_dict[HISTORY]          # aguiadapter.web.keys
+    page = await reader.page(record, limit=20, before=None, byte_budget=256 * 1024)
+    page.messages   # AG-UI Message objects (JSON), oldest first
+    page.before     # opaque cursor to older turns, None at the first turn
+    turns = await reader.turns(record)              # the whole projection
+
+``record`` is the thread's :class:`~aguiadapter.threads.record.ThreadRecord`
+the caller already checked ownership of. Both raise :class:`HistoryUnavailable`
+(an ``AdapterError`` answered 503 ``HISTORY_UNAVAILABLE`` with ``Retry-After``)
+when the runtime cannot serve the transcript: the route answers 404 (iac-code
+after a restart, until the thread's next turn; a runtime without the route),
+the runtime is down or answers nonsense. A thread that never reached the
+runtime has an empty history (no call is made). ``page`` raises
+``ValueError`` for a bad cursor or limit.
+
+The runtime's transcript: ``GET /iac-code/execution/state?contextId`` names
+the context's current execution, ``GET /iac-code/session/recovery?contextId&
+executionId`` returns its session's messages (the whole session).
+
+With ``--spawn-iac-code`` the adapter owns the runtime and its config folder
+(``transcripts_dir``): when the route cannot serve, the session's
+``projects/<workspace>/<sessionId>/session.jsonl`` is read from disk instead
+(one JSON row per line, rows without ``role`` are the session's own notes),
+so history survives a runtime restart. Not when iac-code's A2A safe mode
+(``IAC_CODE_A2A_SAFE_MODE``) is on: the route hides local paths then, the
+file does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from ..a2a.client import A2AClient, A2AError, A2AHttpError
+from ..errors import AdapterError, ErrorCode
+from ..runtime.history import Page, Turn, page, project
+from ..runtime.iac_code import EXECUTION_STATE_PATH, SESSION_RECOVERY_PATH
+from .record import ThreadRecord
+
+log = logging.getLogger(__name__)
+
+#: ``Retry-After`` of a refusal: the runtime may serve again by then (or the cache has it).
+RETRY_AFTER_SECONDS: Final = 5
+#: What an iac-code session id looks like (anything else is never a path part).
+_SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_SAFE_MODE_ENV: Final = "IAC_CODE_A2A_SAFE_MODE"
+_TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
+
+
+class HistoryUnavailable(AdapterError):
+    """The transcript cannot be read now: 503 ``HISTORY_UNAVAILABLE`` with ``Retry-After``."""
+
+    def __init__(self, reason: str, message_id: str | None = None) -> None:
+        super().__init__(ErrorCode.HISTORY_UNAVAILABLE, message_id)
+        #: Why, for logs (never shown to a client: it may name the runtime's answer).
+        self.reason = reason
+
+    def response_headers(self) -> dict[str, str]:
+        """``Retry-After``: whole seconds (RFC 9110, 10.2.3)."""
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+
+
+class _NotServed(Exception):
+    """The runtime's route did not serve the transcript (the disk may)."""
+
+
+class HistoryReader:
+    """Reads, projects and briefly keeps threads' conversations."""
+
+    def __init__(
+        self,
+        *,
+        cache_seconds: float = 5.0,
+        max_reads: int = 4,
+        wait_seconds: float = 10.0,
+        transcripts_dir: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if cache_seconds < 0 or max_reads < 1 or wait_seconds < 0:
+            raise ValueError("cache_seconds and wait_seconds must not be negative, max_reads at least 1")
+        self.cache_seconds = cache_seconds
+        self.wait_seconds = wait_seconds
+        #: The runtime's config folder, read when its route cannot serve (``--spawn-iac-code``).
+        self.transcripts_dir = transcripts_dir
+        self._clock = clock
+        self._reads = asyncio.Semaphore(max_reads)
+        self._cache: dict[str, tuple[float, list[Turn]]] = {}
+        self._flights: dict[str, asyncio.Future[list[Turn]]] = {}
+        self._client: A2AClient | None = None
+        #: Transcript reads that reached the runtime or the disk (for tests and benchmarks).
+        self.reads = 0
+
+    # ------------------------------------------------------------- lifecycle
+    def start(self, client: A2AClient) -> None:
+        """Read through ``client`` from now on (the app's, once it starts)."""
+        self._client = client
+
+    def stop(self) -> None:
+        """Forget the client and everything kept."""
+        self._client = None
+        self._cache.clear()
+
+    # ----------------------------------------------------------------- reads
+    async def page(
+        self, record: ThreadRecord, *, limit: int, before: str | None = None, byte_budget: int | None = None
+    ) -> Page:
+        """The newest ``limit`` turns before ``before`` within ``byte_budget``
+        (see :func:`aguiadapter.runtime.history.page`)."""
+        return page(await self.turns(record), limit, before, byte_budget)
+
+    async def turns(self, record: ThreadRecord) -> list[Turn]:
+        """The thread's whole conversation, projected, from the cache when fresh."""
+        if record.task_id is None and record.session_id is None:
+            return []  # nothing reached the runtime yet
+        key = f"{record.key}\x00{record.context_id}"
+        kept = self._cache.get(key)
+        now = self._clock()
+        if kept is not None and kept[0] > now:
+            return kept[1]
+        flight = self._flights.get(key)
+        if flight is None:
+            flight = self._flights[key] = asyncio.ensure_future(self._read(key, record))
+            flight.add_done_callback(lambda done: self._landed(key, done))
+        # Shielded: a caller that leaves does not cancel the read the others wait for.
+        return await asyncio.shield(flight)
+
+    def _landed(self, key: str, flight: asyncio.Future[list[Turn]]) -> None:
+        self._flights.pop(key, None)
+        if not flight.cancelled():
+            flight.exception()  # retrieved: every caller may have left
+
+    def forget(self, record: ThreadRecord) -> None:
+        """Drop what is kept of the thread (a turn just ended: read afresh)."""
+        self._cache.pop(f"{record.key}\x00{record.context_id}", None)
+
+    async def _read(self, key: str, record: ThreadRecord) -> list[Turn]:
+        try:
+            await asyncio.wait_for(self._reads.acquire(), self.wait_seconds)
+        except asyncio.TimeoutError:
+            raise HistoryUnavailable("too many transcript reads at once", "history_busy") from None
+        try:
+            self.reads += 1
+            rows = await self._transcript(record)
+            turns = project(rows)
+        finally:
+            self._reads.release()
+        if self.cache_seconds > 0:
+            self._evict()
+            self._cache[key] = (self._clock() + self.cache_seconds, turns)
+        return turns
+
+    def _evict(self) -> None:
+        now = self._clock()
+        for stale in [key for key, (expires, _) in self._cache.items() if expires <= now]:
+            del self._cache[stale]
+
+    async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
+        try:
+            return await self._from_runtime(record.context_id)
+        except _NotServed as exc:
+            reason = str(exc)
+        if self.transcripts_dir is not None and record.session_id is not None and not _safe_mode():
+            rows = await asyncio.to_thread(read_session_file, self.transcripts_dir, record.session_id)
+            if rows is not None:
+                log.info("thread %s: history read from the runtime's folder (%s)", record.thread_id, reason)
+                return rows
+        log.info("thread %s: history unavailable: %s", record.thread_id, reason)
+        raise HistoryUnavailable(reason)
+
+    async def _from_runtime(self, context_id: str) -> list[dict[str, Any]]:
+        client = self._client
+        if client is None:
+            raise _NotServed("the reader is not started")
+        # A turn that starts between the two calls makes the second one refuse
+        # (409: not the current execution): ask again, once.
+        for attempt in (1, 2):
+            try:
+                execution = await client.get_json(EXECUTION_STATE_PATH, {"contextId": context_id})
+                execution_id = execution.get("executionId")
+                if not isinstance(execution_id, str) or not execution_id:
+                    raise _NotServed("the execution state names no execution")
+                document = await client.get_json(
+                    SESSION_RECOVERY_PATH, {"contextId": context_id, "executionId": execution_id}
+                )
+            except A2AHttpError as exc:
+                if exc.status == 409 and attempt == 1:
+                    continue
+                raise _NotServed(f"HTTP {exc.status}") from exc
+            except A2AError as exc:
+                raise _NotServed(type(exc).__name__) from exc
+            messages = document.get("messages")
+            if not isinstance(messages, list):
+                raise _NotServed("the recovery document has no messages")
+            return [row for row in messages if isinstance(row, dict)]
+        raise _NotServed("the execution changed twice while read")  # pragma: no cover - loop returns or raises
+
+
+def _safe_mode() -> bool:
+    return os.environ.get(_SAFE_MODE_ENV, "").strip().lower() in _TRUTHY
+
+
+def session_file(config_dir: Path, session_id: str) -> Path | None:
+    """The session's transcript file under an iac-code config folder (the
+    newest, should the session be found under several workspace folders)."""
+    if not _SESSION_ID.fullmatch(session_id) or session_id in (".", ".."):
+        return None
+    projects = config_dir / "projects"
+    found = [*projects.glob(f"*/{session_id}/session.jsonl"), *projects.glob(f"*/{session_id}.jsonl")]
+    files = [path for path in found if path.is_file()]
+    if not files:
+        return None
+    return max(files, key=lambda path: path.stat().st_mtime)
+
+
+def read_session_file(config_dir: Path, session_id: str) -> list[dict[str, Any]] | None:
+    """The session's message rows read from disk (blocking: call it off the
+    event loop); ``None`` when there is no such file. Lines that are not a
+    JSON object with a ``role`` (the session's own notes, a line being
+    written) are skipped, as iac-code skips them."""
+    path = session_file(config_dir, session_id)
+    if path is None:
+        return None
+    rows: list[dict[str, Any]] = []
+    try:
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and row.get("role") in ("user", "assistant"):
+                    rows.append(row)
+    except OSError as exc:
+        log.info("session transcript %s not read: %s", path.name, type(exc).__name__)
+        return None
+    return rows

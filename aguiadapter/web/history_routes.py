@@ -1,0 +1,71 @@
+"""``GET /threads/{threadId}/messages``: a thread's conversation, a page of turns at a time.
+
+The messages are AG-UI 1.0 ``Message`` objects projected from the runtime's
+session transcript (:mod:`aguiadapter.runtime.history`), read through the
+app's :class:`~aguiadapter.threads.history_reader.HistoryReader`. A page is
+the newest ``limit`` turns before the cursor ``before`` (a turn starts at a
+user message, so a tool call and its result are never on two pages), within
+the server's byte budget (at least one turn). The answer is
+``{"messages": [...], "before": cursor | null}``: ``before`` fetches the
+older turns; ``null`` means this page reaches the first turn.
+
+Same auth and ownership as ``GET /threads/{threadId}``: another user's
+thread and an unknown one are both 404 ``THREAD_NOT_FOUND``. 400
+``INVALID_INPUT`` for a bad ``limit`` or cursor (checked before the thread
+is looked up, so the answer tells nothing about whose thread it is); 503
+``HISTORY_UNAVAILABLE`` with ``Retry-After`` when the runtime cannot serve
+the transcript.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aiohttp import web
+
+from ..errors import AdapterError, ErrorCode
+from ..fastjson import dumps
+from ..runtime.history import parse_cursor
+from .handlers import authenticate
+from .http_errors import error_response, request_language
+from .keys import CONFIG, HISTORY, backend
+
+#: Turns per page when the client names no ``limit``, and the most it may ask for.
+DEFAULT_LIMIT: Final = 20
+MAX_LIMIT: Final = 200
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_LIMIT
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_history_limit", max=MAX_LIMIT)
+    return int(raw)
+
+
+def _cursor(raw: str | None) -> str | None:
+    try:
+        parse_cursor(raw)
+    except ValueError as exc:
+        raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_history_cursor") from exc
+    return raw
+
+
+async def thread_messages(request: web.Request) -> web.Response:
+    """``GET /threads/{threadId}/messages?limit=&before=``: a page of the conversation."""
+    _, service = backend(request)
+    language = request_language(request)
+    try:
+        principal = await authenticate(request)
+        limit = _limit(request.query.get("limit"))
+        before = _cursor(request.query.get("before"))
+        record = await service.thread(request.match_info["threadId"], principal)
+        if record is None:
+            raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
+        page = await request.config_dict[HISTORY].page(
+            record, limit=limit, before=before, byte_budget=request.config_dict[CONFIG].history_page_bytes
+        )
+    except AdapterError as exc:
+        return error_response(exc, language, request)
+    body = dumps({"messages": page.messages, "before": page.before})
+    return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "no-store"})
