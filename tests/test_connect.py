@@ -52,7 +52,8 @@ async def test_an_interrupted_thread_gets_its_pending_permission_back(
     assert [event["type"] for event in hydrate] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
     assert hydrate[0]["runId"] == "hydrate-1" and hydrate[0]["threadId"] == "t-ask"
     assert applied(snapshot_of(hydrate), []) == [
-        ("user", "permission notes.txt"), ("assistant", "call", announced["toolCallId"])
+        ("user", "permission notes.txt"), ("assistant", "I will write notes.txt now."),
+        ("assistant", "call", announced["toolCallId"]),
     ], "the conversation up to the tool call the permission gates, under the live stream's tool call id"
     assert hydrate[-1]["outcome"] == {"type": "interrupt", "interrupts": [announced]}, "the very object announced"
     # The page answers what it got back, and the run goes on.
