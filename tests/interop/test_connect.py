@@ -14,13 +14,18 @@ parsed with the ``ag-ui-protocol`` models (``tests/support/validation.py``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+from ag_ui_validate.pytest_plugin import assert_valid_agui
+
 from aguiadapter.demo.runtime import DemoRuntime
-from tests.support.adapter import RunningAdapter
-from tests.support.validation import validate
+from tests.support.adapter import RunningAdapter, run_body
+from tests.support.agui import parse_sse
+from tests.support.connect import runs_of
+from tests.support.validation import run_validator, validate
 
 from .conftest import client_warnings, drive, iac_props
 
@@ -114,3 +119,42 @@ async def test_an_unknown_thread_has_no_history_and_the_client_starts_afresh(
     assert connect["connectStatus"] == 404 and connect["eventTypes"] == []
     assert step(summary, "say")["outcome"] == {"type": "success"}
     assert summary["roles"] == ["user", "assistant"]
+
+
+async def test_a_client_that_connects_during_a_run_gets_the_run_live_to_its_end_once(
+    node: str, adapter: RunningAdapter, workspace: Path, tmp_path: Path
+) -> None:
+    """Connect while ``slow 3`` streams: the snapshot stops at the run's user
+    message, the hydrate run closes, and the run goes on in the same stream
+    from its ``RUN_STARTED``: every delta once, in order, and the run's end."""
+    body = run_body(thread_id="k-live", text="slow 3", cwd=str(workspace))
+    running = asyncio.create_task(adapter.run(body))
+    for _ in range(100):
+        thread = json.loads((await adapter.get("threads/k-live")).body)
+        if thread.get("state") == "running":
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the run never started")
+
+    summary = await drive(node, adapter.url, "k-live", iac_props(workspace), [{"connect": True}], resumable=True)
+    original = await running
+    accepted(summary)
+    connect = step(summary, "connect")
+    types = connect["eventTypes"]
+    assert types[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert types[3] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    assert connect["events"][3]["runId"] == body["runId"], "the live run is the thread's run"
+    assert connect["events"][1]["messages"][-1]["role"] == "user", "the snapshot stops where the run starts"
+    ticks = "".join(f"tick {n}. " for n in range(1, 16))
+    assert [(role, text) for role, text in conversation(summary["messages"])] == [("user", "slow 3"), ("assistant", ticks)]
+    # The live part is the run's own stream, event for event.
+    live, _ = parse_sse(original.body)
+    assert connect["events"][3:] == live
+    assert summary["reattaches"] == []
+    # ag-ui-validate on the whole stream (two runs); each run judged as one (its ids: runs_of).
+    capture = tmp_path / "connect-live.sse"
+    capture.write_bytes(connect["sse"].encode())
+    code, _, report = await run_validator(capture)
+    assert code == 0, report
+    assert_valid_agui([event for run in runs_of(capture.read_bytes()) for event in run], max_warnings=0)
