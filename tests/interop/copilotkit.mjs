@@ -148,6 +148,11 @@ try {
 
   await page.goto(job.url);
   await page.waitForSelector(UI.idle);
+  // CopilotChat connects while it mounts (the classic chat always, up to three
+  // times; the v2 chat when the page has a thread), and a connect still under
+  // way when the first message goes out replaces the chat's messages and
+  // detaches that run (CopilotKit's connectAgent). Let them finish.
+  await page.waitForLoadState("networkidle");
   report.steps.push("loaded");
 
   if (job.flow === "reload") {

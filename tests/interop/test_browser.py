@@ -101,14 +101,14 @@ async def test_a_reloaded_page_gets_the_chat_and_the_pending_approval_back_and_r
     # before: the conversation from the snapshot, the card from the interrupt.
     before = [(item["role"], item["text"]) for item in report["before"]]
     restored = [(item["role"], item["text"]) for item in report["restored"]]
-    assert [role for role, _ in before] == ["user", "assistant", "user", "tool-call", "interrupt"], before
+    assert [role for role, _ in before] == ["user", "assistant", "user", "assistant", "tool-call", "interrupt"], before
     assert restored == before
     assert "Allow once?" in report["interrupt"] and "Approve" in report["interrupt"]
     # Approve on the restored card: the resumed run goes on below it.
     shown = [(item["role"], item["text"]) for item in report["transcript"]]
     assert [role for role, _ in shown] == [role for role, _ in before] + ["tool-result", "assistant"], shown
-    assert shown[3][1].startswith("write_file(") and "Successfully wrote" in shown[5][1]
-    assert "r.txt was written" in shown[6][1]
+    assert shown[3][1] == "I will write r.txt now." and shown[4][1].startswith("write_file(")
+    assert "Successfully wrote" in shown[6][1] and "r.txt was written" in shown[7][1]
     assert sum(demo.state.tool_runs.values()) == 1
     assert sum(url.endswith("/agui/connect") for url in report["requests"]) == 1, "one connect, after the reload"
     assert report["pageErrors"] == [] and report["console"] == []
