@@ -9,7 +9,9 @@
 // closing reply. "reload" says `hello`, asks `permission r.txt`, reloads the
 // page while the approval waits (the page connects: POST /agui/connect), and
 // approves on the card the reloaded page shows; the report's "before" and
-// "restored" are what the page showed before and right after the reload. "drop"
+// "restored" are what the page showed before and right after the reload.
+// "reload-running" types `slow 3` and reloads while the answer streams: the
+// reloaded page gets the rest live through its connect. "drop"
 // types `slow 3` and waits for the whole answer (the test breaks the
 // connection on the way). It prints one JSON document: what the page shows,
 // what the page logged, every URL it asked for, and the error if a step
@@ -85,6 +87,19 @@ async function reload(page) {
   report.steps.push("approved and finished");
 }
 
+async function reloadRunning(page) {
+  await say(page, "slow 3");
+  await waitForText(page, "assistant", "tick 3.");
+  report.steps.push("answer streaming");
+  report.url = page.url();
+  await page.reload();
+  await waitForText(page, "user", "slow 3");
+  report.steps.push("reloaded");
+  await waitForText(page, "assistant", "tick 15.");
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("answer complete");
+}
+
 async function drop(page) {
   await say(page, "slow 3");
   await waitForText(page, "note", "Connection lost");
@@ -94,7 +109,7 @@ async function drop(page) {
   report.steps.push("answer complete");
 }
 
-const FLOWS = { chat, reload, drop };
+const FLOWS = { chat, reload, "reload-running": reloadRunning, drop };
 
 const context = await launch(job, { viewport: { width: 900, height: 820 } });
 try {

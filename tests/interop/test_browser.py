@@ -114,6 +114,21 @@ async def test_a_reloaded_page_gets_the_chat_and_the_pending_approval_back_and_r
     assert report["pageErrors"] == [] and report["console"] == []
 
 
+async def test_a_page_reloaded_while_the_agent_answers_gets_the_answer_live_to_its_end(
+    chromium: str, node: str, page_url: str, demo: DemoRuntime, tmp_path: Path
+) -> None:
+    report = await run_node(node, HERE / "browser.mjs", browser_job(page_url, chromium, tmp_path, "reload-running"),
+                            timeout=150.0)
+    assert report["error"] is None, failure(report)
+    assert report["steps"] == ["loaded", "answer streaming", "reloaded", "answer complete"]
+    # The snapshot stops at the run's user message; the run streams on from its start: every delta once.
+    shown = [(item["role"], item["text"]) for item in report["transcript"]]
+    assert shown == [("user", "slow 3"), ("assistant", "".join(f"tick {n}. " for n in range(1, 16)))], shown
+    assert len(demo.state.tasks) == 1 and demo.state.total_cancel_calls == 0, "one run, never cancelled"
+    assert sum(url.endswith("/agui/connect") for url in report["requests"]) == 1
+    assert report["pageErrors"] == [] and report["console"] == [], report["console"]
+
+
 async def test_a_dropped_connection_resumes_the_answer_in_the_page(
     chromium: str, node: str, tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
