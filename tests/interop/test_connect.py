@@ -22,7 +22,7 @@ from typing import Any
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from aguiadapter.demo.runtime import DemoRuntime
-from tests.support.adapter import RunningAdapter, run_body
+from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse
 from tests.support.connect import runs_of
 from tests.support.validation import run_validator, validate
@@ -158,3 +158,36 @@ async def test_a_client_that_connects_during_a_run_gets_the_run_live_to_its_end_
     code, _, report = await run_validator(capture)
     assert code == 0, report
     assert_valid_agui([event for run in runs_of(capture.read_bytes()) for event in run], max_warnings=0)
+
+
+async def test_after_a_runtime_restart_the_client_gets_the_approval_and_the_history_notice(
+    node: str, tmp_path: Path, workspace: Path
+) -> None:
+    """The runtime lost the session: no snapshot (an empty one would erase
+    the page), the ``iac-code.history.v1`` notice instead, and the pending
+    approval restored all the same."""
+    demo = DemoRuntime()
+    url = await demo.start()
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    adapter = await start_adapter(tmp_path / "state", url, allowed_cwds=(str(tmp_path / "workspaces"),),
+                                  history_cache_seconds=0)
+    restarted = DemoRuntime()
+    try:
+        props = iac_props(workspace)
+        lived = await drive(node, adapter.url, "k-restart", props, [{"say": "permission notes.txt"}])
+        accepted(lived)
+        (interrupt,) = lived["pendingInterrupts"]
+        await demo.close()
+        await restarted.start(port=port)  # a new process: it knows no session
+        summary = await drive(node, adapter.url, "k-restart", props, [{"connect": True}])
+    finally:
+        await adapter.close()
+        await restarted.close()
+        await demo.close()
+    accepted(summary)
+    connect = step(summary, "connect")
+    assert connect["eventTypes"] == ["RUN_STARTED", "CUSTOM", "RUN_FINISHED"]
+    notice = connect["events"][1]
+    assert notice["name"] == "iac-code.history.v1" and notice["value"]["status"] == "unavailable"
+    assert summary["messages"] == [] and summary["pendingInterrupts"] == [interrupt]
+    await validate(tmp_path, "connect-no-history", connect["sse"].encode())

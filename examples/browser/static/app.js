@@ -103,7 +103,8 @@ const view = {
   },
   onCustomEvent({ event }) {
     if (event.name === HISTORY_EVENT && event.value?.status === "unavailable") {
-      add("note", "The conversation before this point could not be loaded; what the agent waits for is below.");
+      // The adapter's sentence, in the page's language; what waits for an answer still follows.
+      add("note", event.value.message ?? "The earlier conversation cannot be loaded right now.");
     }
   },
   onRunFinishedEvent(params) {
