@@ -57,17 +57,6 @@ async def test_the_conversation_comes_back_in_order_with_the_live_tool_call_ids(
     assert body["before"] is None
 
 
-async def test_text_streamed_before_a_tool_call_is_in_the_history(adapter: RunningAdapter, workspace: Path) -> None:
-    """As in iac-code's session: the reply's text before a tool call stays
-    with that call (a reloaded page shows what the live page showed)."""
-    await adapter.run(run_body(thread_id="t-pre", text="permission notes.txt", cwd=str(workspace)))
-    status, body = await messages(adapter, "t-pre")
-    assert status == 200, body
-    assert [message["role"] for message in body["messages"]] == ["user", "assistant", "assistant"]
-    assert body["messages"][1]["content"] == "I will write notes.txt now."
-    assert body["messages"][2]["toolCalls"][0]["function"]["name"] == "write_file"
-
-
 async def test_pages_go_back_turn_by_turn_to_the_first(adapter: RunningAdapter, workspace: Path) -> None:
     for text in ("hello one", "tool", "hello three"):
         await adapter.run(run_body(thread_id="t-p", text=text, cwd=str(workspace)))

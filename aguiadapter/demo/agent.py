@@ -161,14 +161,10 @@ class ContextRecord:
     #: The session's messages as iac-code's recovery route returns them: user
     #: text, assistant text and ``tool_use`` blocks, ``tool_result`` blocks.
     transcript: list[Json] = attrs.field(factory=list)
-    #: Text streamed since the last block, not yet in the transcript: iac-code
-    #: keeps the text a reply streamed before a tool call with that call.
-    unsaid: str = ""
 
     def note_user(self, text: str) -> None:
         """A user message joins the session."""
         self.transcript.append({"role": "user", "content": text})
-        self.unsaid = ""
 
     def note_block(self, role: str, block: Json) -> None:
         """A content block joins the session's last message of ``role``
@@ -583,13 +579,7 @@ class DemoAgent:
         iac = update.get("metadata", {}).get(wire.IAC_CODE_KEY, {})
         context = self.state.contexts[task.context_id]
         tool = iac.get("tool")
-        message = update["status"].get("message")
-        if message is not None and str(message.get("messageId", "")).endswith("-message"):
-            context.unsaid += _message_text(message)  # a text delta (scripts.delta_message)
         if isinstance(tool, dict) and tool.get("status") == "input_complete":
-            if context.unsaid:
-                context.note_block("assistant", {"type": "text", "text": context.unsaid})
-                context.unsaid = ""
             block = {"type": "tool_use", "id": tool["toolUseId"], "name": tool.get("name"),
                      "input": tool.get("toolInput")}
             context.note_block("assistant", block)
@@ -597,9 +587,8 @@ class DemoAgent:
             block = {"type": "tool_result", "tool_use_id": tool["toolUseId"], "content": tool.get("result"),
                      "is_error": tool["status"] == "failed"}
             context.note_block("user", block)
+        message = update["status"].get("message")
         if iac.get("assistantFinal") and message is not None:
-            # The final text repeats what the reply streamed since its last tool call.
-            context.unsaid = ""
             context.note_block("assistant", {"type": "text", "text": _message_text(message)})
 
     def execution(self, context_id: str) -> Json | None:
