@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,6 +11,7 @@ from ag_ui.core import Message
 from pydantic import TypeAdapter
 
 from aguiadapter.runtime.history import Turn, page, parse_cursor, project, tool_calls_with_results
+from tests.support.conversation import TURNS, live_tool_call_ids
 
 MESSAGES = TypeAdapter(list[Message])
 
@@ -160,3 +163,43 @@ def test_only_cursors_the_pager_makes_are_taken(cursor: str) -> None:
 def test_an_empty_conversation_is_one_empty_page() -> None:
     assert page([], 10) == page(project([]), 10)
     assert page([], 10).messages == [] and page([], 10).before is None
+
+
+# ------------------------------------------------------- a transcript of the real iac-code
+RECORDING = json.loads((Path(__file__).parent / "fixtures" / "history" / "iac-code-0.16.0.json").read_text())
+
+
+def live(runs: list[list[dict[str, Any]]], kind: str) -> list[dict[str, Any]]:
+    return [event for events in runs for event in events if event["type"] == kind]
+
+
+def test_a_real_transcript_becomes_what_the_live_streams_showed() -> None:
+    """Recorded from iac-code 0.16.0 with the AG-UI streams of the same conversation
+    (python -m tests.fixtures.history.record): text, an image, reasoning, a read-only
+    tool, a permissioned tool answered, a closing turn."""
+    runs = RECORDING["runs"]
+    turns = project(RECORDING["transcript"])
+    messages = flat(turns)
+    MESSAGES.validate_python(messages)
+    assert len(turns) == len(TURNS)
+    users = [message["content"] for message in messages if message["role"] == "user"]
+    assert [content if isinstance(content, str) else content[0]["text"] for content in users] == list(TURNS)
+    assert users[1][1]["type"] == "image" and users[1][1]["source"]["mimeType"] == "image/png"
+    # Every tool call the live streams started, with the live ids, answered by the live results.
+    calls = [call for message in messages for call in message.get("toolCalls") or ()]
+    assert [call["id"] for call in calls] == live_tool_call_ids(runs)
+    for start in live(runs, "TOOL_CALL_START"):
+        (message,) = [m for m in messages if m["id"] == start["toolCallId"]]  # the id the client gave it
+        assert message["toolCalls"][0]["function"]["name"] == start["toolCallName"]
+    args = {event["toolCallId"]: json.loads(event["delta"]) for event in live(runs, "TOOL_CALL_ARGS")}
+    assert {call["id"]: json.loads(call["function"]["arguments"]) for call in calls} == args
+    results = [(event["toolCallId"], event["content"]) for event in live(runs, "TOOL_CALL_RESULT")]
+    assert [(m["toolCallId"], m["content"]) for m in messages if m["role"] == "tool"] == results
+    assert all(answer is not None for _, answer in tool_calls_with_results(messages))
+    # The reasoning and the replies, as streamed.
+    reasoning = "".join(event["delta"] for event in live(runs, "REASONING_MESSAGE_CONTENT"))
+    assert [m["content"] for m in messages if m["role"] == "reasoning"] == [reasoning]
+    streamed = {}
+    for event in live(runs, "TEXT_MESSAGE_CONTENT"):
+        streamed[event["messageId"]] = streamed.get(event["messageId"], "") + event["delta"]
+    assert [m["content"] for m in messages if m["role"] == "assistant" and "content" in m] == list(streamed.values())

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.conversation import DEMO_TURNS, converse, live_tool_call_ids
 
 MESSAGES = TypeAdapter(list[Message])
 
@@ -35,25 +36,28 @@ async def messages(adapter: RunningAdapter, thread_id: str, query: str = "", **h
     return reply.status, reply.json()
 
 
-def live_tool_call_ids(events: list[dict[str, Any]]) -> list[str]:
-    return [event["toolCallId"] for event in events if event["type"] == "TOOL_CALL_START"]
-
-
 async def test_the_conversation_comes_back_in_order_with_the_live_tool_call_ids(
     adapter: RunningAdapter, workspace: Path
 ) -> None:
-    first = (await adapter.run(run_body(thread_id="t-h", text="tool", cwd=str(workspace)))).events()
-    await adapter.run(run_body(thread_id="t-h", text="hello again", cwd=str(workspace)))
+    runs = await converse(adapter, "t-h", workspace, DEMO_TURNS)
     status, body = await messages(adapter, "t-h")
     assert status == 200, body
-    parsed = MESSAGES.validate_python(body["messages"])
-    roles = [message.role for message in parsed]
-    assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant"], roles
-    assert body["messages"][0]["content"] == "tool"
-    assert body["messages"][4]["content"] == "hello again"
-    (call_id,) = live_tool_call_ids(first)
-    assert body["messages"][1]["toolCalls"][0]["id"] == call_id
-    assert body["messages"][2]["toolCallId"] == call_id
+    history = body["messages"]
+    MESSAGES.validate_python(history)
+    assert [message["role"] for message in history] == [
+        "user", "reasoning", "assistant",  # think
+        "user", "assistant",  # an image
+        "user", "assistant", "tool", "assistant",  # a read-only tool
+        "user", "assistant", "assistant", "tool", "assistant",  # a permission, allowed
+        "user", "assistant",
+    ]
+    users = [message["content"] for message in history if message["role"] == "user"]
+    assert users[0] == DEMO_TURNS[0] and users[1][1]["source"]["mimeType"] == "image/png"
+    calls = [call["id"] for message in history for call in message.get("toolCalls") or ()]
+    assert calls == live_tool_call_ids(runs)
+    assert [message["toolCallId"] for message in history if message["role"] == "tool"] == calls
+    streamed = "".join(e["delta"] for events in runs for e in events if e["type"] == "REASONING_MESSAGE_CONTENT")
+    assert history[1]["content"] == streamed
     assert body["before"] is None
 
 

@@ -159,19 +159,46 @@ class ContextRecord:
     session_id: str
     task_ids: list[str] = attrs.field(factory=list)
     #: The session's messages as iac-code's recovery route returns them: user
-    #: text, assistant text and ``tool_use`` blocks, ``tool_result`` blocks.
+    #: text (and images), assistant ``thinking``, ``text`` and ``tool_use``
+    #: blocks (one row per model reply), ``tool_result`` blocks.
     transcript: list[Json] = attrs.field(factory=list)
+    #: Text the model streamed that no block holds yet (its reply's final
+    #: repeat, or the tool call that follows it, writes it).
+    streamed: list[str] = attrs.field(factory=list)
 
-    def note_user(self, text: str) -> None:
-        """A user message joins the session."""
-        self.transcript.append({"role": "user", "content": text})
+    def note_user(self, message: Json) -> None:
+        """A user message joins the session: a string, or text and image blocks."""
+        images = [{"type": "image", "media_type": part["mediaType"], "data": part["raw"], "ref_id": None}
+                  for part in message.get("parts") or () if "raw" in part and "mediaType" in part]
+        text = _message_text(message)
+        blocks = [{"type": "text", "text": text}] if text else []
+        content: list[Json] | str = [*blocks, *images] if images else text
+        self.transcript.append({"role": "user", "content": content, "metadata": {}})
+        self.streamed.clear()
+
+    def note_thinking(self, text: str) -> None:
+        """Reasoning joins the model's reply (a thinking block, grown as it streams)."""
+        last = self.transcript[-1] if self.transcript else None
+        blocks = last["content"] if last is not None and last["role"] == "assistant" else None
+        if blocks and blocks[-1]["type"] == "thinking":
+            blocks[-1]["thinking"] += text
+        else:
+            self.note_block("assistant", {"type": "thinking", "thinking": text, "provider_metadata": {}})
+
+    def note_text(self, text: str | None = None) -> None:
+        """The reply's text joins the session: ``text`` (a final repeat), or
+        what was streamed since the last block (before a tool call)."""
+        written = text if text is not None else "".join(self.streamed)
+        self.streamed.clear()
+        if written:
+            self.note_block("assistant", {"type": "text", "text": written})
 
     def note_block(self, role: str, block: Json) -> None:
         """A content block joins the session's last message of ``role``
         (a new message when the last one is someone else's)."""
         last = self.transcript[-1] if self.transcript else None
         if last is None or last["role"] != role or not isinstance(last["content"], list):
-            last = {"role": role, "content": []}
+            last = {"role": role, "content": [], "metadata": {}}
             self.transcript.append(last)
         last["content"].append(block)
 
@@ -348,7 +375,7 @@ class DemoAgent:
             # As iac-code: a pipeline it does not have is refused before any task.
             raise RpcError(wire.INVALID_PARAMS, f"Unknown pipeline: {request.name}")
         context = self.state.context(message.get("contextId") or self.state.new_id())
-        context.note_user(_message_text(message))
+        context.note_user(message)
         task_id, clock = self.state.new_id(), self.state.clock
         task = TaskRecord(task_id, context.id, context.session_id, execution_id=self._execution_id(), clock=clock)
         _turn_options(task, message)
@@ -386,7 +413,7 @@ class DemoAgent:
             if not text.strip():
                 raise RpcError(wire.INVALID_PARAMS, "The answer to a question must be text.")
             task.history.append(_echo(message, task))
-            self.state.contexts[task.context_id].note_user(text)
+            self.state.contexts[task.context_id].note_user(message)
             self._take_pending(task, pending)
             if run is not None and run.script is not None:
                 return task, run.resume(text)
@@ -394,7 +421,7 @@ class DemoAgent:
         # A text message on a finished, canceled or permission-waiting task is a new
         # turn on the same task; a pending tool call is dropped (as iac-code does).
         task.history.append(_echo(message, task))
-        self.state.contexts[task.context_id].note_user(text)
+        self.state.contexts[task.context_id].note_user(message)
         task.pending = task.permission = task.input_received = task.frozen = None
         task.execution_id = self._execution_id()
         script = self._plan(task, message)
@@ -578,18 +605,26 @@ class DemoAgent:
         read-only tool's call and result, and the reply's final text."""
         iac = update.get("metadata", {}).get(wire.IAC_CODE_KEY, {})
         context = self.state.contexts[task.context_id]
+        thinking = iac.get("thinking")
+        if isinstance(thinking, dict) and isinstance(thinking.get("text"), str):
+            context.note_thinking(thinking["text"])
         tool = iac.get("tool")
         if isinstance(tool, dict) and tool.get("status") == "input_complete":
+            context.note_text()
             block = {"type": "tool_use", "id": tool["toolUseId"], "name": tool.get("name"),
-                     "input": tool.get("toolInput")}
+                     "input": tool.get("toolInput"), "provider_metadata": {}}
             context.note_block("assistant", block)
         elif isinstance(tool, dict) and tool.get("status") in ("completed", "failed"):
             block = {"type": "tool_result", "tool_use_id": tool["toolUseId"], "content": tool.get("result"),
-                     "is_error": tool["status"] == "failed"}
+                     "is_error": tool["status"] == "failed", "metadata": {}}
             context.note_block("user", block)
         message = update["status"].get("message")
-        if iac.get("assistantFinal") and message is not None:
-            context.note_block("assistant", {"type": "text", "text": _message_text(message)})
+        if message is None or update["status"].get("state") != wire.WORKING:
+            return
+        if iac.get("assistantFinal"):
+            context.note_text(_message_text(message))
+        elif message.get("role") == "ROLE_AGENT":
+            context.streamed.append(_message_text(message))
 
     def execution(self, context_id: str) -> Json | None:
         """The context's current execution as iac-code's execution state

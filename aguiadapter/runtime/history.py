@@ -21,7 +21,8 @@ What a row becomes:
 - an assistant row: a ``reasoning`` message per ``thinking`` block, an
   ``assistant`` message per run of text, and one ``assistant`` message per
   ``tool_use`` block carrying that one call in ``toolCalls`` (arguments: the
-  call's input as JSON text, as the live stream's ``TOOL_CALL_ARGS`` sends it).
+  call's input as JSON text with sorted keys, as iac-code 0.16's live stream
+  carries it to ``TOOL_CALL_ARGS``).
   ``redacted_thinking`` is opaque and not shown.
 
 Hidden rows stay hidden, as iac-code's own UIs hide them: rows whose
@@ -156,8 +157,8 @@ def _blocks(content: Any) -> list[Mapping[str, Any]]:
     return []
 
 
-def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+def _as_text(value: Any, sort_keys: bool = False) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=sort_keys)
 
 
 def _user_content(blocks: Sequence[Mapping[str, Any]]) -> str | list[dict[str, Any]] | None:
@@ -210,11 +211,11 @@ class _TurnBuilder:
                     self.messages.append({"id": self._id("r"), "role": "reasoning", "content": thinking})
             elif kind == "tool_use" and isinstance(block.get("id"), str) and block["id"]:
                 self.flush_text()
-                arguments = block.get("input")
+                arguments = _as_text(block.get("input") or {}, sort_keys=True)
                 call = {
                     "id": block["id"],
                     "type": "function",
-                    "function": {"name": str(block.get("name") or "tool"), "arguments": _as_text(arguments or {})},
+                    "function": {"name": str(block.get("name") or "tool"), "arguments": arguments},
                 }
                 self.messages.append({"id": block["id"], "role": "assistant", "toolCalls": [call]})
         self.flush_text()
