@@ -113,6 +113,15 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="events one run's log keeps at most (default 10000)")
     parser.add_argument("--run-log-max-bytes", type=_positive_int, default=8 * 1024 * 1024, metavar="B",
                         help="bytes one run's log keeps at most (default 8 MiB, at least 1024)")
+    parser.add_argument("--history-cache-seconds", type=_seconds, default=5.0, metavar="S",
+                        help="how long a thread's conversation read from the runtime is kept in memory "
+                        "(GET /threads/{id}/messages; default 5, 0: read on every request)")
+    parser.add_argument("--max-history-reads", type=_positive_int, default=4, metavar="N",
+                        help="transcript reads in flight at once in this process (default 4; more wait, "
+                        "then 503 HISTORY_UNAVAILABLE)")
+    parser.add_argument("--history-page-bytes", type=_positive_int, default=512 * 1024, metavar="B",
+                        help="JSON bytes of messages one history page holds at most (default 512 KiB; "
+                        "at least one turn is always sent)")
     parser.add_argument("--log-level", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_LEVEL, LOG_LEVELS, "INFO"),
                         choices=LOG_LEVELS, type=str.upper)
     parser.add_argument("--log-format", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_FORMAT, LOG_FORMATS, "text"),
@@ -213,6 +222,9 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         replay_retention_seconds=args.replay_retention_seconds,
         run_log_max_events=args.run_log_max_events,
         run_log_max_bytes=args.run_log_max_bytes,
+        history_cache_seconds=args.history_cache_seconds,
+        max_history_reads=args.max_history_reads,
+        history_page_bytes=args.history_page_bytes,
         max_new_threads_per_user=args.max_new_threads_per_user,
         header_timeout_seconds=args.header_timeout_seconds,
         state_retention_days=args.state_retention_days,

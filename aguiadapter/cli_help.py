@@ -54,6 +54,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "run_log_max_events", "run_log_max_bytes", "max_active_runs", "max_active_runs_per_user",
         "max_new_threads_per_user",
     ),
+    "conversation history (GET /threads/{id}/messages)": (
+        "history_cache_seconds", "max_history_reads", "history_page_bytes",
+    ),
     "logs and metrics": ("log_level", "log_format", "metrics", "metrics_port", "metrics_host"),
 }
 

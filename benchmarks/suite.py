@@ -58,6 +58,7 @@ from .report import (
     to_json,
     write_json,
 )
+from .history import history_json, render_history
 from .replay_memory import render_replay_memory, replay_memory_json
 from .shutdown import render_shutdown, shutdown_json
 from .statefiles import make_state_dir
@@ -67,7 +68,7 @@ MB = 1024 * 1024
 
 
 MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
-            "capacity", "ids", "shutdown", "replay")
+            "capacity", "ids", "shutdown", "replay", "history")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -100,6 +101,8 @@ class Bench:
         self.shutdown: Results | None = None
         #: 14. (RSS over rounds of slow re-attaches), when measured.
         self.replay_memory: Results | None = None
+        #: 15. (what a thread's history costs), when measured.
+        self.history: Results | None = None
 
     # ------------------------------------------------------------ processes
     def _adapter_server(self, state_dir: Path, port: int, name: str = "adapter",
@@ -726,6 +729,12 @@ class Bench:
 
         self.replay_memory = await measure_replay_memory(self)
 
+    async def measure_history(self) -> None:
+        """15. The newest history page and paging back to the first turn (see benchmarks/history.py)."""
+        from .history import measure_history
+
+        self.history = await measure_history(self)
+
     async def measure_shutdown(self) -> None:
         """13. Seconds from SIGTERM or SIGINT to exit (see benchmarks/shutdown.py)."""
         from .shutdown import measure_shutdown
@@ -904,6 +913,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
             ("store", bench.measure_store), ("telemetry", bench.measure_telemetry),
             ("startup", bench.measure_startup), ("idle", bench.measure_idle), ("capacity", bench.measure_capacity),
             ("ids", bench.measure_ids), ("shutdown", bench.measure_shutdown), ("replay", bench.measure_replay),
+            ("history", bench.measure_history),
         ]
         for name, step in steps:
             if name not in only:
@@ -930,6 +940,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
         document["shutdown"] = shutdown_json(bench.shutdown)
     if bench.replay_memory is not None:
         document["replay_memory"] = replay_memory_json(bench.replay_memory)
+    if bench.history is not None:
+        document["history"] = history_json(bench.history)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(__file__).resolve().parent / "results" / f"bench-{profile}-{stamp}.json"
     write_json(out, document)
@@ -951,6 +963,9 @@ async def run(argv: Sequence[str] | None = None) -> int:
         print()
     if bench.replay_memory is not None:
         print(render_replay_memory(bench.replay_memory))
+        print()
+    if bench.history is not None:
+        print(render_history(bench.history))
         print()
     for line in _notes(bench.results):
         print(line)

@@ -29,6 +29,9 @@ from benchmarks.report import (
     STORE_KEYS,
     TARGET_LABELS,
 )
+from benchmarks.history import KEYS as HISTORY_KEYS
+from benchmarks.history import LABELS as HISTORY_LABELS
+from benchmarks.history import TARGETS as HISTORY_TARGETS
 from benchmarks.replay_memory import KEYS as REPLAY_KEYS
 from benchmarks.replay_memory import LABELS as REPLAY_LABELS
 from benchmarks.shutdown import CASE_LABELS, CASES
@@ -202,4 +205,17 @@ def test_the_memory_of_slow_re_attaches_is_measured_and_printed(smoke_run: tuple
         assert "median" in cell, (key, cell, section["details"])
     assert section["results"]["rss_held_mb"]["n"] == section["results"]["rss_after_mb"]["n"] >= 2
     for label in REPLAY_LABELS.values():
+        assert label in output
+
+
+def test_the_cost_of_a_threads_history_is_measured_and_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    section = document["history"]
+    assert set(section["results"]) == set(HISTORY_TARGETS)
+    for target, row in section["results"].items():
+        assert set(row) == set(HISTORY_KEYS), target
+        assert all("median" in cell for cell in row.values()), (target, row, section["details"])
+        # Paging back reached the first turn: 50 turns, 20 a page.
+        assert row["calls"]["median"] == 3, (target, row["calls"])
+    for label in HISTORY_LABELS.values():
         assert label in output

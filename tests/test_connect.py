@@ -20,8 +20,9 @@ from aiohttp import web
 from aguiadapter import Config, create_app
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.connect import applied, connect_body, runs_of, snapshot_of
+from tests.support.connect import applied, connect_body, connect_then_cut, runs_of, snapshot_of
 from tests.support.eventually import eventually
+from tests.support.reattach import read_then_cut
 from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer, write_jwks
 
 PIPELINE = {"runMode": "pipeline", "pipelineName": "selling"}
@@ -51,10 +52,10 @@ async def test_an_interrupted_thread_gets_its_pending_permission_back(
     (hydrate,) = runs_of(reply.body)
     assert [event["type"] for event in hydrate] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
     assert hydrate[0]["runId"] == "hydrate-1" and hydrate[0]["threadId"] == "t-ask"
-    assert applied(snapshot_of(hydrate), []) == [
-        ("user", "permission notes.txt"), ("assistant", "I will write notes.txt now."),
-        ("assistant", "call", announced["toolCallId"]),
-    ], "the conversation up to the tool call the permission gates, under the live stream's tool call id"
+    assert applied(snapshot_of(hydrate), []) == [("user", "permission notes.txt"), *applied([], [asked.events()])]
+    assert applied(snapshot_of(hydrate), [])[-1] == ("assistant", "call", announced["toolCallId"]), (
+        "the conversation up to the tool call the permission gates, under the live stream's tool call id"
+    )
     assert hydrate[-1]["outcome"] == {"type": "interrupt", "interrupts": [announced]}, "the very object announced"
     # The page answers what it got back, and the run goes on.
     resume = run_body(thread_id="t-ask", text=None, cwd=str(workspace))
@@ -264,3 +265,21 @@ async def test_the_snapshot_holds_the_newest_turns_and_points_to_the_older_ones(
     assert older["before"] is None, "paging back reaches the first turn"
     assert len({item["id"] for item in older["messages"] + snapshot["messages"]}) == len(
         older["messages"]) + len(snapshot["messages"]), "no message on both"
+
+
+async def test_the_capabilities_name_the_connect_route(adapter: RunningAdapter) -> None:
+    document = (await adapter.get("capabilities")).json()
+    assert document["custom"]["iacCode"]["connect"] == "/connect"
+
+
+async def test_a_page_that_leaves_the_followed_run_lets_it_end_as_one_that_left(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    async with started(tmp_path, demo, disconnect_grace_seconds=1.5) as adapter:
+        body = run_body(thread_id="t-leave", text="slow 30", cwd=str(workspace))
+        await read_then_cut(adapter.url, body, events=4)  # the run's own page goes: the run waits a grace
+        # A reloaded page follows it, then goes too: no reader is left behind that would keep it alive.
+        raw = await connect_then_cut(adapter.url, connect_body("t-leave"), events=9)
+        assert raw.count(b"RUN_STARTED") == 2, "it was following the run"
+        await eventually(lambda: [t.state for t in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"],
+                         "cancelled a grace after the last page left")

@@ -77,9 +77,11 @@ async def connect(request: web.Request) -> web.StreamResponse:
                 interrupts=announced_interrupts(record, service.clock()),
                 activity=await _activity(service, record),
             )
-        except AdapterError as exc:
+        except BaseException as exc:
             if following is not None:
                 await following.aclose()  # type: ignore[attr-defined]
+            if not isinstance(exc, AdapterError):
+                raise
             return error_response(exc, language, request)
         return await _relay(request, _stream(encode_sse(hydrate_events(hydration)), following))
     finally:
@@ -153,12 +155,13 @@ async def _activity(service: ThreadService, record: ThreadRecord) -> dict[str, A
 
 
 async def _stream(hydrate: bytes, following: AsyncIterator[bytes] | None) -> AsyncIterator[bytes]:
-    """The hydrate run's bytes, then the followed run's."""
-    yield hydrate
-    if following is None:
-        return
+    """The hydrate run's bytes, then the followed run's (closed however the
+    stream ends, so that its log counts no reader that left)."""
     try:
-        async for chunk in following:
-            yield chunk
+        yield hydrate
+        if following is not None:
+            async for chunk in following:
+                yield chunk
     finally:
-        await following.aclose()  # type: ignore[attr-defined]
+        if following is not None:
+            await following.aclose()  # type: ignore[attr-defined]

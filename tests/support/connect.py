@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import aiohttp
+
 from .agui import check_models, check_order
+from .reattach import SSE
 
 
 def connect_body(thread_id: str, **fields: Any) -> dict[str, Any]:
@@ -61,9 +65,10 @@ def message_texts(snapshot: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def applied(snapshot: list[dict[str, Any]], runs: list[list[dict[str, Any]]]) -> list[tuple[Any, ...]]:
-    """What a client shows after a connect stream, as an AG-UI reducer builds
-    it (the snapshot replaces, later runs append), reduced to what a person
-    sees: (role, text) and (role, tool call id) pairs, ids of messages aside."""
+    """What a client shows after a connect stream, as the ``@ag-ui/client``
+    reducer builds it (the snapshot replaces, later runs add; see
+    tests/interop/README.md for its tool call rules), reduced to what a
+    person sees: (role, text) and (role, tool call id) pairs, message ids aside."""
     shown: list[tuple[Any, ...]] = [_seen(item) for item in snapshot]
     texts: dict[str, int] = {}
     for run in runs:
@@ -75,10 +80,13 @@ def applied(snapshot: list[dict[str, Any]], runs: list[list[dict[str, Any]]]) ->
             elif kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
                 at = texts[event["messageId"]]
                 shown[at] = (shown[at][0], shown[at][1] + event["delta"])
-            elif kind == "TOOL_CALL_START":
+            elif kind == "TOOL_CALL_START" and ("assistant", "call", event["toolCallId"]) not in shown:
+                # A start for a call the client holds is idempotent (a resumed run re-opens its call).
                 shown.append(("assistant", "call", event["toolCallId"]))
             elif kind == "TOOL_CALL_RESULT":
-                shown.append(("tool", event["toolCallId"]))
+                call = ("assistant", "call", event["toolCallId"])
+                # Right after the message holding the call (at the end when none does).
+                shown.insert(shown.index(call) + 1 if call in shown else len(shown), ("tool", event["toolCallId"]))
     return shown
 
 
@@ -96,3 +104,20 @@ def snapshot_of(run: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (snapshot,) = [event for event in run if event["type"] == "MESSAGES_SNAPSHOT"]
     messages: list[dict[str, Any]] = snapshot["messages"]
     return messages
+
+
+async def connect_then_cut(url: str, body: dict[str, Any], *, events: int) -> bytes:
+    """POST a connect, read until ``events`` events arrived, then cut the
+    socket (no FIN, as a dropped network does); the bytes read."""
+    async with aiohttp.ClientSession() as session:
+        resp = await session.post(url + "connect", json=body, headers=SSE)
+        assert resp.status == 200, await resp.read()
+        raw = b""
+        while raw.count(b"data: ") < events:
+            chunk = await asyncio.wait_for(resp.content.readany(), 10)
+            assert chunk, f"the stream ended before {events} events: {raw[-300:]!r}"
+            raw += chunk
+        assert resp.connection is not None and resp.connection.transport is not None
+        resp.connection.transport.abort()
+        resp.release()
+    return raw
