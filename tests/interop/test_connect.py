@@ -25,6 +25,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse
 from tests.support.connect import runs_of
+from tests.support.flaky_link import flaky_link
 from tests.support.validation import run_validator, validate
 
 from .conftest import client_warnings, drive, iac_props
@@ -191,3 +192,39 @@ async def test_after_a_runtime_restart_the_client_gets_the_approval_and_the_hist
     assert notice["name"] == "iac-code.history.v1" and notice["value"]["status"] == "unavailable"
     assert summary["messages"] == [] and summary["pendingInterrupts"] == [interrupt]
     await validate(tmp_path, "connect-no-history", connect["sse"].encode())
+
+
+async def test_a_connect_broken_inside_the_followed_run_re_attaches_to_that_run(
+    node: str, demo: DemoRuntime, workspace: Path, tmp_path: Path
+) -> None:
+    """The browser example's ``resumableFetch`` reads a connect past the
+    hydrate run's end; broken inside the followed run, it re-attaches to that
+    run (its ``runId``, the last id it got) and the agent reads on, once."""
+    adapter = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+                                  disconnect_grace_seconds=30.0)
+    try:
+        body = run_body(thread_id="k-broken", text="slow 3", cwd=str(workspace))
+        running = asyncio.create_task(adapter.run(body))
+        for _ in range(100):
+            if json.loads((await adapter.get("threads/k-broken")).body).get("state") == "running":
+                break
+            await asyncio.sleep(0.05)
+        port = int(adapter.url.rstrip("/").rsplit(":", 1)[1])
+        async with flaky_link(port, b"tick 9.") as link:
+            summary = await drive(node, f"http://127.0.0.1:{link.port}/", "k-broken", iac_props(workspace),
+                                  [{"connect": True}], resumable=True)
+            assert link.cut.is_set(), "the link broke"
+        await running
+    finally:
+        await adapter.close()
+    accepted(summary)
+    connect = step(summary, "connect")
+    post, again = connect["exchanges"]
+    assert (post["method"], again["method"], again["status"]) == ("POST", "GET", 200)
+    assert again["url"].endswith(f"/threads/k-broken/runs/{body['runId']}/events")
+    (reattach,) = summary["reattaches"]
+    assert reattach["runId"] == body["runId"] and reattach["lastEventId"] == again["lastEventId"] is not None
+    ticks = "".join(f"tick {n}. " for n in range(1, 16))
+    assert conversation(summary["messages"]) == [("user", "slow 3"), ("assistant", ticks)]
+    assert connect["eventTypes"].count("RUN_STARTED") == 2 and connect["eventTypes"][-1] == "RUN_FINISHED"
+    assert len(demo.state.tasks) == 1 and demo.state.total_cancel_calls == 0
