@@ -91,7 +91,7 @@ async def test_without_a_readable_history_the_page_is_told_and_keeps_its_approva
     )
     said = hydrate[1]
     assert said["name"] == "iac-code.history.v1" and said["value"]["status"] == "unavailable"
-    assert said["value"]["code"] == "HISTORY_UNAVAILABLE" and "审批" in said["value"]["message"]
+    assert said["value"]["code"] == "HISTORY_UNAVAILABLE" and "完好" in said["value"]["message"]
     assert said["value"]["retryAfterSeconds"] == 5
     assert hydrate[-1]["outcome"]["interrupts"] == [interrupt_of(asked.events())]
 
@@ -248,6 +248,10 @@ async def test_a_reloaded_pipeline_shows_where_it_stands(adapter: RunningAdapter
     if views:
         assert activity["messageId"] == views[-1]["messageId"], "it replaces the view the run showed"
     assert hydrate[-1]["outcome"]["interrupts"] == [interrupt_of(events)]
+    # The runtime keeps no conversation of a pipeline: said so, never an empty one, and asking again will not help.
+    (said,) = [event for event in hydrate if event["type"] == "CUSTOM"]
+    assert said["value"]["status"] == "unavailable" and "retryAfterSeconds" not in said["value"]
+    assert "MESSAGES_SNAPSHOT" not in [event["type"] for event in hydrate]
 
 
 async def test_the_snapshot_holds_the_newest_turns_and_points_to_the_older_ones(

@@ -203,3 +203,41 @@ def test_a_real_transcript_becomes_what_the_live_streams_showed() -> None:
     for event in live(runs, "TEXT_MESSAGE_CONTENT"):
         streamed[event["messageId"]] = streamed.get(event["messageId"], "") + event["delta"]
     assert [m["content"] for m in messages if m["role"] == "assistant" and "content" in m] == list(streamed.values())
+
+
+def _recoveries() -> tuple[list[Path], list[Path]]:
+    """The recorded recovery documents with messages, and those the route refused."""
+    found = sorted((Path(__file__).parent / "fixtures" / "a2a-multi-input").glob("*session-recovery*.jsonl"))
+    served = [path for path in found if "messages" in json.loads(path.read_text().splitlines()[0])]
+    return served, [path for path in found if path not in served]
+
+
+SERVED, REFUSED = _recoveries()
+
+
+def _name(path: Path) -> str:
+    return ".".join(path.name.split(".")[:2])
+
+
+@pytest.mark.parametrize("path", SERVED, ids=[_name(path) for path in SERVED])
+def test_every_recorded_recovery_document_projects_to_valid_messages(path: Path) -> None:
+    """The recovery documents iac-code 0.16.0 sent at interrupts and after answers
+    (tests/fixtures/a2a-multi-input): each tool call once, before its result."""
+    rows = json.loads(path.read_text().splitlines()[0])["messages"]
+    messages = flat(project(rows))
+    MESSAGES.validate_python(messages)
+    uses = [block["id"] for row in rows if isinstance(row["content"], list)
+            for block in row["content"] if block["type"] == "tool_use"]
+    assert [call for call, _ in tool_calls_with_results(messages)] == uses
+    seen: set[str] = set()
+    for message in messages:
+        seen.update(call["id"] for call in message.get("toolCalls") or ())
+        if message["role"] == "tool":
+            assert message["toolCallId"] in seen, "a result never comes before its call"
+
+
+def test_after_a_restart_the_recorded_route_refused_until_the_next_turn() -> None:
+    """Why HISTORY_UNAVAILABLE exists: every read after a runtime restart in the recordings."""
+    assert REFUSED and all("after-restart" in path.name or "after-answer" in path.name for path in REFUSED)
+    for path in REFUSED:
+        assert json.loads(path.read_text().splitlines()[0]) == {"error": "Execution was not found"}

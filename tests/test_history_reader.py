@@ -135,3 +135,19 @@ async def test_a_caller_that_leaves_does_not_cancel_the_shared_read(client: A2AC
     assert reader.reads == 1
     assert await reader.turns(thread) == await staying, "kept: no second read"
     assert reader.reads == 1
+
+
+async def test_the_cache_keeps_at_most_max_kept_threads(client: A2AClient) -> None:
+    class CountingReader(HistoryReader):
+        async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
+            return [{"role": "user", "content": record.thread_id}]
+
+    reader = CountingReader(max_kept=2)
+    reader.start(client)
+    threads = [ThreadRecord(f"t-{n}", f"ctx-{n}", "/w", task_id="a") for n in range(3)]
+    for thread in threads:
+        await reader.turns(thread)
+    await reader.turns(threads[2])
+    assert reader.reads == 3, "the newest is kept"
+    await reader.turns(threads[0])
+    assert reader.reads == 4, "the oldest was let go"

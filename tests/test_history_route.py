@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from ag_ui.core import Message
 from pydantic import TypeAdapter
 
@@ -116,3 +117,85 @@ async def test_concurrent_reads_of_a_thread_share_one_runtime_call(adapter: Runn
     replies = await asyncio.gather(*(messages(adapter, "t-c") for _ in range(10)))
     assert all(status == 200 for status, _ in replies)
     assert reader.reads - before == 1
+
+
+async def test_another_users_thread_reads_exactly_as_an_unknown_one(tmp_path: Path, demo: DemoRuntime) -> None:
+    from aiohttp import web
+
+    from aguiadapter.config import Config
+    from aguiadapter.web.app import create_app
+
+    async def user_of(request: web.Request) -> str | None:
+        return request.headers.get("X-User")
+
+    config = Config(state_dir=tmp_path / "state", a2a_url=demo.url, allowed_cwds=(str(tmp_path),))
+    runner = web.AppRunner(create_app(config, principal=user_of), shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    try:
+        async with aiohttp.ClientSession() as session:
+            body = run_body(thread_id="alices", text="tool", cwd=str(tmp_path))
+            async with session.post(f"{base}/", json=body, headers={"X-User": "alice"}) as resp:
+                assert resp.status == 200
+                await resp.read()
+
+            async def ask(thread_id: str, user: str | None, query: str = "") -> tuple[int, bytes]:
+                headers = {"X-User": user} if user else {}
+                async with session.get(f"{base}/threads/{thread_id}/messages{query}", headers=headers) as resp:
+                    return resp.status, await resp.read()
+
+            status, mine = await ask("alices", "alice")
+            assert status == 200 and b'"tool"' in mine
+            theirs, unknown = await ask("alices", "bob"), await ask("nobodys", "bob")
+            assert theirs == unknown and theirs[0] == 404 and b"THREAD_NOT_FOUND" in theirs[1]
+            assert await ask("alices", "bob", "?before=t1") == await ask("nobodys", "bob", "?before=t1")
+            assert (await ask("alices", None))[0] == 401
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_turn_that_ended_is_in_the_next_page_although_the_last_read_is_kept(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    assert adapter.config.history_cache_seconds >= 5
+    await adapter.run(run_body(thread_id="t-k", text="hello one", cwd=str(workspace)))
+    assert len((await messages(adapter, "t-k"))[1]["messages"]) == 2
+    await adapter.run(run_body(thread_id="t-k", text="hello two", cwd=str(workspace)))
+    status, body = await messages(adapter, "t-k")
+    assert status == 200
+    assert [message["content"] for message in body["messages"] if message["role"] == "user"] == [
+        "hello one", "hello two"]
+
+
+async def test_a_waiting_permissions_tool_call_is_there_without_a_result_and_a_denied_one_fails(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    from tests.support.agui import interrupts_of
+
+    events = (await adapter.run(run_body(thread_id="t-w", text="permission a.txt", cwd=str(workspace)))).events()
+    (interrupt,) = interrupts_of(events)
+    status, body = await messages(adapter, "t-w")
+    assert status == 200
+    (call,) = [message for message in body["messages"] if message.get("toolCalls")]
+    assert call["id"] == interrupt["toolCallId"], "the approval card's tool call, by the live id"
+    assert not [message for message in body["messages"] if message["role"] == "tool"]
+    deny = run_body(thread_id="t-w", text=None, cwd=str(workspace))
+    deny["resume"] = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "deny"}}]
+    assert (await adapter.run(deny)).events()[-1]["type"] == "RUN_FINISHED"
+    status, body = await messages(adapter, "t-w")
+    (result,) = [message for message in body["messages"] if message["role"] == "tool"]
+    assert result["toolCallId"] == interrupt["toolCallId"] and result["error"] == result["content"]
+
+
+async def test_a_pipeline_thread_says_its_history_is_unavailable_rather_than_empty(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    """iac-code keeps a pipeline's conversation out of the session transcript."""
+    body = run_body(thread_id="t-pipe", text="deploy a web site", cwd=str(workspace), runMode="pipeline",
+                    pipelineName="selling")
+    await adapter.run(body)
+    reply = await adapter.get("/threads/t-pipe/messages")
+    assert reply.status == 503 and reply.json()["error"]["code"] == "HISTORY_UNAVAILABLE"
+    assert "pipeline" in reply.json()["error"]["message"] and "Retry-After" not in reply.headers

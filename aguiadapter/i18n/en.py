@@ -151,14 +151,22 @@ MESSAGES: dict[str, str] = {
     # POST /connect (the hydrate run of a reloaded page).
     "connect_resume_refused": "{path}: a connect answers no interrupt; send the answers to POST / as a resume.",
     "connect_history_unavailable": (
-        "The conversation cannot be read from the agent runtime right now; the pending approvals are restored."
-        " Try again later to see the messages."
+        "The conversation cannot be read from the agent runtime right now; the thread itself is intact, and what"
+        " it waits for is restored. Try again later to see the messages."
+    ),
+    "connect_history_pipeline": (
+        "This thread runs a pipeline, whose conversation the agent runtime does not keep; the pipeline's view"
+        " and what it waits for are restored."
     ),
     # The conversation history (GET /threads/{threadId}/messages).
     "history_unavailable": (
         "The conversation cannot be read from the agent runtime now (it restarted, is down, or keeps no"
         " transcript); try again after Retry-After seconds. The thread itself is intact: GET"
         " /threads/{{threadId}} still shows its state and pending interrupts."
+    ),
+    "history_pipeline": (
+        "This thread runs a pipeline, whose conversation the agent runtime does not keep in the session"
+        " transcript; GET /threads/{{threadId}} and the pipeline events show where it stands."
     ),
     "history_busy": "Too many conversations are being read at once; try again after Retry-After seconds.",
     "invalid_history_limit": "limit must be a whole number of turns from 1 to {max}.",

@@ -130,11 +130,20 @@ MESSAGES: dict[str, str] = {
     "resume_identity_mismatch": "Resume 与被中断的执行不匹配（rosInvocationId 不同）。",
     # POST /connect (the hydrate run of a reloaded page).
     "connect_resume_refused": "{path}：connect 不答复任何中断；请把答复作为 resume 发送到 POST /。",
-    "connect_history_unavailable": "暂时无法从 agent 运行时读取对话内容；待处理的审批已恢复。请稍后重试以查看消息。",
+    "connect_history_unavailable": (
+        "暂时无法从 agent 运行时读取对话内容；thread 本身完好，其等待处理的内容已恢复。请稍后重试以查看消息。"
+    ),
+    "connect_history_pipeline": (
+        "该 thread 运行的是 pipeline，agent 运行时不保存其对话；pipeline 的视图和等待处理的内容已恢复。"
+    ),
     # 会话历史（GET /threads/{threadId}/messages）。
     "history_unavailable": (
         "暂时无法从 agent 运行时读取会话内容（运行时已重启、不可用，或不保存会话记录）；请在 Retry-After 秒后重试。"
         "thread 本身完好：GET /threads/{{threadId}} 仍会显示其状态和待处理的中断。"
+    ),
+    "history_pipeline": (
+        "该 thread 运行的是 pipeline，agent 运行时不会把 pipeline 的对话写入会话记录；"
+        "请通过 GET /threads/{{threadId}} 和 pipeline 事件查看其进度。"
     ),
     "history_busy": "同时读取的会话过多；请在 Retry-After 秒后重试。",
     "invalid_history_limit": "limit 必须是 1 到 {max} 之间的整数（按轮次计）。",

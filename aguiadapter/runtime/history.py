@@ -40,7 +40,8 @@ The ids of the other messages of the live stream (the client's user message
 ids, ``<runId>-m1``...) are not in the transcript and cannot be derived;
 history ids are ``hist-<turn>-<kind><position>``: stable across calls
 (turns only grow at the end; hidden rows the runtime inserts, such as a
-compaction summary, do not count) and never equal to a live one. A client
+compaction summary, do not count), and unlike the live ones unless a client
+names its runs ``hist-<number>``. A client
 that hydrates **replaces** its messages with the snapshot (the AG-UI
 reducer of ``MESSAGES_SNAPSHOT`` does), so the differing ids do not
 duplicate anything.

@@ -6,7 +6,9 @@ reads the session transcript from the runtime when a client asks for it,
 projects it (:mod:`aguiadapter.runtime.history`) and keeps the projection a
 few seconds, so that a reload storm costs the runtime little:
 
-- a short in-memory cache per thread (``cache_seconds``);
+- a short in-memory cache per thread (``cache_seconds``; at most
+  ``max_kept`` threads), keyed by the record's version too, so that a page
+  asked for after a turn ended (the record was written) reads afresh;
 - a single flight per thread: concurrent reads of one thread share one
   runtime call (a caller that leaves does not cancel it for the others);
 - a bound on the transcript reads in flight in this process (``max_reads``);
@@ -27,8 +29,11 @@ the caller already checked ownership of. Both raise :class:`HistoryUnavailable`
 when the runtime cannot serve the transcript: the route answers 404 (iac-code
 after a restart, until the thread's next turn; a runtime without the route),
 the runtime is down or answers nonsense. A thread that never reached the
-runtime has an empty history (no call is made). ``page`` raises
-``ValueError`` for a bad cursor or limit.
+runtime has an empty history (no call is made). A pipeline thread has
+none that can be told (``HistoryUnavailable`` without ``Retry-After``):
+iac-code keeps a pipeline's conversation out of the session transcript,
+which holds a hidden hand-off row only. ``page`` raises ``ValueError`` for
+a bad cursor or limit.
 
 The runtime's transcript: ``GET /iac-code/execution/state?contextId`` names
 the context's current execution, ``GET /iac-code/session/recovery?contextId&
@@ -68,20 +73,24 @@ RETRY_AFTER_SECONDS: Final = 5
 #: What an iac-code session id looks like (anything else is never a path part).
 _SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _SAFE_MODE_ENV: Final = "IAC_CODE_A2A_SAFE_MODE"
+#: Transcripts up to this many rows are projected on the event loop (well under a millisecond).
+_INLINE_ROWS: Final = 200
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on"})
 
 
 class HistoryUnavailable(AdapterError):
     """The transcript cannot be read now: 503 ``HISTORY_UNAVAILABLE`` with ``Retry-After``."""
 
-    def __init__(self, reason: str, message_id: str | None = None) -> None:
+    def __init__(self, reason: str, message_id: str | None = None, *, retry: bool = True) -> None:
         super().__init__(ErrorCode.HISTORY_UNAVAILABLE, message_id)
         #: Why, for logs (never shown to a client: it may name the runtime's answer).
         self.reason = reason
+        #: Whether asking again later may help (not for a pipeline thread).
+        self.retry = retry
 
     def response_headers(self) -> dict[str, str]:
-        """``Retry-After``: whole seconds (RFC 9110, 10.2.3)."""
-        return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        """``Retry-After``: whole seconds (RFC 9110, 10.2.3), when asking again may help."""
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)} if self.retry else {}
 
 
 class _NotServed(Exception):
@@ -97,12 +106,14 @@ class HistoryReader:
         cache_seconds: float = 5.0,
         max_reads: int = 4,
         wait_seconds: float = 10.0,
+        max_kept: int = 64,
         transcripts_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if cache_seconds < 0 or max_reads < 1 or wait_seconds < 0:
-            raise ValueError("cache_seconds and wait_seconds must not be negative, max_reads at least 1")
+        if cache_seconds < 0 or max_reads < 1 or wait_seconds < 0 or max_kept < 1:
+            raise ValueError("cache_seconds and wait_seconds must not be negative, max_reads and max_kept at least 1")
         self.cache_seconds = cache_seconds
+        self.max_kept = max_kept
         self.wait_seconds = wait_seconds
         #: The runtime's config folder, read when its route cannot serve (``--spawn-iac-code``).
         self.transcripts_dir = transcripts_dir
@@ -136,7 +147,11 @@ class HistoryReader:
         """The thread's whole conversation, projected, from the cache when fresh."""
         if record.task_id is None and record.session_id is None:
             return []  # nothing reached the runtime yet
-        key = f"{record.key}\x00{record.context_id}"
+        if record.pipeline is not None and record.pipeline.pipeline_run_id is not None:
+            # iac-code keeps a pipeline's conversation out of the session transcript
+            # (which then holds one hidden hand-off row): an empty page would lie.
+            raise HistoryUnavailable("a pipeline thread", "history_pipeline", retry=False)
+        key = _cache_key(record)
         kept = self._cache.get(key)
         now = self._clock()
         if kept is not None and kept[0] > now:
@@ -155,7 +170,7 @@ class HistoryReader:
 
     def forget(self, record: ThreadRecord) -> None:
         """Drop what is kept of the thread (a turn just ended: read afresh)."""
-        self._cache.pop(f"{record.key}\x00{record.context_id}", None)
+        self._cache.pop(_cache_key(record), None)
 
     async def _read(self, key: str, record: ThreadRecord) -> list[Turn]:
         try:
@@ -165,7 +180,9 @@ class HistoryReader:
         try:
             self.reads += 1
             rows = await self._transcript(record)
-            turns = project(rows)
+            # Off the event loop: a long session takes tens of ms to project,
+            # which the streams this process serves must not wait for.
+            turns = await asyncio.to_thread(project, rows) if len(rows) > _INLINE_ROWS else project(rows)
         finally:
             self._reads.release()
         if self.cache_seconds > 0:
@@ -177,6 +194,8 @@ class HistoryReader:
         now = self._clock()
         for stale in [key for key, (expires, _) in self._cache.items() if expires <= now]:
             del self._cache[stale]
+        while len(self._cache) >= self.max_kept:
+            del self._cache[next(iter(self._cache))]  # the oldest kept
 
     async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
         try:
@@ -217,6 +236,10 @@ class HistoryReader:
                 raise _NotServed("the recovery document has no messages")
             return [row for row in messages if isinstance(row, dict)]
         raise _NotServed("the execution changed twice while read")  # pragma: no cover - loop returns or raises
+
+
+def _cache_key(record: ThreadRecord) -> str:
+    return f"{record.key}\x00{record.context_id}\x00{record.version}"
 
 
 def _safe_mode() -> bool:

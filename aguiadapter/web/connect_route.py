@@ -140,6 +140,8 @@ async def _history(
         )
     except HistoryUnavailable as exc:
         log.info("thread %s: connect without history: %s", record.thread_id, exc.reason)
+        if not exc.retry:  # a pipeline thread: asking again does not help
+            return HistoryMissing(render("connect_history_pipeline", language))
         retry = exc.response_headers().get("Retry-After")
         return HistoryMissing(render("connect_history_unavailable", language), int(retry) if retry else None)
     messages = before_active_run(page.messages, record) if cut else list(page.messages)

@@ -5,8 +5,11 @@ pending permission back; also after an adapter restart, and during a run."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ag_ui.core import MessagesSnapshotEvent
 from ag_ui_validate.pytest_plugin import assert_valid_agui
@@ -15,6 +18,7 @@ from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.connect import applied, connect_body, runs_of, snapshot_of
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
+from tests.support.model_stub import ModelStub
 from tests.support.validation import run_validator
 
 TURNS = (
@@ -138,3 +142,62 @@ async def test_a_connect_during_a_resume_shows_the_answered_tool_once(
     assert shown.count(("tool", interrupt["toolCallId"])) == 1
     (later,) = await connect(iac_adapter, "e-resume", tmp_path / "captures")
     assert applied(snapshot_of(later), []) == shown, "what a reload after the end shows"
+
+
+@pytest.fixture
+async def own_runtime(model_stub: ModelStub, tmp_path: Path) -> AsyncIterator[IacRuntime]:
+    """A runtime of this test's own: restarting it disturbs no other test."""
+    runtime = IacRuntime(model_stub.url, root=tmp_path / "iac")
+    await runtime.start()
+    try:
+        yield runtime
+    finally:
+        await runtime.stop()
+
+
+async def test_after_a_runtime_restart_the_permission_comes_back_and_history_says_unavailable(
+    own_runtime: IacRuntime, tmp_path: Path
+) -> None:
+    adapter = await start_adapter(tmp_path / "state", own_runtime.url, a2a_token=own_runtime.token,
+                                  allowed_cwds=(str(own_runtime.workspaces_root),))
+    try:
+        cwd = own_runtime.workspace("connect-restart")
+        body = run_body(thread_id="e-restart", text=TURNS[3], cwd=str(cwd))
+        (interrupt,) = (await adapter.run(body)).events()[-1]["outcome"]["interrupts"]
+        await own_runtime.restart()  # iac-code's recovery route answers 404 until the thread's next turn
+        (hydrate,) = await connect(adapter, "e-restart", tmp_path / "captures")
+    finally:
+        await adapter.close()
+    assert [event["type"] for event in hydrate] == ["RUN_STARTED", "CUSTOM", "RUN_FINISHED"], (
+        "no snapshot: an empty one would erase the page's conversation"
+    )
+    assert hydrate[1]["name"] == "iac-code.history.v1" and hydrate[1]["value"]["code"] == "HISTORY_UNAVAILABLE"
+    assert hydrate[-1]["outcome"] == {"type": "interrupt", "interrupts": [interrupt]}
+
+
+async def test_a_reloaded_pipeline_shows_where_it_stands_and_what_it_waits_for(
+    tmp_path: Path, iac_adapter: RunningAdapter, iac_workspace: Path, model_stub: ModelStub
+) -> None:
+    from tests.e2e.test_pipeline_e2e import Client
+    from tests.support.pipeline_script import scenario
+
+    plan = scenario("direct")
+
+    async def post(body: dict[str, Any]) -> bytes:
+        reply = await iac_adapter.run(body)
+        assert reply.status == 200, reply.body
+        return reply.body
+
+    with model_stub.use_pipeline_script(plan.script, plan.name):
+        first = await Client(post, plan, "e-pipeline", iac_workspace).start()
+        (hydrate,) = await connect(iac_adapter, "e-pipeline", tmp_path / "captures")
+    interrupts = first[-1]["outcome"]["interrupts"]
+    assert interrupts and hydrate[-1]["outcome"] == {"type": "interrupt", "interrupts": interrupts}
+    (activity,) = [event for event in hydrate if event["type"] == "ACTIVITY_SNAPSHOT"]
+    assert activity["activityType"] == "iac-code.pipeline.v1" and activity["replace"] is True
+    snapshot = activity["content"]["snapshot"]
+    assert snapshot and activity["messageId"] == f"pipeline:{activity['content']['pipelineRunId']}"
+    (said,) = [event for event in hydrate if event["type"] == "CUSTOM"]
+    assert said["name"] == "iac-code.history.v1" and "retryAfterSeconds" not in said["value"], (
+        "iac-code keeps no pipeline conversation in the session: said so, never shown as an empty one"
+    )

@@ -113,3 +113,26 @@ async def test_after_a_runtime_restart_history_is_unavailable_unless_the_adapter
         assert calls == live_tool_call_ids(runs)
     finally:
         await owner.close()
+
+
+async def test_a_pipeline_thread_says_its_history_is_unavailable_rather_than_empty(
+    iac_adapter: RunningAdapter, iac_workspace: Path, model_stub: ModelStub
+) -> None:
+    """iac-code 0.16 keeps a pipeline's conversation out of the session transcript,
+    which holds one hidden hand-off row: an empty page would tell a reloaded page
+    that nothing was said."""
+    from tests.e2e.test_pipeline_e2e import Client
+    from tests.support.pipeline_script import scenario
+
+    plan = scenario("direct")
+
+    async def post(body: dict[str, Any]) -> bytes:
+        reply = await iac_adapter.run(body)
+        assert reply.status == 200, reply.body
+        return reply.body
+
+    with model_stub.use_pipeline_script(plan.script, plan.name):
+        await Client(post, plan, "history-pipeline", iac_workspace).start()
+    reply = await iac_adapter.get("/threads/history-pipeline/messages")
+    assert reply.status == 503 and reply.json()["error"]["code"] == "HISTORY_UNAVAILABLE", reply.body
+    assert "Retry-After" not in reply.headers, "asking again does not help"
