@@ -10,7 +10,8 @@
 //
 // One Node HTTP server:
 //   /api/copilotkit/*   CopilotKit's own runtime (@copilotkit/runtime v2), whose one agent,
-//                       "default", is an AG-UI HttpAgent pointed at the adapter;
+//                       "default", is an AG-UI HttpAgent pointed at the adapter, and whose
+//                       runner asks the adapter for a thread's history (adapter-runner.mjs);
 //   /config.json        what the page puts in forwardedProps.iacCode (the workspace);
 //   /                   the page with CopilotKit's v2 chat (index.html),
 //   /classic            the same with the classic chat of @copilotkit/react-ui (classic.html),
@@ -32,8 +33,9 @@ process.env.COPILOTKIT_TELEMETRY_DISABLED ??= "true";
 process.env.DO_NOT_TRACK ??= "1";
 
 const { HttpAgent } = await import("@ag-ui/client");
-const { CopilotRuntime, InMemoryAgentRunner, createCopilotRuntimeHandler } = await import("@copilotkit/runtime/v2");
+const { CopilotRuntime, createCopilotRuntimeHandler } = await import("@copilotkit/runtime/v2");
 const { createCopilotNodeHandler } = await import("@copilotkit/runtime/v2/node");
+const { AdapterHistoryRunner } = await import("./adapter-runner.mjs");
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -73,9 +75,11 @@ const adapter = new HttpAgent({ url: options["agui-url"] });
 // with a fixed CopilotKit it is how to check that the middleware can go.
 if (!options["no-resume-middleware"]) adapter.use(freshRunIdForResume);
 
+// A page that mounts with a threadId (a reload) connects: the adapter gives
+// back the conversation, the pending approval and a run still going.
 const runtime = new CopilotRuntime({
   agents: { default: adapter },
-  runner: new InMemoryAgentRunner(),
+  runner: new AdapterHistoryRunner({ aguiUrl: options["agui-url"] }),
 });
 const copilotkit = createCopilotNodeHandler(createCopilotRuntimeHandler({ runtime, basePath: "/api/copilotkit" }));
 

@@ -6,8 +6,12 @@
 //       "userDataDir": "<a fresh folder>", "screenshot": "<png path>", "flow": "chat"}
 // flow "chat" (the default) types `hello` and waits for the reply, then
 // `permission x.txt`, clicks Approve and waits for the tool's result and the
-// closing reply. "reload" asks `permission r.txt`, reloads the page while the
-// approval waits, and approves on the card the reloaded page shows. "drop"
+// closing reply. "reload" says `hello`, asks `permission r.txt`, reloads the
+// page while the approval waits (the page connects: POST /agui/connect), and
+// approves on the card the reloaded page shows; the report's "before" and
+// "restored" are what the page showed before and right after the reload.
+// "reload-running" types `slow 3` and reloads while the answer streams: the
+// reloaded page gets the rest live through its connect. "drop"
 // types `slow 3` and waits for the whole answer (the test breaks the
 // connection on the way). It prints one JSON document: what the page shows,
 // what the page logged, every URL it asked for, and the error if a step
@@ -16,7 +20,7 @@ import { launch, readJob } from "./chromium.mjs";
 
 const job = readJob();
 
-const report = { steps: [], transcript: [], interrupt: null, console: [], pageErrors: [], requests: [], error: null };
+const report = { steps: [], transcript: [], before: null, restored: null, url: null, interrupt: null, console: [], pageErrors: [], requests: [], error: null };
 
 async function transcript(page) {
   return page.$$eval("[data-testid=log] > li", (items) =>
@@ -60,13 +64,20 @@ async function chat(page) {
 }
 
 async function reload(page) {
+  await say(page, "hello");
+  await waitForText(page, "assistant", 'You said: "hello"');
+  report.steps.push("hello answered");
   await say(page, "permission r.txt");
   await page.getByRole("button", { name: "Approve" }).waitFor();
+  await page.waitForSelector("[data-testid=status][data-state=waiting]");
   report.steps.push("interrupt shown");
+  report.before = await transcript(page);
+  report.url = page.url();
   await page.reload();
   await page.waitForSelector("[data-testid=status][data-state=waiting]");
   const approve = page.getByRole("button", { name: "Approve" });
   await approve.waitFor();
+  report.restored = await transcript(page);
   report.interrupt = await page.textContent("[data-testid=interrupt]");
   report.steps.push("interrupt shown again after the reload");
   await approve.click();
@@ -74,6 +85,19 @@ async function reload(page) {
   await waitForText(page, "assistant", "r.txt was written");
   await page.waitForSelector("[data-testid=status][data-state=ready]");
   report.steps.push("approved and finished");
+}
+
+async function reloadRunning(page) {
+  await say(page, "slow 3");
+  await waitForText(page, "assistant", "tick 3.");
+  report.steps.push("answer streaming");
+  report.url = page.url();
+  await page.reload();
+  await waitForText(page, "user", "slow 3");
+  report.steps.push("reloaded");
+  await waitForText(page, "assistant", "tick 15.");
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("answer complete");
 }
 
 async function drop(page) {
@@ -85,7 +109,7 @@ async function drop(page) {
   report.steps.push("answer complete");
 }
 
-const FLOWS = { chat, reload, drop };
+const FLOWS = { chat, reload, "reload-running": reloadRunning, drop };
 
 const context = await launch(job, { viewport: { width: 900, height: 820 } });
 try {

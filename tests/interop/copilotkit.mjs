@@ -8,6 +8,10 @@
 // It types into CopilotKit's own chat as a person would: `hello`, then
 // `tool`, then `permission x.txt`, clicks Approve on the approval card and
 // waits for the tool's result and the closing reply, then `hello again`.
+// With "flow": "reload" it says `hello`, asks `permission x.txt`, reloads the
+// page (its URL carries ?thread=...) while the approval waits, and approves on
+// the card the reloaded page shows; "before" and "restored" in the report are
+// what the chat showed before and right after the reload.
 // With "expectRefusal" (the example started with --no-resume-middleware) it
 // only asks for the permission, clicks Approve and stops once the run that
 // carried the answer has ended and the page shows the error.
@@ -34,7 +38,7 @@ const UI = {
 const ROLES = { ...UI, tool: "[data-testid=tool-call]", approval: "[data-testid=approval]", error: "[data-testid=error]" };
 delete ROLES.idle;
 
-const report = { steps: [], transcript: [], approval: null, console: [], pageErrors: [], requests: [], error: null };
+const report = { steps: [], transcript: [], before: null, restored: null, url: null, approval: null, console: [], pageErrors: [], requests: [], error: null };
 
 async function transcript(page) {
   return page.evaluate((roles) => {
@@ -63,18 +67,35 @@ async function say(page, text) {
   );
 }
 
-const context = await launch(job, { viewport: { width: 900, height: 1000 }, locale: job.locale ?? "en-US" });
-try {
-  const page = context.pages()[0] ?? (await context.newPage());
-  page.setDefaultTimeout(job.timeoutMs ?? 30_000);
-  page.on("console", (message) => report.console.push({ type: message.type(), text: message.text() }));
-  page.on("pageerror", (error) => report.pageErrors.push(String(error)));
-  page.on("request", (request) => report.requests.push(request.url()));
-
-  await page.goto(job.url);
+async function reload(page) {
+  await say(page, "hello");
+  await waitForText(page, "assistant", 'You said: "hello"');
+  report.steps.push("hello answered");
+  await say(page, "permission x.txt");
+  await page.getByRole("button", { name: "Approve" }).waitFor();
   await page.waitForSelector(UI.idle);
-  report.steps.push("loaded");
+  report.steps.push("approval shown");
+  report.before = await transcript(page);
+  report.url = page.url();
 
+  await page.reload();
+  const approve = page.getByRole("button", { name: "Approve" });
+  await approve.waitFor();
+  await waitForText(page, "user", "permission x.txt");
+  await page.waitForSelector(UI.idle);
+  report.restored = await transcript(page);
+  report.approval = await page.innerText(ROLES.approval);
+  report.steps.push("approval shown again after the reload");
+
+  await approve.click();
+  await waitForText(page, "tool", "Successfully wrote");
+  await waitForText(page, "assistant", "x.txt was written");
+  await page.waitForSelector(ROLES.approval, { state: "detached" });
+  await page.waitForSelector(UI.idle);
+  report.steps.push("approved and finished");
+}
+
+async function chat(page) {
   if (!job.expectRefusal) {
     await say(page, "hello");
     await waitForText(page, "assistant", 'You said: "hello"');
@@ -114,6 +135,30 @@ try {
     await waitForText(page, "assistant", 'You said: "hello again"');
     await page.waitForSelector(UI.idle);
     report.steps.push("second turn answered");
+  }
+}
+
+const context = await launch(job, { viewport: { width: 900, height: 1000 }, locale: job.locale ?? "en-US" });
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(job.timeoutMs ?? 30_000);
+  page.on("console", (message) => report.console.push({ type: message.type(), text: message.text() }));
+  page.on("pageerror", (error) => report.pageErrors.push(String(error)));
+  page.on("request", (request) => report.requests.push(request.url()));
+
+  await page.goto(job.url);
+  await page.waitForSelector(UI.idle);
+  // CopilotChat connects while it mounts (the classic chat always, up to three
+  // times; the v2 chat when the page has a thread), and a connect still under
+  // way when the first message goes out replaces the chat's messages and
+  // detaches that run (CopilotKit's connectAgent). Let them finish.
+  await page.waitForLoadState("networkidle");
+  report.steps.push("loaded");
+
+  if (job.flow === "reload") {
+    await reload(page);
+  } else {
+    await chat(page);
   }
 } catch (error) {
   report.error = String(error?.stack ?? error);

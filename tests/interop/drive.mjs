@@ -25,6 +25,8 @@
 //                                 the same, answering the interrupts the driver saw last
 //                                 (for a client that lost its state)
 //   {"run": true}                 runAgent() with no new message and no resume
+//   {"connect": true}             connectAgent(): POST {url}/connect through the browser
+//                                 example's withConnect(HttpAgent) (what a reloaded page does)
 //   {"newClient": true}           replace the agent by a fresh HttpAgent on the same thread
 //   {"forgetInterrupts": true}    set agent.pendingInterrupts = [] (what an application must do
 //                                 after a resumed run that ended in RUN_ERROR)
@@ -37,7 +39,10 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { randomUUID } from "node:crypto";
 import { HttpAgent, buildResumeArray } from "@ag-ui/client";
+import { withConnect } from "../../examples/browser/static/connect-agent.mjs";
 import { resumableFetch } from "../../examples/browser/static/resumable-fetch.mjs";
+
+const ConnectingHttpAgent = withConnect(HttpAgent);
 
 const require = createRequire(import.meta.url);
 
@@ -101,6 +106,7 @@ function sseOf(event) {
 function makeFetch(plan, exchanges, knownToolCalls) {
   return async (url, init) => {
     const exchange = {
+      url: String(url),
       method: (init.method ?? "GET").toUpperCase(),
       request: typeof init.body === "string" ? JSON.parse(init.body) : null,
       lastEventId: new Headers(init.headers).get("last-event-id"),
@@ -234,7 +240,7 @@ async function main() {
     return plan.resumable ? resumableFetch({ fetch: recorded, onReattach: (seen) => reattaches.push(seen) }) : recorded;
   };
   const newAgent = () =>
-    new HttpAgent({
+    new ConnectingHttpAgent({
       url: plan.url,
       threadId: plan.threadId,
       headers: plan.headers ?? {},
@@ -256,7 +262,7 @@ async function main() {
       continue;
     }
     const record = {
-      kind: step.say !== undefined ? "say" : step.resume ? "resume" : "run",
+      kind: step.say !== undefined ? "say" : step.resume ? "resume" : step.connect ? "connect" : "run",
       runId: `run-${randomUUID()}`,
       requestSent: false,
       request: null,
@@ -310,8 +316,9 @@ async function main() {
       },
     };
     try {
-      const result = await agent.runAgent(params, subscriber);
+      const result = step.connect ? await agent.connectAgent(params, subscriber) : await agent.runAgent(params, subscriber);
       record.newMessageIds = result.newMessages.map((m) => m.id);
+      if (step.connect) record.connectStatus = agent.connectStatus;
     } catch (error) {
       record.error = errorOf(error);
       record.verificationError = isVerificationError(record.error);
@@ -325,7 +332,7 @@ async function main() {
       record.rewrittenSse = exchange.rewritten;
     }
     // Every request of the step: the run's POST, then any re-attach (resumable).
-    record.exchanges = exchanges.slice(before).map(({ method, lastEventId, status, body }) => ({ method, lastEventId, status, body }));
+    record.exchanges = exchanges.slice(before).map(({ url, method, lastEventId, status, body }) => ({ url, method, lastEventId, status, body }));
     record.pendingInterruptsAfter = structuredClone(agent.pendingInterrupts);
     steps.push(record);
   }

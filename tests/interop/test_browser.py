@@ -4,13 +4,16 @@
 adapter under ``/agui/``; here it runs in-process in front of the ``demo``
 fixture (so the test can count tool runs), and ``browser.mjs`` drives Debian's
 chromium through ``playwright-core``: ``hello`` → the reply; ``permission
-x.txt`` → Approve → the tool's result and the closing reply.
+x.txt`` → Approve → the tool's result and the closing reply; a reload while
+the approval waits (the page connects and shows the chat and the card again);
+a connection broken mid-answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import signal
 import sys
@@ -82,27 +85,58 @@ def browser_job(url: str, chromium: str, tmp_path: Path, flow: str) -> dict[str,
             "screenshot": str(tmp_path / f"browser-{flow}.png"), "flow": flow}
 
 
+def seen(item: dict[str, str]) -> tuple[str, Any]:
+    """A line of the page; a tool call as its name and arguments (the history
+    lists an argument object's keys in another order than the live stream)."""
+    if item["role"] == "tool-call":
+        name, _, args = item["text"].partition("(")
+        return item["role"], (name, json.loads(args.removesuffix(")")))
+    return item["role"], item["text"]
+
+
 def failure(report: dict[str, Any]) -> str:
     return f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}\nconsole: {report['console']}"
 
 
-async def test_a_reloaded_page_shows_the_pending_approval_again_and_resumes_it(
+async def test_a_reloaded_page_gets_the_chat_and_the_pending_approval_back_and_resumes_it(
     chromium: str, node: str, page_url: str, demo: DemoRuntime, tmp_path: Path
 ) -> None:
     report = await run_node(node, HERE / "browser.mjs", browser_job(page_url, chromium, tmp_path, "reload"),
                             timeout=150.0)
     assert report["error"] is None, failure(report)
-    assert report["steps"] == ["loaded", "interrupt shown", "interrupt shown again after the reload",
+    assert report["steps"] == ["loaded", "hello answered", "interrupt shown", "interrupt shown again after the reload",
                                "approved and finished"]
-    # What the reloaded page shows: only what it learnt from GET /threads/{threadId}, then the resumed run.
-    shown = [(item["role"], item["text"]) for item in report["transcript"]]
-    assert [role for role, _ in shown] == ["note", "interrupt", "tool-call", "tool-result", "assistant"], shown
+    assert "?thread=browser-" in report["url"]
+    # The reloaded page connects (POST /agui/connect) and shows what it showed
+    # before: the conversation from the snapshot, the card from the interrupt.
+    before = [seen(item) for item in report["before"]]
+    restored = [seen(item) for item in report["restored"]]
+    assert [role for role, _ in before] == ["user", "assistant", "user", "assistant", "tool-call", "interrupt"], before
+    assert restored == before
     assert "Allow once?" in report["interrupt"] and "Approve" in report["interrupt"]
-    assert shown[2][1].startswith("write_file(") and "Successfully wrote" in shown[3][1]
-    assert "r.txt was written" in shown[4][1]
+    # Approve on the restored card: the resumed run goes on below it.
+    shown = [(item["role"], item["text"]) for item in report["transcript"]]
+    assert [role for role, _ in shown] == [role for role, _ in before] + ["tool-result", "assistant"], shown
+    assert shown[3][1] == "I will write r.txt now." and shown[4][1].startswith("write_file(")
+    assert "Successfully wrote" in shown[6][1] and "r.txt was written" in shown[7][1]
     assert sum(demo.state.tool_runs.values()) == 1
-    assert any("/agui/threads/browser-" in url for url in report["requests"]), "the page asked for its thread"
+    assert sum(url.endswith("/agui/connect") for url in report["requests"]) == 1, "one connect, after the reload"
     assert report["pageErrors"] == [] and report["console"] == []
+
+
+async def test_a_page_reloaded_while_the_agent_answers_gets_the_answer_live_to_its_end(
+    chromium: str, node: str, page_url: str, demo: DemoRuntime, tmp_path: Path
+) -> None:
+    report = await run_node(node, HERE / "browser.mjs", browser_job(page_url, chromium, tmp_path, "reload-running"),
+                            timeout=150.0)
+    assert report["error"] is None, failure(report)
+    assert report["steps"] == ["loaded", "answer streaming", "reloaded", "answer complete"]
+    # The snapshot stops at the run's user message; the run streams on from its start: every delta once.
+    shown = [(item["role"], item["text"]) for item in report["transcript"]]
+    assert shown == [("user", "slow 3"), ("assistant", "".join(f"tick {n}. " for n in range(1, 16)))], shown
+    assert len(demo.state.tasks) == 1 and demo.state.total_cancel_calls == 0, "one run, never cancelled"
+    assert sum(url.endswith("/agui/connect") for url in report["requests"]) == 1
+    assert report["pageErrors"] == [] and report["console"] == [], report["console"]
 
 
 async def test_a_dropped_connection_resumes_the_answer_in_the_page(

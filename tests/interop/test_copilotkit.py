@@ -67,6 +67,7 @@ def pages(node_for_copilotkit: str, tmp_path_factory: pytest.TempPathFactory) ->
 class Exchange:
     """One request the CopilotKit runtime sent to the adapter, and the answer."""
 
+    path: str  # "/" (a run) or "/connect" (a page that mounts with its threadId)
     body: dict[str, Any]
     headers: dict[str, str]
     status: int
@@ -79,7 +80,7 @@ class Exchange:
 
 @pytest.fixture
 async def recorded(adapter: RunningAdapter) -> AsyncIterator[tuple[str, list[Exchange]]]:
-    """A pass-through proxy in front of the adapter that keeps every run request and its answer."""
+    """A pass-through proxy in front of the adapter that keeps every request and its answer."""
     exchanges: list[Exchange] = []
     session = aiohttp.ClientSession()
 
@@ -87,7 +88,8 @@ async def recorded(adapter: RunningAdapter) -> AsyncIterator[tuple[str, list[Exc
         body = await request.read()
         headers = {name: value for name, value in request.headers.items()
                    if name.lower() in ("content-type", "accept", "accept-language", "authorization")}
-        async with session.post(adapter.url, data=body, headers=headers) as upstream:
+        path = "/" + request.match_info["tail"]
+        async with session.post(adapter.url + path.lstrip("/"), data=body, headers=headers) as upstream:
             response = web.StreamResponse(status=upstream.status,
                                           headers={"Content-Type": upstream.headers["Content-Type"]})
             await response.prepare(request)
@@ -95,12 +97,12 @@ async def recorded(adapter: RunningAdapter) -> AsyncIterator[tuple[str, list[Exc
             async for chunk in upstream.content.iter_any():
                 reply += chunk
                 await response.write(chunk)
-            exchanges.append(Exchange(json.loads(body), dict(request.headers), upstream.status, bytes(reply)))
+            exchanges.append(Exchange(path, json.loads(body), dict(request.headers), upstream.status, bytes(reply)))
             await response.write_eof()
             return response
 
     app = web.Application()
-    app.router.add_post("/", forward)
+    app.router.add_post("/{tail:(connect)?}", forward)
     runner = web.AppRunner(app, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -159,6 +161,11 @@ async def chat(node: str, chromium: str, url: str, ui: str, tmp_path: Path, **jo
     return await run_node(node, DRIVER, payload, timeout=180.0)
 
 
+def runs(exchanges: list[Exchange]) -> list[Exchange]:
+    """The runs among the requests (not the connects)."""
+    return [exchange for exchange in exchanges if exchange.path == "/"]
+
+
 def shown(report: dict[str, Any], role: str) -> list[str]:
     return [item["text"] for item in report["transcript"] if item["role"] == role]
 
@@ -201,6 +208,7 @@ async def test_a_person_chats_uses_a_tool_approves_and_goes_on_through_copilotki
     assert demo.state.tool_runs["write_file"] == 1
 
     # What CopilotKit sent: four turns and one resume, each a new runId on one thread.
+    exchanges = runs(exchanges)
     assert [exchange.status for exchange in exchanges] == [200] * 5
     bodies = [exchange.body for exchange in exchanges]
     assert len({body["threadId"] for body in bodies}) == 1
@@ -238,6 +246,75 @@ async def test_a_person_chats_uses_a_tool_approves_and_goes_on_through_copilotki
     assert info["agents"] == {"default": info["agents"]["default"]} and info["telemetryDisabled"] is True
 
 
+@pytest.mark.parametrize("ui", ["v2", "classic"])
+async def test_a_reloaded_page_gets_the_chat_and_the_approval_back_and_the_approval_completes(
+    ui: str,
+    node_for_copilotkit: str,
+    chromium: str,
+    pages: Path,
+    recorded: tuple[str, list[Exchange]],
+    demo: DemoRuntime,
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    """The page keeps its thread in its URL; reloaded, CopilotChat connects, the
+    example's AdapterHistoryRunner asks the adapter (POST /connect), and the
+    chat shows the conversation and the approval card again."""
+    agui_url, exchanges = recorded
+    async with example_server(node_for_copilotkit, pages, agui_url, workspace) as url:
+        page = url if ui == "v2" else url + "classic"
+        report = await chat(node_for_copilotkit, chromium, page, ui, tmp_path, flow="reload")
+
+    assert report["error"] is None, (
+        f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}\nconsole: {report['console']}"
+    )
+    assert report["steps"] == [
+        "loaded", "hello answered", "approval shown", "approval shown again after the reload", "approved and finished",
+    ]
+    # What the person sees after the reload: the same chat, the same card.
+    assert [item["role"] for item in report["restored"]] == [item["role"] for item in report["before"]]
+    assert shown({"transcript": report["restored"]}, "user") == ["hello", "permission x.txt"]
+    assert shown({"transcript": report["restored"]}, "approval") == shown({"transcript": report["before"]}, "approval")
+    assert "Approve" in report["approval"] and "x.txt" in report["approval"]
+    # Then the approval completes, once.
+    writing = shown(report, "tool")[-1]  # the restored call: its arguments' keys in the history's order
+    assert writing.startswith("write_file(") and '"path":"x.txt"' in writing and "Successfully wrote" in writing
+    assert "Done: x.txt was written." in "\n".join(shown(report, "assistant"))
+    assert demo.state.tool_runs["write_file"] == 1
+    assert shown(report, "approval") == [] and shown(report, "error") == []
+
+    # What went to the adapter: the two turns (the classic chat connects when
+    # it first mounts too, to a thread the adapter does not know: 404, nothing
+    # restored; the v2 chat has no thread to connect to yet), the connects of
+    # the reloaded page (CopilotChat may connect more than once while it
+    # mounts, keeping the last), the resume.
+    kinds = [(exchange.path, exchange.status) for exchange in exchanges]
+    at = [index for index, kind in enumerate(kinds) if kind[0] == "/"]
+    assert len(at) == 3 and at[1] == at[0] + 1 and at[2] == len(kinds) - 1, kinds
+    first_visit = set(kinds[: at[0]])
+    assert first_visit == (set() if ui == "v2" else {("/connect", 404)}), kinds
+    assert at[2] > at[1] + 1 and set(kinds[at[1] + 1 : at[2]]) == {("/connect", 200)}, kinds
+    assert all(status == 200 for path, status in kinds if path == "/")
+    # One thread, the one in the page's address; one rosInvocationId, after the reload too.
+    thread_id = exchanges[at[0]].body["threadId"]
+    assert report["url"].endswith(f"?thread={thread_id}")
+    assert {exchange.body["threadId"] for exchange in exchanges[at[0]:]} == {thread_id}
+    interrupted, resume = exchanges[at[1]], exchanges[at[2]]
+    (interrupt,) = json.loads(_last_event(interrupted.reply))["outcome"]["interrupts"]
+    for hydrate in exchanges[at[1] + 1 : at[2]]:
+        events = [json.loads(line.removeprefix("data:")) for line in hydrate.reply.decode().splitlines()
+                  if line.startswith("data:")]
+        assert [event["type"] for event in events] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+        assert events[-1]["outcome"] == {"type": "interrupt", "interrupts": [interrupt]}
+    assert resume.body["resume"] == [
+        {"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}
+    ]
+    invocations = {exchange.body["forwardedProps"]["iacCode"]["rosInvocationId"] for exchange in runs(exchanges)}
+    assert len(invocations) == 1, "the resume carries the interrupted turn's rosInvocationId"
+    assert report["pageErrors"] == []
+    assert [line for line in report["console"] if line["type"] in ("error", "warning")] == []
+
+
 async def test_without_the_middleware_copilotkit_resumes_under_the_interrupted_runs_id(
     node_for_copilotkit: str,
     chromium: str,
@@ -258,7 +335,7 @@ async def test_without_the_middleware_copilotkit_resumes_under_the_interrupted_r
 
     assert report["error"] is None, f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}"
     assert report["steps"] == ["loaded", "approval shown", "approved, answer sent"]
-    interrupted, resume = exchanges
+    interrupted, resume = runs(exchanges)
     assert resume.body["resume"] and resume.body["runId"] == interrupted.body["runId"]
     assert resume.status == 409
     error = resume.error()

@@ -8,10 +8,12 @@
 //
 // Two things survive here what usually ends a chat: a dropped connection
 // (the agent's fetch is resumableFetch, which re-attaches to the run with the
-// id of the last event it got) and a reload (the thread id is kept in
-// sessionStorage; GET /threads/{threadId} says whether it waits for an
-// answer, and its pendingInterrupts become the agent's again).
+// id of the last event it got) and a reload (the thread id is kept in the
+// page's URL, ?thread=...; the reloaded page connects: POST /connect gives
+// back the conversation as a MESSAGES_SNAPSHOT, the pending interrupts as the
+// outcome of its RUN_FINISHED, and a run still going, live).
 import { HttpAgent, buildResumeArray } from "./agui-client.js";
+import { withConnect } from "./connect-agent.mjs";
 import { resumableFetch } from "./resumable-fetch.mjs";
 
 const $ = (selector) => document.querySelector(selector);
@@ -22,10 +24,10 @@ const send = $("[data-testid=send]");
 const status = $("[data-testid=status]");
 
 const config = await (await fetch("/config.json")).json();
-// The thread this tab talks on, kept across reloads once a run was sent on it.
-const THREAD_KEY = "aguiadapter-example-thread";
-const savedThread = sessionStorage.getItem(THREAD_KEY);
-const agent = new HttpAgent({
+// The thread this page talks on: in its URL once a run was sent on it, so a
+// reload (or the same address in another tab) finds it again.
+const savedThread = new URL(location.href).searchParams.get("thread");
+const agent = new (withConnect(HttpAgent))({
   url: config.aguiUrl,
   threadId: savedThread ?? `browser-${crypto.randomUUID()}`,
   fetch: resumableFetch({
@@ -95,6 +97,16 @@ const view = {
     const name = toolCalls.get(event.toolCallId)?.textContent.split("(")[0] ?? "tool";
     add("tool-result", `${name} → ${event.content}`, { toolCallId: event.toolCallId });
   },
+  // A connect's first word: the conversation so far, drawn anew.
+  onMessagesSnapshotEvent({ event }) {
+    showConversation(event.messages);
+  },
+  onCustomEvent({ event }) {
+    if (event.name === HISTORY_EVENT && event.value?.status === "unavailable") {
+      // The adapter's sentence, in the page's language; what waits for an answer still follows.
+      add("note", event.value.message ?? "The earlier conversation cannot be loaded right now.");
+    }
+  },
   onRunFinishedEvent(params) {
     if (params.outcome === "interrupt") {
       for (const interrupt of params.interrupts) showInterrupt(interrupt);
@@ -107,6 +119,35 @@ const view = {
     agent.pendingInterrupts = [];
   },
 };
+
+// The adapter's CUSTOM event in a connect when the runtime could not give the conversation back.
+const HISTORY_EVENT = "iac-code.history.v1";
+
+function showConversation(messages) {
+  log.replaceChildren();
+  bubbles.clear();
+  toolCalls.clear();
+  const names = new Map(); // toolCallId -> tool name
+  for (const message of messages) {
+    if (message.role === "user") {
+      const text = typeof message.content === "string"
+        ? message.content
+        : message.content.filter((part) => part.type === "text").map((part) => part.text).join("\n");
+      add("user", text, { messageId: message.id });
+    } else if (message.role === "reasoning") {
+      add("reasoning", message.content, { messageId: message.id });
+    } else if (message.role === "assistant") {
+      if (message.content) add("assistant", message.content, { messageId: message.id });
+      for (const call of message.toolCalls ?? []) {
+        names.set(call.id, call.function.name);
+        const args = call.function.arguments ? JSON.stringify(JSON.parse(call.function.arguments)) : "{}";
+        toolCalls.set(call.id, add("tool-call", `${call.function.name}(${args})`, { toolCallId: call.id }));
+      }
+    } else if (message.role === "tool") {
+      add("tool-result", `${names.get(message.toolCallId) ?? "tool"} → ${message.content}`, { toolCallId: message.toolCallId });
+    }
+  }
+}
 
 // Answers picked on the cards, by interrupt id, until every pending one has its answer.
 const answers = {};
@@ -159,8 +200,15 @@ function showInterrupt(interrupt) {
   }
 }
 
+function rememberThread() {
+  const url = new URL(location.href);
+  if (url.searchParams.get("thread") === agent.threadId) return;
+  url.searchParams.set("thread", agent.threadId);
+  history.replaceState(null, "", url);
+}
+
 async function run(parameters) {
-  sessionStorage.setItem(THREAD_KEY, agent.threadId);
+  rememberThread();
   setStatus("running", "The agent is working…");
   try {
     await agent.runAgent({ runId: crypto.randomUUID(), forwardedProps: forwardedProps(), ...parameters }, view);
@@ -193,28 +241,31 @@ form.addEventListener("submit", async (event) => {
   await run({});
 });
 
-// A reloaded page: what does its thread wait for? (A run still going is
-// waited for; its reply was shown to the page that sent it.)
+// A reloaded page: connect. The snapshot redraws the conversation, the
+// RUN_FINISHED of the restoring run shows the cards of what waits for an
+// answer (and sets agent.pendingInterrupts), and a run still going streams on
+// through the same view until it ends.
 async function pickUp() {
-  for (;;) {
-    const response = await fetch(`${config.aguiUrl}threads/${encodeURIComponent(agent.threadId)}`);
-    if (!response.ok) return;
-    const thread = await response.json();
-    if (thread.state === "running") {
-      setStatus("running", "The agent is still working on this thread…");
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      continue;
-    }
-    if (thread.state === "interrupted" && thread.pendingInterrupts.length) {
-      invocation = thread.rosInvocationId ?? invocation;
-      agent.pendingInterrupts = thread.pendingInterrupts;
-      add("note", "Picked up where you left: the agent waits for your answer.");
-      for (const interrupt of thread.pendingInterrupts) showInterrupt(interrupt);
-      setStatus("waiting", "Waiting for your answer");
-      return "waiting";
-    }
-    return;
+  setStatus("loading", "Loading the conversation…");
+  const restoring = crypto.randomUUID();
+  const connectView = {
+    ...view,
+    onRunStartedEvent({ event }) {
+      if (event.runId !== restoring) setStatus("running", "The agent is still working on this thread…");
+    },
+  };
+  try {
+    await agent.connectAgent({ runId: restoring, forwardedProps: forwardedProps() }, connectView);
+  } catch (error) {
+    add("error", `The conversation could not be loaded: ${error?.message ?? error}`);
   }
+  if (agent.connectStatus === 404) add("note", "This thread is not known here any more: a new conversation starts.");
+  if (!agent.pendingInterrupts.length) return;
+  // The resume must carry the rosInvocationId of the turn it answers.
+  const response = await fetch(`${config.aguiUrl}threads/${encodeURIComponent(agent.threadId)}`);
+  if (response.ok) invocation = (await response.json()).rosInvocationId ?? invocation;
+  setStatus("waiting", "Waiting for your answer");
+  return "waiting";
 }
 
 if (!savedThread || (await pickUp()) !== "waiting") setStatus("ready", "Ready");

@@ -12,12 +12,20 @@
 // Nothing else changes: a request that is not a run, a refusal (an HTTP
 // error before the stream) and a stream without ids pass through as they are.
 //
+// A connect (POST .../connect, see connect-agent.mjs) is one short run that
+// restores the thread, and on a thread with a run still going, that run's
+// events after it. Its stream is read to its end, not to the first
+// RUN_FINISHED; a break inside the live run re-attaches to that run (the
+// runId of its RUN_STARTED), a break inside the restoring run is the
+// agent's error (connect again).
+//
 // Plain ES module without dependencies: the browser example serves it as is,
 // and tests/interop/drive.mjs gives it to @ag-ui/client in Node.
 
 const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
 
-// What a whole SSE block says: its id, and whether its event ends the run.
+// What a whole SSE block says: its id, whether its event ends a run, and the
+// runId of a RUN_STARTED.
 function blockInfo(block) {
   let id = null;
   const data = [];
@@ -26,14 +34,17 @@ function blockInfo(block) {
     else if (line.startsWith("data:")) data.push(line.slice(line.startsWith("data: ") ? 6 : 5));
   }
   let terminal = false;
+  let startedRunId = null;
   if (data.length) {
     try {
-      terminal = TERMINAL.has(JSON.parse(data.join("\n")).type);
+      const event = JSON.parse(data.join("\n"));
+      terminal = TERMINAL.has(event.type);
+      if (event.type === "RUN_STARTED" && typeof event.runId === "string") startedRunId = event.runId;
     } catch {
       // Not ours to judge: the agent's own parser will say what is wrong.
     }
   }
-  return { id, terminal, isEvent: data.length > 0 };
+  return { id, terminal, startedRunId, isEvent: data.length > 0 };
 }
 
 function runOf(url, init) {
@@ -41,9 +52,13 @@ function runOf(url, init) {
   try {
     const { threadId, runId } = JSON.parse(init.body);
     if (typeof threadId !== "string" || typeof runId !== "string") return null;
-    const base = new URL(String(url), globalThis.location?.href);
-    const path = `threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/events`;
-    return { threadId, runId, events: new URL(path, base.href.endsWith("/") ? base : `${base.href}/`) };
+    let base = new URL(String(url), globalThis.location?.href);
+    const connect = base.pathname.endsWith("/connect");
+    if (connect) base = new URL(base.pathname.slice(0, -"connect".length), base);
+    const root = base.href.endsWith("/") ? base : new URL(`${base.href}/`);
+    const events = (id) =>
+      new URL(`threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(id)}/events`, root);
+    return { threadId, runId, connect, events };
   } catch {
     return null;
   }
@@ -80,11 +95,15 @@ export function resumableFetch({
     const encoder = new TextEncoder();
     let reader = response.body.getReader();
 
+    // The run a break re-attaches to: the request's own, or in a connect the
+    // live run after the restoring one (null while there is none).
+    let runId = run.connect ? null : run.runId;
     const body = new ReadableStream({
       async start(controller) {
         let lastId = null;
         let forwarded = 0;
         let tries = 0;
+        let inRun = false;
         for (;;) {
           const decoder = new TextDecoder();
           let pending = "";
@@ -98,15 +117,26 @@ export function resumableFetch({
                 const block = pending.slice(0, at + 2);
                 pending = pending.slice(at + 2);
                 const info = blockInfo(block);
+                if (info.startedRunId !== null && run.connect) {
+                  // A run starts in the connect's stream: ids count from here.
+                  inRun = true;
+                  runId = info.startedRunId === run.runId ? null : info.startedRunId;
+                  lastId = null;
+                  forwarded = 0;
+                }
                 if (info.isEvent) {
                   forwarded += 1;
                   tries = 0;
                   if (info.id !== null) lastId = info.id;
                 }
                 controller.enqueue(encoder.encode(block));
-                if (info.terminal) ended = true;
+                if (info.terminal) {
+                  ended = true;
+                  inRun = false;
+                }
               }
-              if (ended) break;
+              // A run's stream ends with its run; a connect's when the server ends it.
+              if (ended && !run.connect) break;
             }
           } catch (error) {
             if (signal?.aborted) {
@@ -114,8 +144,12 @@ export function resumableFetch({
               return;
             }
           }
-          if (ended) {
+          if (ended && (!run.connect || !inRun)) {
             controller.close();
+            return;
+          }
+          if (runId === null) {
+            controller.error(new TypeError("the connect stream broke before the thread was restored; connect again"));
             return;
           }
           // The stream stopped before the run's end. Without ids there is no
@@ -132,15 +166,15 @@ export function resumableFetch({
               return;
             }
             if (tries > 1) await pause(delayMs * (tries - 1), signal);
-            onReattach?.({ threadId: run.threadId, runId: run.runId, lastEventId: lastId, attempt: tries });
+            onReattach?.({ threadId: run.threadId, runId, lastEventId: lastId, attempt: tries });
             const headers = new Headers({ Accept: "text/event-stream" });
             if (lastId !== null) headers.set("Last-Event-ID", lastId);
             if (sent.has("authorization")) headers.set("Authorization", sent.get("authorization"));
             try {
-              const again = await inner(run.events.href, { method: "GET", headers, signal });
+              const again = await inner(run.events(runId).href, { method: "GET", headers, signal });
               if (again.ok && again.body) {
                 reader = again.body.getReader();
-                onReattached?.({ threadId: run.threadId, runId: run.runId, lastEventId: lastId });
+                onReattached?.({ threadId: run.threadId, runId, lastEventId: lastId });
               } else if (again.status >= 400 && again.status < 500) {
                 // Unknown run, past its retention, someone else's: nothing to resume.
                 const detail = await again.text().catch(() => "");

@@ -2,13 +2,13 @@
 import { CopilotKit } from "@copilotkit/react-core";
 import { CopilotChat } from "@copilotkit/react-ui";
 import "@copilotkit/react-ui/styles.css";
-import { AdapterHooks, ErrorBanner, PLACEHOLDER, loadProperties, mount } from "./shared";
+import { AdapterHooks, ErrorBanner, PLACEHOLDER, loadThread, mount } from "./shared";
 import "./style.css";
 
-const properties = await loadProperties();
+const { threadId, properties } = await loadThread();
 
 mount(
-  <CopilotKit runtimeUrl="/api/copilotkit" properties={properties} showDevConsole={false}>
+  <CopilotKit runtimeUrl="/api/copilotkit" threadId={threadId} properties={properties} showDevConsole={false}>
     <AdapterHooks />
     <ErrorBanner />
     <CopilotChat className="chat" labels={{ placeholder: PLACEHOLDER }} />

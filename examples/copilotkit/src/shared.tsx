@@ -3,24 +3,56 @@ import { useEffect, useState, useSyncExternalStore, type ReactElement } from "re
 import { createRoot } from "react-dom/client";
 import { useAgent, useCopilotKit, useDefaultRenderTool, useInterrupt } from "@copilotkit/react-core/v2";
 
+const INVOCATION_KEY = "aguiadapter-copilotkit-invocation:";
+
 /**
+ * The page's thread and what every run sends with it.
+ *
+ * A thread that was used is in the page's address (?thread=..., written when
+ * its first run starts, see useThreadInAddress), so a reload finds it again:
+ * CopilotChat, given it as its threadId, connects when it mounts, and the
+ * runtime's runner (adapter-runner.mjs) asks the adapter for the conversation
+ * and the pending approval. A first visit has none: CopilotKit makes the
+ * thread, and there is nothing to connect to.
+ *
  * CopilotKit sends `properties` as forwardedProps on every run, so the
- * adapter's iacCode extension goes there. One rosInvocationId for the page's
- * thread: the resume of an interrupted turn must carry the same value as that
- * turn, and a later turn may keep it. preferredLanguage: the adapter's errors
- * (and the runtime's replies) in the browser's language; CopilotKit's runtime
- * does not pass the browser's Accept-Language on.
+ * adapter's iacCode extension goes there. One rosInvocationId per thread, kept
+ * beside it in localStorage: the resume of an interrupted turn must carry the
+ * same value as that turn, also after a reload, and a later turn may keep it.
+ * preferredLanguage: the adapter's errors (and the runtime's replies) in the
+ * browser's language; CopilotKit's runtime does not pass the browser's
+ * Accept-Language on.
  */
-export async function loadProperties(): Promise<Record<string, unknown>> {
+export async function loadThread(): Promise<{ threadId: string | undefined; properties: Record<string, unknown> }> {
   const config: { cwd: string } = await (await fetch("/config.json")).json();
+  const threadId = new URL(location.href).searchParams.get("thread") ?? undefined;
+  const saved = threadId === undefined ? null : localStorage.getItem(INVOCATION_KEY + threadId);
+  rosInvocationId = saved ?? `copilotkit-${crypto.randomUUID()}`;
   return {
-    iacCode: {
-      schemaVersion: 1,
-      rosInvocationId: `copilotkit-${crypto.randomUUID()}`,
-      cwd: config.cwd,
-      preferredLanguage: navigator.language,
+    threadId,
+    properties: {
+      iacCode: { schemaVersion: 1, rosInvocationId, cwd: config.cwd, preferredLanguage: navigator.language },
     },
   };
+}
+
+let rosInvocationId = "";
+
+/** Once a run starts on the page's thread: the thread in the address, its rosInvocationId beside it. */
+function useThreadInAddress(): void {
+  const { agent } = useAgent();
+  useEffect(() => {
+    const subscription = agent.subscribe({
+      onRunInitialized: () => {
+        localStorage.setItem(INVOCATION_KEY + agent.threadId, rosInvocationId);
+        const url = new URL(location.href);
+        if (url.searchParams.get("thread") === agent.threadId) return;
+        url.searchParams.set("thread", agent.threadId);
+        history.replaceState(null, "", url);
+      },
+    });
+    return () => subscription.unsubscribe();
+  }, [agent]);
 }
 
 export const PLACEHOLDER = "Try: hello, tool, think, permission notes.txt, question";
@@ -151,8 +183,9 @@ export function ErrorBanner(): ReactElement | null {
   );
 }
 
-/** The hooks both chats use: the approval card in the chat, and the tool card for every tool. */
+/** The hooks both chats use: the thread in the address, the approval card in the chat, the tool card for every tool. */
 export function AdapterHooks(): null {
+  useThreadInAddress();
   useStreamedResults();
   useInterrupt({ render: (props) => <ApprovalCard {...(props as unknown as InterruptProps)} /> });
   useDefaultRenderTool({ render: (props) => <ToolCard {...props} /> });

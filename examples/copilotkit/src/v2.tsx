@@ -1,15 +1,15 @@
 // The page with CopilotKit's v2 chat (@copilotkit/react-core/v2).
 import { CopilotChat, CopilotKit } from "@copilotkit/react-core/v2";
 import "@copilotkit/react-core/v2/styles.css";
-import { AdapterHooks, ErrorBanner, PLACEHOLDER, loadProperties, mount } from "./shared";
+import { AdapterHooks, ErrorBanner, PLACEHOLDER, loadThread, mount } from "./shared";
 import "./style.css";
 
-const properties = await loadProperties();
+const { threadId, properties } = await loadThread();
 
 mount(
   <CopilotKit runtimeUrl="/api/copilotkit" properties={properties} showDevConsole={false}>
     <AdapterHooks />
     <ErrorBanner />
-    <CopilotChat className="chat" labels={{ chatInputPlaceholder: PLACEHOLDER }} />
+    <CopilotChat className="chat" threadId={threadId} labels={{ chatInputPlaceholder: PLACEHOLDER }} />
   </CopilotKit>,
 );
