@@ -32,7 +32,7 @@ from ..protocol.hydrate import (
 from ..protocol.inputs import ConnectRequest
 from ..protocol.parsing import parse_connect_request
 from ..threads import machine as tm
-from ..threads.record import ThreadRecord, ThreadState
+from ..threads.record import ThreadRecord
 from ..threads.history_reader import HistoryUnavailable
 from ..threads.service import ThreadService
 from .handlers import authenticate, read_json_body
@@ -66,7 +66,7 @@ async def connect(request: web.Request) -> web.StreamResponse:
             body = parse_connect_request(payload)
             del payload
             record = await _owned_thread(service, body, principal)
-            if record.state is ThreadState.RUNNING and record.active_run_id is not None and service.resumable:
+            if record.active_run_id is not None and tm.runs(record, record.active_run_id) and service.resumable:
                 if limits.max_per_user is not None:
                     slot = await limits.acquire_reattach(principal or record.user_id)
                 following = await _follow(service, body.thread_id, record.active_run_id, principal)
@@ -97,11 +97,9 @@ async def _owned_thread(service: ThreadService, body: ConnectRequest, principal:
     if principal is not None and user_id is not None and user_id != principal:
         raise AdapterError(ErrorCode.INVALID_INPUT, "input_user_id_not_principal", path="forwardedProps.iacCode.userId")
     record = await service.thread(body.thread_id, principal)
-    if record is not None and record.state is ThreadState.INTERRUPTED:
-        due, _ = tm.expiry_due(record, service.clock())
-        if due is tm.Due.EXPIRE:
-            await service.expire_thread(record.key)
-            record = await service.thread(body.thread_id, principal)
+    if record is not None and tm.expiry_due(record, service.clock())[0] is tm.Due.EXPIRE:
+        await service.expire_thread(record.key)
+        record = await service.thread(body.thread_id, principal)
     if record is None or (principal is None and user_id is not None and record.user_id != user_id):
         raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
     return record
