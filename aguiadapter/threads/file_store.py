@@ -11,7 +11,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -129,17 +129,9 @@ class FileThreadStore:
         """A claim held in memory stays valid until released."""
         return self._claims.get(claim.thread_id) == claim
 
-    async def publish_cancel(self, execution_id: str) -> None:
-        """One process: the caller already looked at its own active runs."""
-
-    def on_cancel(self, callback: Callable[[str], None]) -> None:
-        """One process: no other replica publishes cancels."""
-
-    async def publish_attach(self, execution_id: str) -> None:
-        """One process: no other replica holds a run to hand over."""
-
-    def on_attach(self, callback: Callable[[str], None]) -> None:
-        """One process: no other replica asks for a run."""
+    @property
+    def signals(self) -> None:
+        """One process: no other replica to cancel a run or hand one over."""
 
     def run_logs(self, bounds: LogBounds) -> MemoryRunLogs:
         """Run logs live in this process, which owns the state folder."""
