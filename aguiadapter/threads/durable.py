@@ -4,14 +4,25 @@ Each write is a temp file (0600) written and fsynced, then an atomic
 rename over the target, then an fsync of the folder; the caller's await
 returns only once all of that is done, exactly as with a write of its own.
 The writer thread takes every write waiting when it wakes: it writes and
-fsyncs their temp files (side by side in a few helper threads when there
+fsyncs their temp files (side by side on the store's executor when there
 are several: the file system commits fsyncs that wait together at once),
 renames them in the order they came, fsyncs each folder once for the
-group, and wakes the event loop once for the group. A lone write costs
-what it did through an executor, minus the executor's bookkeeping; many at
-once (a burst of runs) share commits, folder fsyncs and wake-ups. A write
-that fails fails alone (its folder's fsync fails all the writes of that
-folder in the group).
+group, and wakes the event loop once for the group. Many writes at once (a
+burst of runs) share commits, folder fsyncs and wake-ups. A write that
+fails fails alone (its folder's fsync fails all the writes of that folder
+in the group).
+
+Why a thread of its own and not a trip through aiofiles on the executor,
+as every other file operation of the store: every short run waits for
+three lone durable writes, and a trip through ``run_in_executor`` (its two
+futures and their callbacks, the pool's locks, two more event-loop turns)
+costs 1.1-1.3x the CPU of a write handed to this thread and woken with one
+``call_soon_threadsafe``: some 0.1 ms a write, 5-8 % of a short run's CPU
+(``python -m benchmarks.durable_saves`` measures both side by side; the
+numbers are in ``benchmarks/README.md``).
+
+:data:`read_bytes` is the store's other file operation on the hot path:
+one trip through aiofiles on the store's executor.
 """
 
 from __future__ import annotations
@@ -22,8 +33,9 @@ import os
 import queue
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 
+import aiofiles.os
 import attrs
 
 
@@ -38,20 +50,19 @@ class _Write:
 
 
 _STOP = object()
-#: Helper threads that fsync the temp files of a group side by side.
-SYNC_WORKERS = 8
 
 
 class GroupWriter:
-    """Makes file replacements durable, in groups, from one thread."""
+    """Makes file replacements durable, in groups, from one thread
+    (``executor`` fsyncs the temp files of a group side by side)."""
 
-    def __init__(self, name: str = "aguiadapter-writer") -> None:
+    def __init__(self, executor: Executor, name: str = "aguiadapter-writer") -> None:
+        self._executor = executor
         self._name = name
         self._queue: queue.SimpleQueue[_Write | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._helpers: ThreadPoolExecutor | None = None
 
     async def replace(self, tmp: str, path: str, data: bytes) -> None:
         """Write ``data`` to ``tmp``, fsync it, rename it to ``path`` and
@@ -68,13 +79,6 @@ class GroupWriter:
             self._closed = True
             if self._thread is not None:
                 self._queue.put(_STOP)
-            else:
-                self._shut_helpers()
-
-    def _shut_helpers(self) -> None:
-        if self._helpers is not None:
-            self._helpers.shutdown(wait=False)
-            self._helpers = None
 
     def _start(self) -> None:
         if self._closed:
@@ -108,16 +112,18 @@ class GroupWriter:
                 self._write_group(group)
                 _report(group)
             if stop:
-                self._shut_helpers()
                 return
 
     def _write_group(self, group: Sequence[_Write]) -> None:
         if len(group) == 1:
             _write_temp(group[0])
         else:
-            if self._helpers is None:
-                self._helpers = ThreadPoolExecutor(SYNC_WORKERS, thread_name_prefix=f"{self._name}-sync")
-            list(self._helpers.map(_write_temp, group))
+            try:
+                list(self._executor.map(_write_temp, group))
+            except RuntimeError:  # the store's executor is shut down: one after the other here
+                for write in group:
+                    if write.error is None:
+                        _write_temp(write)
         _replace_group(group)
 
 
@@ -189,3 +195,12 @@ def _settle(writes: Sequence[_Write]) -> None:
             write.future.set_exception(write.error)
         else:
             write.future.set_result(None)
+
+
+def _read_bytes_sync(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+#: A whole file's bytes, in one trip to the executor (pass ``executor=``).
+read_bytes = aiofiles.os.wrap(_read_bytes_sync)

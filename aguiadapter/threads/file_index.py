@@ -12,6 +12,7 @@ owner's folder alone (not the state folder's thread files) and keeps it in
 memory, sorted; later saves and removals update the copy in memory, so
 further pages are answered from memory. Only so many owners are kept at once
 (the least recently listed are forgotten and read again when listed).
+Every file operation is aiofiles on the store's executor, as the store's own.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class FileThreadIndex:
         write: Callable[[str, bytes], Awaitable[None]],
         *,
         file_name: Callable[[str], str],
-        executor: Executor | None = None,
+        executor: Executor,
     ) -> None:
         self.folder = folder
         self._write = write
@@ -68,7 +69,7 @@ class FileThreadIndex:
         summary = summary_of(record)
         owner = owner_id(owner_of(record))
         if owner not in self._made:
-            await asyncio.to_thread(_make_private_dir, self.folder / owner)
+            await _make_private_dir_async(self.folder / owner, executor=self._executor)
             self._made.add(owner)
         await self._write(str(self.folder / owner / self._file_name(record.key)), summary.to_json())
         self._apply(owner, summary)
@@ -76,7 +77,7 @@ class FileThreadIndex:
     async def removed(self, record: ThreadRecord) -> None:
         """Remove the entry of a record just deleted."""
         with contextlib.suppress(FileNotFoundError):
-            await aiofiles.os.remove(self.entry_path(record))
+            await aiofiles.os.remove(self.entry_path(record), executor=self._executor)
         self._apply(owner_id(owner_of(record)), record.key)
 
     async def page(
@@ -91,18 +92,18 @@ class FileThreadIndex:
         record deleted by hand), written before ``older_than``; how many."""
         removed = 0
         try:
-            owners = await aiofiles.os.listdir(self.folder)
+            owners = await aiofiles.os.listdir(self.folder, executor=self._executor)
         except FileNotFoundError:
             return 0
         names = set(record_names)
         for owner in owners:
             with contextlib.suppress(OSError):
-                for name in await aiofiles.os.listdir(self.folder / owner):
+                for name in await aiofiles.os.listdir(self.folder / owner, executor=self._executor):
                     if name.startswith(".") or name in names:
                         continue
                     path = self.folder / owner / name
-                    if (await aiofiles.os.stat(path)).st_mtime < older_than:
-                        await aiofiles.os.remove(path)
+                    if (await aiofiles.os.stat(path, executor=self._executor)).st_mtime < older_than:
+                        await aiofiles.os.remove(path, executor=self._executor)
                         self._kept.pop(owner, None)  # read again when next listed
                         removed += 1
             await asyncio.sleep(0)
@@ -131,8 +132,7 @@ class FileThreadIndex:
                 return kept
             self._reading[owner] = []
             try:
-                loop = asyncio.get_running_loop()
-                summaries = await loop.run_in_executor(self._executor, _read_owner, self.folder / owner)
+                summaries = await _read_owner_async(self.folder / owner, executor=self._executor)
             finally:
                 changes = self._reading.pop(owner)
                 self._locks.pop(owner, None)
@@ -168,3 +168,7 @@ def _read_owner(folder: Path) -> list[ThreadSummary]:
 def _make_private_dir(path: Path) -> None:
     path.parent.mkdir(mode=0o700, exist_ok=True)
     path.mkdir(mode=0o700, exist_ok=True)
+
+
+_read_owner_async = aiofiles.os.wrap(_read_owner)
+_make_private_dir_async = aiofiles.os.wrap(_make_private_dir)

@@ -13,6 +13,7 @@ retention is read, and it is deleted under a claim of its thread, so that a
 run admitted meanwhile either waits for the claim or finds no file. The
 thread's list entry goes with it (``on_delete``), and after each sweep list
 entries whose record file is gone (deleted by hand) are removed (``on_sweep``).
+Every file operation is aiofiles on the store's executor.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
+from concurrent.futures import Executor
 from pathlib import Path
 
-import aiofiles
 import aiofiles.os
 
+from .durable import read_bytes
 from .record import ThreadRecord, ThreadState, record_from_json
 from .store import ThreadStore
 
@@ -49,6 +51,7 @@ class FileRetention:
         retention_seconds: float,
         *,
         file_name: Callable[[str], str],
+        executor: Executor,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -57,6 +60,7 @@ class FileRetention:
         self.interval_seconds = min(MAX_INTERVAL_SECONDS, max(retention_seconds / 4, 0.2))
         self.file_name = file_name
         self.clock = clock
+        self.executor = executor
         self._task: asyncio.Task[None] | None = None
         #: Called with each record about to be deleted (its thread list entry goes first).
         self.on_delete: Callable[[ThreadRecord], Awaitable[None]] | None = None
@@ -91,8 +95,8 @@ class FileRetention:
     async def sweep(self) -> int:
         """One pass over the folder; how many threads were deleted."""
         began = time.time()
-        names = [name for name in await aiofiles.os.listdir(self.folder) if name.endswith(".json")
-                 and not name.startswith(".")]
+        listed = await aiofiles.os.listdir(self.folder, executor=self.executor)
+        names = [name for name in listed if name.endswith(".json") and not name.startswith(".")]
         deleted = 0
         for start in range(0, len(names), BATCH):
             cutoff = self.clock() - self.retention_seconds
@@ -105,10 +109,9 @@ class FileRetention:
 
     async def _consider(self, path: Path, cutoff: float) -> int:
         try:
-            if (await aiofiles.os.stat(path)).st_mtime > cutoff:
+            if (await aiofiles.os.stat(path, executor=self.executor)).st_mtime > cutoff:
                 return 0
-            async with aiofiles.open(path, "rb") as handle:
-                record = record_from_json(await handle.read())
+            record = record_from_json(await read_bytes(str(path), executor=self.executor))
         except (OSError, ValueError):
             return 0  # gone meanwhile, or unreadable: its owner is told when they use it
         if record.state in _KEPT_STATES or self.file_name(record.key) != path.name:
@@ -117,11 +120,11 @@ class FileRetention:
         if claim is None:
             return 0  # in use right now
         try:
-            if (await aiofiles.os.stat(path)).st_mtime > cutoff:
+            if (await aiofiles.os.stat(path, executor=self.executor)).st_mtime > cutoff:
                 return 0  # written since it was read
             if self.on_delete is not None:
                 await self.on_delete(record)  # first: the record's removal ends the claim's work
-            await aiofiles.os.remove(path)
+            await aiofiles.os.remove(path, executor=self.executor)
             return 1
         except OSError:
             return 0

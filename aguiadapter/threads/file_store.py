@@ -1,8 +1,19 @@
-"""The default store: one small JSON file per thread, one process."""
+"""The default store: one small JSON file per thread, one process.
+
+Every file operation of the store goes through aiofiles
+(:func:`aiofiles.os.wrap`) on the one thread pool the store owns: reads, the
+folder lock and its folders, the deadlines file, the retention sweep. The
+one exception is the durable replacement of a file (:mod:`.durable`): one
+writer thread of the store's makes writes durable in groups, because a trip
+through the pool costs a short run measurably more CPU (the reason is in
+that module). Nothing else in the store starts a thread or blocks the event
+loop on a file.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import itertools
@@ -11,14 +22,13 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import aiofiles
 import aiofiles.os
 
-from .durable import GroupWriter
+from .durable import GroupWriter, read_bytes
 from .slots import LocalRunSlots
 from .file_index import FileThreadIndex
 from .file_retention import FileRetention, retention_seconds_of
@@ -29,9 +39,10 @@ from .store import Claim, CorruptRecord, PersistenceError, parse_stored_record
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()
-#: Threads for file reads (I/O-bound: more than the cores, but few: every
-#: thread that allocates gets a malloc arena of its own, and 16 of them cost
-#: some 30 MB of peak RSS under 200 concurrent runs).
+#: The store's threads, for every file operation (I/O-bound: more than the
+#: cores, but few: every thread that allocates gets a malloc arena of its
+#: own, and 16 of them cost some 30 MB of peak RSS under 200 concurrent runs;
+#: the writer thread fsyncs a group's temp files side by side on them).
 FILE_WORKERS = 4
 #: Thread file names kept at hand (cleared when full).
 _PATH_CACHE = 8192
@@ -61,9 +72,16 @@ class FileThreadStore:
 
     def __init__(self, state_dir: str | os.PathLike[str], *, retention_days: float = 30.0) -> None:
         self.state_dir = Path(state_dir)
+        # The way to the disk: aiofiles on threads of the store's own (a burst
+        # of runs should not queue behind the loop's default pool, which
+        # other work shares). Durable writes go through one writer thread
+        # that makes them durable in groups.
+        self._executor = ThreadPoolExecutor(max_workers=FILE_WORKERS, thread_name_prefix="aguiadapter-store")
+        self._writer = GroupWriter(self._executor)
         #: Idle and terminal threads untouched this long are deleted (0: kept forever).
         self.retention = FileRetention(
-            self, self.state_dir / "threads", retention_seconds_of(retention_days), file_name=thread_file_name
+            self, self.state_dir / "threads", retention_seconds_of(retention_days), file_name=thread_file_name,
+            executor=self._executor,
         )
         self.threads_dir = self.state_dir / "threads"
         self._claims: dict[str, Claim] = {}
@@ -72,11 +90,6 @@ class FileThreadStore:
         self._deadlines: dict[str, float] | None = None
         self._deadline_lock = asyncio.Lock()
         self._lock_fd: int | None = None
-        # File reads in threads of its own: a burst of runs should not queue
-        # behind the loop's default pool (which other work shares).
-        self._executor = ThreadPoolExecutor(max_workers=FILE_WORKERS, thread_name_prefix="aguiadapter-store")
-        # Durable writes go through one thread that makes them durable in groups.
-        self._writer = GroupWriter()
         #: thread id -> its file (hashing and path joins cost more than a look-up).
         self._paths: dict[str, str] = {}
         #: Each owner's thread list (``<state_dir>/index/``), written after each record.
@@ -113,17 +126,19 @@ class FileThreadStore:
         """Lock the state folder: claims live in this process's memory, so a
         second process on the same folder would break ``THREAD_BUSY``."""
         await self._ensure_dir()
-        self._lock_fd = await asyncio.to_thread(_lock_folder, self.state_dir)
+        self._lock_fd = await _lock_folder_async(self.state_dir, executor=self._executor)
         self.retention.start()
 
     async def close(self) -> None:
-        """Release the folder lock and the file threads."""
+        """Release the folder lock and the file threads (the writer thread
+        ends once the writes already queued are done)."""
         await self.retention.close()
-        self._executor.shutdown(wait=False)
         self._writer.close()
         if self._lock_fd is not None:
-            os.close(self._lock_fd)
+            with contextlib.suppress(OSError, RuntimeError):
+                await _close_fd(self._lock_fd, executor=self._executor)
             self._lock_fd = None
+        self._executor.shutdown(wait=False)
 
     async def ping(self) -> bool:
         """The state folder exists or can be made."""
@@ -137,17 +152,9 @@ class FileThreadStore:
         """A claim held in memory stays valid until released."""
         return self._claims.get(claim.thread_id) == claim
 
-    async def publish_cancel(self, execution_id: str) -> None:
-        """One process: the caller already looked at its own active runs."""
-
-    def on_cancel(self, callback: Callable[[str], None]) -> None:
-        """One process: no other replica publishes cancels."""
-
-    async def publish_attach(self, execution_id: str) -> None:
-        """One process: no other replica holds a run to hand over."""
-
-    def on_attach(self, callback: Callable[[str], None]) -> None:
-        """One process: no other replica asks for a run."""
+    @property
+    def signals(self) -> None:
+        """One process: no other replica to cancel a run or hand one over."""
 
     def run_logs(self, bounds: LogBounds) -> MemoryRunLogs:
         """Run logs live in this process, which owns the state folder."""
@@ -174,7 +181,7 @@ class FileThreadStore:
         path = self._file_of(thread_id)
         name = os.path.basename(path)
         try:
-            data = await _read_bytes(path, executor=self._executor)
+            data = await read_bytes(path, executor=self._executor)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -250,8 +257,7 @@ class FileThreadStore:
     async def _load_deadlines(self) -> dict[str, float]:
         if self._deadlines is None:
             try:
-                async with aiofiles.open(self.state_dir / "deadlines.json", "rb") as handle:
-                    raw = json.loads(await handle.read())
+                raw = json.loads(await read_bytes(str(self.state_dir / "deadlines.json"), executor=self._executor))
                 self._deadlines = {str(k): float(v) for k, v in raw.items()}
             except FileNotFoundError:
                 self._deadlines = {}
@@ -288,7 +294,7 @@ class FileThreadStore:
     async def _ensure_dir(self) -> None:
         if self._dir_ready:
             return
-        await asyncio.to_thread(_make_private_dirs, self.threads_dir)
+        await _make_private_dirs_async(self.threads_dir, executor=self._executor)
         self._dir_ready = True
 
 
@@ -317,11 +323,8 @@ def _make_private_dirs(path: Path) -> None:
     os.chmod(path, 0o700)
 
 
-def _read_bytes_sync(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
-_read_bytes = aiofiles.os.wrap(_read_bytes_sync)
+_lock_folder_async = aiofiles.os.wrap(_lock_folder)
+_make_private_dirs_async = aiofiles.os.wrap(_make_private_dirs)
+_close_fd = aiofiles.os.wrap(os.close)
 
 

@@ -433,6 +433,11 @@ class RedisThreadStore:
         return [_text(member) for member in due]
 
     # ------------------------------------------------------------- cancels
+    @property
+    def signals(self) -> RedisThreadStore:
+        """Cancels and hand-overs go over this store's pub/sub channels."""
+        return self
+
     async def publish_cancel(self, execution_id: str) -> None:
         """Tell every replica; the one streaming the execution stops it."""
         try:

@@ -133,8 +133,10 @@ class ThreadService:
         """Open the store, listen for cancels from other replicas, re-arm
         interrupt expiry from the stored deadlines and start the sweeper."""
         await self.store.start()
-        self.store.on_cancel(lambda execution_id: self.stop_run(execution_id, "cancel"))
-        self.store.on_attach(self._asked_for)
+        signals = self.store.signals
+        if signals is not None:
+            signals.on_cancel(lambda execution_id: self.stop_run(execution_id, "cancel"))
+            signals.on_attach(self._asked_for)
         await self.expiry.start()
         self._sweeper = asyncio.create_task(self._sweep_deadlines())
 
@@ -429,10 +431,11 @@ class ThreadService:
             if claim is not None:
                 await self._take_over(claim, run_id)
                 return
-            if time.monotonic() - asked_at >= 1.0:
+            signals = self.store.signals
+            if signals is not None and time.monotonic() - asked_at >= 1.0:
                 asked_at = time.monotonic()
                 log.info("run %s: asking its holder to hand it over", run_id)
-                await self.store.publish_attach(execution_id)
+                await signals.publish_attach(execution_id)
             await asyncio.sleep(HANDOVER_POLL_SECONDS)
             record = await self._load(thread_id)
             if record is None or not tm.runs(record, run_id):
@@ -536,7 +539,9 @@ class ThreadService:
         claim = await self._claim(key, f"cancel-{execution_id}")
         if claim is None:
             # The run streams from another replica: it hears this and cancels.
-            await self.store.publish_cancel(execution_id)
+            signals = self.store.signals
+            if signals is not None:
+                await signals.publish_cancel(execution_id)
             return await self._await_cancelled(key, execution_id)
         try:
             record = await self._load(key)

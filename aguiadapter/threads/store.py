@@ -4,8 +4,9 @@
 (:mod:`aguiadapter.threads.file_store`) is the default. Everything several
 replicas must agree on goes through it: records (written whole, all or
 nothing), the claim that makes ``THREAD_BUSY`` true (a lease with a fencing
-token, renewed while a run streams), interrupt deadlines, and the cancel
-signal for a run that streams from another replica.
+token, renewed while a run streams), interrupt deadlines, and, for a shared
+store only (:class:`ReplicaSignals`), the cancel and hand-over signals for a
+run that streams from another replica.
 """
 
 from __future__ import annotations
@@ -40,6 +41,23 @@ class Claim:
     thread_id: str
     run_id: str
     token: int
+
+
+class ReplicaSignals(Protocol):
+    """What the replicas of a shared store tell each other about runs."""
+
+    async def publish_cancel(self, execution_id: str) -> None:
+        """Ask whichever replica streams this execution to cancel it."""
+
+    def on_cancel(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(execution_id)`` for cancels published by any replica."""
+
+    async def publish_attach(self, execution_id: str) -> None:
+        """A client re-attached to this execution's run: the replica that
+        relays it while shutting down hands it over."""
+
+    def on_attach(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(execution_id)`` for re-attaches on any replica."""
 
 
 class ThreadStore(Protocol):
@@ -87,18 +105,10 @@ class ThreadStore(Protocol):
     async def renew(self, claim: Claim) -> bool:
         """Extend a claim's lease; ``False`` once it is lost."""
 
-    async def publish_cancel(self, execution_id: str) -> None:
-        """Ask whichever replica streams this execution to cancel it."""
-
-    def on_cancel(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback(execution_id)`` for cancels published by any replica."""
-
-    async def publish_attach(self, execution_id: str) -> None:
-        """A client re-attached to this execution's run: the replica that
-        relays it while shutting down hands it over."""
-
-    def on_attach(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback(execution_id)`` for re-attaches on any replica."""
+    @property
+    def signals(self) -> ReplicaSignals | None:
+        """How replicas sharing this store reach each other; ``None`` when
+        one process owns the records (nobody else to tell)."""
 
     def run_logs(self, bounds: LogBounds) -> RunLogs:
         """Where this store keeps the runs' event logs."""
