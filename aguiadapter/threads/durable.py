@@ -21,6 +21,14 @@ costs 1.1-1.3x the CPU of a write handed to this thread and woken with one
 (``python -m benchmarks.durable_saves`` measures both side by side; the
 numbers are in ``benchmarks/README.md``).
 
+A write may carry a *follower*: a small file derived from it (the thread
+list's entry of a record) that is replaced right after the write landed,
+in the same group and with the same wake-up, but not synced: after a power
+cut it may be behind or empty until its next write; a process that dies
+loses nothing of it (the page cache keeps it). It is written only when its
+write succeeded, so it never names a file that is not there; its failure
+is returned to the caller, never failing the write.
+
 :data:`read_bytes` is the store's other file operation on the hot path:
 one trip through aiofiles on the store's executor.
 """
@@ -39,14 +47,25 @@ import aiofiles.os
 import attrs
 
 
+@attrs.frozen
+class Follower:
+    """A file derived from a write, replaced after it, unsynced (see the module's docstring)."""
+
+    tmp: str
+    path: str
+    data: bytes
+
+
 @attrs.define
 class _Write:
     tmp: str
     path: str
     data: bytes
-    future: asyncio.Future[None]
+    future: asyncio.Future[OSError | None]
     loop: asyncio.AbstractEventLoop
+    follower: Follower | None = None
     error: OSError | None = None
+    follower_error: OSError | None = None
 
 
 _STOP = object()
@@ -64,14 +83,15 @@ class GroupWriter:
         self._lock = threading.Lock()
         self._closed = False
 
-    async def replace(self, tmp: str, path: str, data: bytes) -> None:
+    async def replace(self, tmp: str, path: str, data: bytes, follower: Follower | None = None) -> OSError | None:
         """Write ``data`` to ``tmp``, fsync it, rename it to ``path`` and
-        fsync the folder; raises ``OSError`` when any of it failed."""
+        fsync the folder; raises ``OSError`` when any of it failed. Then the
+        ``follower``, if any: returns what failed of it (``None``: written)."""
         loop = asyncio.get_running_loop()
-        write = _Write(tmp, path, data, loop.create_future(), loop)
+        write = _Write(tmp, path, data, loop.create_future(), loop, follower)
         self._start()
         self._queue.put(write)
-        await write.future
+        return await write.future
 
     def close(self) -> None:
         """Let the thread end once the writes already queued are done."""
@@ -129,7 +149,7 @@ class GroupWriter:
 
 def _write_temp(write: _Write) -> None:
     try:
-        _write_synced(write.tmp, write.data)
+        _write_file(write.tmp, write.data)
     except OSError as exc:
         write.error = exc
 
@@ -156,15 +176,29 @@ def _replace_group(group: Sequence[_Write]) -> None:
         if write.error is not None:
             with contextlib.suppress(OSError):
                 os.unlink(write.tmp)
+        elif write.follower is not None:
+            write.follower_error = _replace_unsynced(write.follower)
 
 
-def _write_synced(tmp: str, data: bytes) -> None:
+def _replace_unsynced(follower: Follower) -> OSError | None:
+    try:
+        _write_file(follower.tmp, follower.data, sync=False)
+        os.replace(follower.tmp, follower.path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(follower.tmp)
+        return exc
+    return None
+
+
+def _write_file(tmp: str, data: bytes, *, sync: bool = True) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -194,7 +228,7 @@ def _settle(writes: Sequence[_Write]) -> None:
         if write.error is not None:
             write.future.set_exception(write.error)
         else:
-            write.future.set_result(None)
+            write.future.set_result(write.follower_error)
 
 
 def _read_bytes_sync(path: str) -> bytes:

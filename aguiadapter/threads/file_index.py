@@ -4,8 +4,10 @@
 :class:`~.listing.ThreadSummary` (about 200 bytes), where ``<owner>`` is 32
 hex digits of the SHA-256 of the record's owner (:func:`~.listing.owner_of`)
 and the file name is the record's own. An entry is written with its record
-(after it for a new thread), through the store's durable write (temp file,
-fsync, rename, folder fsync), and removed with it by the retention sweep.
+right after it, as a follower of the record's durable write (same group,
+no fsync of its own: :mod:`.durable`), and removed with it by the
+retention sweep. It is derived from the record: one that a failed write or
+a power cut left behind is right again at the thread's next save.
 
 Nothing is read at startup. The first list call for an owner reads that
 owner's folder alone (not the state folder's thread files) and keeps it in
@@ -22,11 +24,12 @@ import contextlib
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import Executor
 from pathlib import Path
 
 import aiofiles.os
+import attrs
 
 from .listing import ListCursor, SortedSummaries, ThreadPage, ThreadSummary, owner_id, owner_of, summary_of
 from .record import ThreadRecord, ThreadState
@@ -39,19 +42,27 @@ MAX_OWNERS_KEPT = 256
 _Change = ThreadSummary | str  # a summary to put, or the key of a thread to drop
 
 
+@attrs.frozen
+class Entry:
+    """A thread's entry file as a save writes it."""
+
+    owner: str
+    path: str
+    data: bytes
+    summary: ThreadSummary
+
+
 class FileThreadIndex:
     """Per-owner entry files, and the lists of recently listed owners in memory."""
 
     def __init__(
         self,
         folder: Path,
-        write: Callable[[str, bytes], Awaitable[None]],
         *,
         file_name: Callable[[str], str],
         executor: Executor,
     ) -> None:
         self.folder = folder
-        self._write = write
         self._file_name = file_name
         self._executor = executor
         self._kept: OrderedDict[str, SortedSummaries] = OrderedDict()
@@ -64,15 +75,18 @@ class FileThreadIndex:
         """The entry file of a record."""
         return self.folder / owner_id(owner_of(record)) / self._file_name(record.key)
 
-    async def saved(self, record: ThreadRecord) -> None:
-        """Write the entry of a record just saved (``PersistenceError`` when it fails)."""
+    async def entry_of(self, record: ThreadRecord) -> Entry:
+        """The entry a save of ``record`` writes (its owner's folder made, once)."""
         summary = summary_of(record)
         owner = owner_id(owner_of(record))
         if owner not in self._made:
             await _make_private_dir_async(self.folder / owner, executor=self._executor)
             self._made.add(owner)
-        await self._write(str(self.folder / owner / self._file_name(record.key)), summary.to_json())
-        self._apply(owner, summary)
+        return Entry(owner, str(self.folder / owner / self._file_name(record.key)), summary.to_json(), summary)
+
+    def saved(self, entry: Entry) -> None:
+        """An entry was written: the lists kept in memory take it."""
+        self._apply(entry.owner, entry.summary)
 
     async def removed(self, record: ThreadRecord) -> None:
         """Remove the entry of a record just deleted."""

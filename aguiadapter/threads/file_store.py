@@ -28,7 +28,7 @@ from pathlib import Path
 
 import aiofiles.os
 
-from .durable import GroupWriter, read_bytes
+from .durable import Follower, GroupWriter, read_bytes
 from .slots import LocalRunSlots
 from .file_index import FileThreadIndex
 from .file_retention import FileRetention, retention_seconds_of
@@ -93,9 +93,7 @@ class FileThreadStore:
         #: thread id -> its file (hashing and path joins cost more than a look-up).
         self._paths: dict[str, str] = {}
         #: Each owner's thread list (``<state_dir>/index/``), written after each record.
-        self.index = FileThreadIndex(
-            self.state_dir / "index", self._write_atomic, file_name=thread_file_name, executor=self._executor
-        )
+        self.index = FileThreadIndex(self.state_dir / "index", file_name=thread_file_name, executor=self._executor)
         self.retention.on_delete = self.index.removed
         self.retention.on_sweep = self.index.drop_orphans
 
@@ -199,24 +197,21 @@ class FileThreadStore:
             raise
 
     async def _write_listed(self, record: ThreadRecord) -> None:
-        """Write the record and its thread list entry: a new thread's entry
-        after its record (the list never names a thread that has none), a
-        known thread's beside it (one group of the durable writer, so a save
-        costs about one durable write, not two)."""
-        write = self._write_atomic(self._file_of(record.key), record_to_json(record))
-        if record.version == 1:
-            await write
-            await self._list_saved(record)
-        else:
-            await asyncio.gather(write, self._list_saved(record))
-
-    async def _list_saved(self, record: ThreadRecord) -> None:
-        """The record's thread list entry, after the record: the record is the
-        truth, an entry that failed is behind until the thread's next save."""
+        """Write the record, and its thread list entry after it (a follower
+        of the write, in the same group: a save costs one durable write).
+        The record is the truth: an entry that failed, or that a power cut
+        took, is behind until the thread's next save."""
         try:
-            await self.index.saved(record)
-        except (PersistenceError, OSError) as exc:
+            entry = await self.index.entry_of(record)
+        except OSError as exc:
+            entry = None
             log.error("thread %s: thread list entry not written (listed as before): %s", record.thread_id, exc)
+        follower = None if entry is None else (entry.path, entry.data)
+        failed = await self._write_atomic(self._file_of(record.key), record_to_json(record), follower)
+        if failed is not None:
+            log.error("thread %s: thread list entry not written (listed as before): %s", record.thread_id, failed)
+        elif entry is not None:
+            self.index.saved(entry)
 
     async def list_threads(
         self, owner: str, after: ListCursor | None, limit: int, states: frozenset[ThreadState] | None = None
@@ -266,14 +261,17 @@ class FileThreadStore:
                 self._deadlines = {}
         return self._deadlines
 
-    async def _write_atomic(self, path: str, data: bytes) -> None:
-        folder, name = os.path.split(path)
-        tmp = os.path.join(folder, f".{name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
+    async def _write_atomic(self, path: str, data: bytes, follower: tuple[str, bytes] | None = None) -> OSError | None:
+        """Replace ``path`` durably (``PersistenceError`` when it failed),
+        then its ``follower`` (path, data), unsynced: what failed of that."""
+        name = os.path.basename(path)
         try:
             await self._ensure_dir()
             # Written, fsynced, renamed and the folder fsynced before this
             # returns; writes that wait together share the folder fsync.
-            await self._writer.replace(tmp, path, data)
+            return await self._writer.replace(
+                _tmp_of(path), path, data, None if follower is None else Follower(_tmp_of(follower[0]), *follower)
+            )
         except OSError as exc:
             raise PersistenceError(f"cannot write {name}: {exc.strerror or exc}") from exc
 
@@ -300,6 +298,12 @@ class FileThreadStore:
 
 class StateDirInUse(RuntimeError):
     """Another process serves from this state folder."""
+
+
+def _tmp_of(path: str) -> str:
+    """A temp file beside ``path``, unique to this process and write."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
 
 
 def _lock_folder(state_dir: Path) -> int:
