@@ -1,14 +1,14 @@
 """16. ``GET /threads`` when one user has 10,000 threads (200 in the smoke run), file store and Redis.
 
 The threads are written through the store itself (``save``, as runs write
-them: the record and its list entry), in the bench's own process, for one
+them: the record and its list marker), in the bench's own process, for one
 ``userId`` (open mode, listed with ``?userId=``); one in ten is terminal, the
 rest idle. Then an adapter process (``python -m aguiadapter``) is started on
 that state folder, or that Redis database, and timed from a client on
 loopback, per call (wall time of the whole request, body read):
 
 - the first page (``limit=50``) right after the process started (the file
-  store then reads the user's index folder, once);
+  store then reads the user's markers and their records, once);
 - the first page again, and a deep page (``limit=50`` from the walk's
   last cursor: after 9,800 of 10,000 threads), each the median of 20 calls;
 - a page with a state filter nothing matches (``state=interrupted``): the

@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from aguiadapter.threads.durable import Follower, GroupWriter
+from aguiadapter.threads.durable import GroupWriter
 from aguiadapter.threads.file_store import FileThreadStore
 from aguiadapter.threads.listing import owner_of
 from aguiadapter.threads.record import ThreadRecord
@@ -45,19 +45,18 @@ async def test_writes_that_wait_together_all_land_whole_and_private(tmp_path: Pa
     assert not list(tmp_path.glob("*.tmp"))
 
 
-async def test_a_follower_lands_with_its_write_and_never_without_it(tmp_path: Path, writer: GroupWriter) -> None:
-    record, entry = tmp_path / "record", tmp_path / "entry"
-    assert await writer.replace(f"{record}.tmp", str(record), b"r1", Follower(f"{entry}.tmp", str(entry), b"e1")) is None
-    assert (record.read_bytes(), entry.read_bytes()) == (b"r1", b"e1")
-    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
-    # A write that fails takes its follower with it: the entry never names a record that is not there.
+async def test_a_marker_is_made_with_its_write_and_never_without_it(tmp_path: Path, writer: GroupWriter) -> None:
+    record, marker = tmp_path / "record", tmp_path / "marker"
+    # A write that fails takes its marker with it: a marker never names a record that is not there.
     lost = tmp_path / "no-such-folder" / "record"
     with pytest.raises(FileNotFoundError):
-        await writer.replace(f"{lost}.tmp", str(lost), b"r2", Follower(f"{entry}.tmp", str(entry), b"e2"))
-    assert entry.read_bytes() == b"e1"
-    # A follower that fails does not fail its write: the caller is told.
-    nowhere = tmp_path / "no-such-folder" / "entry"
-    failed = await writer.replace(f"{record}.tmp", str(record), b"r3", Follower(f"{nowhere}.tmp", str(nowhere), b"e3"))
+        await writer.replace(f"{lost}.tmp", str(lost), b"r1", str(marker))
+    assert not marker.exists()
+    assert await writer.replace(f"{record}.tmp", str(record), b"r2", str(marker)) is None
+    assert record.read_bytes() == b"r2" and marker.exists() and stat.S_IMODE(marker.stat().st_mode) == 0o600
+    # A marker that fails does not fail its write: the caller is told.
+    nowhere = tmp_path / "no-such-folder" / "marker"
+    failed = await writer.replace(f"{record}.tmp", str(record), b"r3", str(nowhere))
     assert isinstance(failed, FileNotFoundError) and record.read_bytes() == b"r3"
     assert not list(tmp_path.glob("*.tmp"))
 

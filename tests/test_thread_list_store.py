@@ -103,13 +103,21 @@ async def test_a_state_filter_keeps_paging_until_the_end(store: FileThreadStore)
 
 
 async def test_the_list_survives_a_restart_and_is_read_per_owner(tmp_path: Path, store: FileThreadStore) -> None:
-    for n in range(3):
-        await store.save(record(f"t-{n}"))
+    saved = [record(f"t-{n}") for n in range(3)]
+    for item in saved:
+        await store.save(item)
+    # A later save moves the thread to the front and changes what is listed, after a restart too.
+    saved[0].state = ThreadState.TERMINAL
+    saved[0].last_error = "EXECUTION_LOST"
+    await store.save(saved[0])
     await store.close()
     reopened = FileThreadStore(tmp_path / "state", retention_days=0)
     await reopened.start()
     try:
-        assert ids(await walk(reopened, ALICE, 2)) == ["t-2", "t-1", "t-0"]
+        pages = await walk(reopened, ALICE, 2)
+        assert ids(pages) == ["t-0", "t-2", "t-1"]
+        first = pages[0].threads[0]
+        assert (first.state, first.last_error) == (ThreadState.TERMINAL, "EXECUTION_LOST")
     finally:
         await reopened.close()
 

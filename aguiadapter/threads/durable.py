@@ -21,13 +21,12 @@ costs 1.1-1.3x the CPU of a write handed to this thread and woken with one
 (``python -m benchmarks.durable_saves`` measures both side by side; the
 numbers are in ``benchmarks/README.md``).
 
-A write may carry a *follower*: a small file derived from it (the thread
-list's entry of a record) that is replaced right after the write landed,
-in the same group and with the same wake-up, but not synced: after a power
-cut it may be behind or empty until its next write; a process that dies
-loses nothing of it (the page cache keeps it). It is written only when its
-write succeeded, so it never names a file that is not there; its failure
-is returned to the caller, never failing the write.
+A write may carry a *marker*: an empty file (the thread list's mark of a
+record) made right after the write landed, in the same group and with the
+same wake-up, but not synced: a power cut may take it (a process that dies
+does not: the page cache keeps it). It is made only when its write
+succeeded, so it never names a file that is not there; its failure is
+returned to the caller, never failing the write.
 
 :data:`read_bytes` is the store's other file operation on the hot path:
 one trip through aiofiles on the store's executor.
@@ -47,15 +46,6 @@ import aiofiles.os
 import attrs
 
 
-@attrs.frozen
-class Follower:
-    """A file derived from a write, replaced after it, unsynced (see the module's docstring)."""
-
-    tmp: str
-    path: str
-    data: bytes
-
-
 @attrs.define
 class _Write:
     tmp: str
@@ -63,9 +53,9 @@ class _Write:
     data: bytes
     future: asyncio.Future[OSError | None]
     loop: asyncio.AbstractEventLoop
-    follower: Follower | None = None
+    marker: str | None = None
     error: OSError | None = None
-    follower_error: OSError | None = None
+    marker_error: OSError | None = None
 
 
 _STOP = object()
@@ -83,12 +73,12 @@ class GroupWriter:
         self._lock = threading.Lock()
         self._closed = False
 
-    async def replace(self, tmp: str, path: str, data: bytes, follower: Follower | None = None) -> OSError | None:
+    async def replace(self, tmp: str, path: str, data: bytes, marker: str | None = None) -> OSError | None:
         """Write ``data`` to ``tmp``, fsync it, rename it to ``path`` and
-        fsync the folder; raises ``OSError`` when any of it failed. Then the
-        ``follower``, if any: returns what failed of it (``None``: written)."""
+        fsync the folder; raises ``OSError`` when any of it failed. Then make
+        the file ``marker``, if any: returns what failed of it (``None``: made)."""
         loop = asyncio.get_running_loop()
-        write = _Write(tmp, path, data, loop.create_future(), loop, follower)
+        write = _Write(tmp, path, data, loop.create_future(), loop, marker)
         self._start()
         self._queue.put(write)
         return await write.future
@@ -149,7 +139,7 @@ class GroupWriter:
 
 def _write_temp(write: _Write) -> None:
     try:
-        _write_file(write.tmp, write.data)
+        _write_synced(write.tmp, write.data)
     except OSError as exc:
         write.error = exc
 
@@ -176,29 +166,25 @@ def _replace_group(group: Sequence[_Write]) -> None:
         if write.error is not None:
             with contextlib.suppress(OSError):
                 os.unlink(write.tmp)
-        elif write.follower is not None:
-            write.follower_error = _replace_unsynced(write.follower)
+        elif write.marker is not None:
+            write.marker_error = _mark(write.marker)
 
 
-def _replace_unsynced(follower: Follower) -> OSError | None:
+def _mark(path: str) -> OSError | None:
     try:
-        _write_file(follower.tmp, follower.data, sync=False)
-        os.replace(follower.tmp, follower.path)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(follower.tmp)
         return exc
     return None
 
 
-def _write_file(tmp: str, data: bytes, *, sync: bool = True) -> None:
+def _write_synced(tmp: str, data: bytes) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -228,7 +214,7 @@ def _settle(writes: Sequence[_Write]) -> None:
         if write.error is not None:
             write.future.set_exception(write.error)
         else:
-            write.future.set_result(write.follower_error)
+            write.future.set_result(write.marker_error)
 
 
 def _read_bytes_sync(path: str) -> bytes:

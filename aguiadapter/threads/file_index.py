@@ -1,20 +1,23 @@
-"""The file store's thread list: one small entry file per thread, in a folder per owner.
+"""The file store's thread list: a marker file per thread, in a folder per owner.
 
-``<state_dir>/index/<owner>/<thread file name>`` holds the thread's
-:class:`~.listing.ThreadSummary` (about 200 bytes), where ``<owner>`` is 32
-hex digits of the SHA-256 of the record's owner (:func:`~.listing.owner_of`)
-and the file name is the record's own. An entry is written with its record
-right after it, as a follower of the record's durable write (same group,
-no fsync of its own: :mod:`.durable`), and removed with it by the
-retention sweep. It is derived from the record: one that a failed write or
-a power cut left behind is right again at the thread's next save.
+``<state_dir>/index/<owner>/<thread file name>`` is an empty file that says
+the record of that name belongs to ``<owner>`` (32 hex digits of the
+SHA-256 of the record's owner, :func:`~.listing.owner_of`). A thread's
+marker is made once, by its first save in this process (a follower of the
+record's durable write: same group, after the record landed, not synced:
+:mod:`.durable`); later saves write nothing more. It is removed with its
+record by the retention sweep. What the list shows (state, times, pending
+interrupts) is read from the records themselves, never copied, so it cannot
+be behind them; a marker that a power cut took is made again by the
+thread's next save.
 
 Nothing is read at startup. The first list call for an owner reads that
-owner's folder alone (not the state folder's thread files) and keeps it in
-memory, sorted; later saves and removals update the copy in memory, so
-further pages are answered from memory. Only so many owners are kept at once
-(the least recently listed are forgotten and read again when listed).
-Every file operation is aiofiles on the store's executor, as the store's own.
+owner's markers and their records (not the other owners' records) and keeps
+the list in memory, sorted; later saves and removals update the copy in
+memory, so further pages are answered from memory. Only so many owners are
+kept at once (the least recently listed are forgotten and read again when
+listed). Every file operation is aiofiles on the store's executor, as the
+store's own.
 """
 
 from __future__ import annotations
@@ -29,27 +32,18 @@ from concurrent.futures import Executor
 from pathlib import Path
 
 import aiofiles.os
-import attrs
 
 from .listing import ListCursor, SortedSummaries, ThreadPage, ThreadSummary, owner_id, owner_of, summary_of
-from .record import ThreadRecord, ThreadState
+from .record import ThreadRecord, ThreadState, record_from_json
 
 log = logging.getLogger(__name__)
 
 #: Owners whose list is kept in memory at once.
 MAX_OWNERS_KEPT = 256
+#: Threads whose marker this process remembers having seen or made.
+MAX_MARKED = 100_000
 
 _Change = ThreadSummary | str  # a summary to put, or the key of a thread to drop
-
-
-@attrs.frozen
-class Entry:
-    """A thread's entry file as a save writes it."""
-
-    owner: str
-    path: str
-    data: bytes
-    summary: ThreadSummary
 
 
 class FileThreadIndex:
@@ -58,11 +52,13 @@ class FileThreadIndex:
     def __init__(
         self,
         folder: Path,
+        records: Path,
         *,
         file_name: Callable[[str], str],
         executor: Executor,
     ) -> None:
         self.folder = folder
+        self.records = records
         self._file_name = file_name
         self._executor = executor
         self._kept: OrderedDict[str, SortedSummaries] = OrderedDict()
@@ -70,26 +66,39 @@ class FileThreadIndex:
         self._reading: dict[str, list[_Change]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._made: set[str] = set()
+        #: Keys of the threads whose marker is known to be there.
+        self._marked: set[str] = set()
 
     def entry_path(self, record: ThreadRecord) -> Path:
         """The entry file of a record."""
         return self.folder / owner_id(owner_of(record)) / self._file_name(record.key)
 
-    async def entry_of(self, record: ThreadRecord) -> Entry:
-        """The entry a save of ``record`` writes (its owner's folder made, once)."""
-        summary = summary_of(record)
+    async def marker_of(self, record: ThreadRecord) -> str | None:
+        """The marker a save of ``record`` must leave (its owner's folder made,
+        once); ``None`` when it is known to be there (a new record: never)."""
+        if record.version > 1 and record.key in self._marked:
+            return None
         owner = owner_id(owner_of(record))
         if owner not in self._made:
             await _make_private_dir_async(self.folder / owner, executor=self._executor)
             self._made.add(owner)
-        return Entry(owner, str(self.folder / owner / self._file_name(record.key)), summary.to_json(), summary)
+        return str(self.folder / owner / self._file_name(record.key))
 
-    def saved(self, entry: Entry) -> None:
-        """An entry was written: the lists kept in memory take it."""
-        self._apply(entry.owner, entry.summary)
+    def saved(self, record: ThreadRecord, marked: bool) -> None:
+        """A record was saved, with its marker (``marked``: made just now, or
+        known): the lists kept in memory take its summary."""
+        if not marked:
+            return
+        if len(self._marked) >= MAX_MARKED:
+            self._marked.clear()  # asked again: one marker write each
+        self._marked.add(record.key)
+        owner = owner_id(owner_of(record))
+        if owner in self._kept or owner in self._reading:
+            self._apply(owner, summary_of(record))
 
     async def removed(self, record: ThreadRecord) -> None:
         """Remove the entry of a record just deleted."""
+        self._marked.discard(record.key)
         with contextlib.suppress(FileNotFoundError):
             await aiofiles.os.remove(self.entry_path(record), executor=self._executor)
         self._apply(owner_id(owner_of(record)), record.key)
@@ -146,10 +155,11 @@ class FileThreadIndex:
                 return kept
             self._reading[owner] = []
             try:
-                summaries = await _read_owner_async(self.folder / owner, executor=self._executor)
+                summaries = await _read_owner_async(self.folder / owner, self.records, executor=self._executor)
             finally:
                 changes = self._reading.pop(owner)
                 self._locks.pop(owner, None)
+            self._marked.update(summary.key for summary in summaries)
             kept = SortedSummaries(summaries)
             for change in changes:
                 kept.drop(change) if isinstance(change, str) else kept.put(change)
@@ -159,8 +169,9 @@ class FileThreadIndex:
         return kept
 
 
-def _read_owner(folder: Path) -> list[ThreadSummary]:
-    """Every readable entry of one owner's folder (none when it has none)."""
+def _read_owner(folder: Path, records: Path) -> list[ThreadSummary]:
+    """The summaries of the records one owner's folder marks (none when it
+    has none; a marker whose record went is left to the retention sweep)."""
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
@@ -168,14 +179,14 @@ def _read_owner(folder: Path) -> list[ThreadSummary]:
     found = []
     for name in names:
         if name.startswith("."):
-            continue  # a temp file of a write under way
+            continue
         try:
-            with open(folder / name, "rb") as handle:
-                found.append(ThreadSummary.from_json(handle.read()))
+            with open(records / name, "rb") as handle:
+                found.append(summary_of(record_from_json(handle.read())))
         except FileNotFoundError:
             continue
         except (OSError, ValueError) as exc:
-            log.warning("thread list entry %s/%s unreadable, not listed: %s", folder.name, name, exc)
+            log.warning("thread %s unreadable, not listed: %s", name, exc)
     return found
 
 

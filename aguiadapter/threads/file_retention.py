@@ -11,8 +11,8 @@ interval. A sweep lists the folder once and looks at the files in small
 batches, yielding to the event loop between them: only a file older than the
 retention is read, and it is deleted under a claim of its thread, so that a
 run admitted meanwhile either waits for the claim or finds no file. The
-thread's list entry goes with it (``on_delete``), and after each sweep list
-entries whose record file is gone (deleted by hand) are removed (``on_sweep``).
+thread's list marker goes with it (``on_delete``), and after each sweep list
+markers whose record file is gone (deleted by hand) are removed (``on_sweep``).
 Every file operation is aiofiles on the store's executor.
 """
 
@@ -62,7 +62,7 @@ class FileRetention:
         self.clock = clock
         self.executor = executor
         self._task: asyncio.Task[None] | None = None
-        #: Called with each record about to be deleted (its thread list entry goes first).
+        #: Called with each record about to be deleted (its thread list marker goes first).
         self.on_delete: Callable[[ThreadRecord], Awaitable[None]] | None = None
         #: Called after each sweep with the record file names it saw and when it began.
         self.on_sweep: Callable[[Collection[str], float], Awaitable[int]] | None = None

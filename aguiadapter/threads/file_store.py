@@ -28,7 +28,7 @@ from pathlib import Path
 
 import aiofiles.os
 
-from .durable import Follower, GroupWriter, read_bytes
+from .durable import GroupWriter, read_bytes
 from .slots import LocalRunSlots
 from .file_index import FileThreadIndex
 from .file_retention import FileRetention, retention_seconds_of
@@ -92,8 +92,10 @@ class FileThreadStore:
         self._lock_fd: int | None = None
         #: thread id -> its file (hashing and path joins cost more than a look-up).
         self._paths: dict[str, str] = {}
-        #: Each owner's thread list (``<state_dir>/index/``), written after each record.
-        self.index = FileThreadIndex(self.state_dir / "index", file_name=thread_file_name, executor=self._executor)
+        #: Each owner's thread list (``<state_dir>/index/``): a marker per thread.
+        self.index = FileThreadIndex(
+            self.state_dir / "index", self.threads_dir, file_name=thread_file_name, executor=self._executor
+        )
         self.retention.on_delete = self.index.removed
         self.retention.on_sweep = self.index.drop_orphans
 
@@ -197,21 +199,20 @@ class FileThreadStore:
             raise
 
     async def _write_listed(self, record: ThreadRecord) -> None:
-        """Write the record, and its thread list entry after it (a follower
-        of the write, in the same group: a save costs one durable write).
-        The record is the truth: an entry that failed, or that a power cut
-        took, is behind until the thread's next save."""
+        """Write the record, and the first time, its thread list marker (a
+        follower of the write, in the same group: a save costs one durable
+        write). The record is the truth: a marker that failed is made again
+        by the thread's next save."""
         try:
-            entry = await self.index.entry_of(record)
+            marker = await self.index.marker_of(record)
         except OSError as exc:
-            entry = None
-            log.error("thread %s: thread list entry not written (listed as before): %s", record.thread_id, exc)
-        follower = None if entry is None else (entry.path, entry.data)
-        failed = await self._write_atomic(self._file_of(record.key), record_to_json(record), follower)
+            log.error("thread %s: not listed until its next save: %s", record.thread_id, exc)
+            await self._write_atomic(self._file_of(record.key), record_to_json(record))
+            return
+        failed = await self._write_atomic(self._file_of(record.key), record_to_json(record), marker)
         if failed is not None:
-            log.error("thread %s: thread list entry not written (listed as before): %s", record.thread_id, failed)
-        elif entry is not None:
-            self.index.saved(entry)
+            log.error("thread %s: not listed until its next save: %s", record.thread_id, failed)
+        self.index.saved(record, marked=failed is None)
 
     async def list_threads(
         self, owner: str, after: ListCursor | None, limit: int, states: frozenset[ThreadState] | None = None
@@ -261,17 +262,15 @@ class FileThreadStore:
                 self._deadlines = {}
         return self._deadlines
 
-    async def _write_atomic(self, path: str, data: bytes, follower: tuple[str, bytes] | None = None) -> OSError | None:
+    async def _write_atomic(self, path: str, data: bytes, marker: str | None = None) -> OSError | None:
         """Replace ``path`` durably (``PersistenceError`` when it failed),
-        then its ``follower`` (path, data), unsynced: what failed of that."""
+        then make the file ``marker``, unsynced: what failed of that."""
         name = os.path.basename(path)
         try:
             await self._ensure_dir()
             # Written, fsynced, renamed and the folder fsynced before this
             # returns; writes that wait together share the folder fsync.
-            return await self._writer.replace(
-                _tmp_of(path), path, data, None if follower is None else Follower(_tmp_of(follower[0]), *follower)
-            )
+            return await self._writer.replace(_tmp_of(path), path, data, marker)
         except OSError as exc:
             raise PersistenceError(f"cannot write {name}: {exc.strerror or exc}") from exc
 
