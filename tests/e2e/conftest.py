@@ -93,3 +93,15 @@ async def iac_adapter(tmp_path: Path, iac_runtime: IacRuntime) -> AsyncIterator[
         yield running
     finally:
         await running.close()
+
+
+@pytest.fixture
+async def own_runtime(model_stub: ModelStub, tmp_path: Path) -> AsyncIterator[IacRuntime]:
+    """A runtime of this test's own (the shared stub model behind it):
+    killing or restarting it disturbs no other test."""
+    runtime = IacRuntime(model_stub.url, root=tmp_path / "iac")
+    await runtime.start()
+    try:
+        yield runtime
+    finally:
+        await runtime.stop()

@@ -5,11 +5,9 @@ pending permission back; also after an adapter restart, and during a run."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from ag_ui.core import MessagesSnapshotEvent
 from ag_ui_validate.pytest_plugin import assert_valid_agui
@@ -142,17 +140,6 @@ async def test_a_connect_during_a_resume_shows_the_answered_tool_once(
     assert shown.count(("tool", interrupt["toolCallId"])) == 1
     (later,) = await connect(iac_adapter, "e-resume", tmp_path / "captures")
     assert applied(snapshot_of(later), []) == shown, "what a reload after the end shows"
-
-
-@pytest.fixture
-async def own_runtime(model_stub: ModelStub, tmp_path: Path) -> AsyncIterator[IacRuntime]:
-    """A runtime of this test's own: restarting it disturbs no other test."""
-    runtime = IacRuntime(model_stub.url, root=tmp_path / "iac")
-    await runtime.start()
-    try:
-        yield runtime
-    finally:
-        await runtime.stop()
 
 
 async def test_after_a_runtime_restart_the_permission_comes_back_and_history_says_unavailable(

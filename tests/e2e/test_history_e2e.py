@@ -11,7 +11,6 @@ runtime's folder (``--spawn-iac-code``), which serves it from the session file.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +71,6 @@ async def test_the_whole_conversation_comes_back_with_the_live_tool_call_ids(
     assert body["before"] is None
     # Page by page (two turns each) to the first turn: the same messages, none twice.
     assert await every_page(iac_adapter, thread_id, 2) == messages
-
-
-@pytest.fixture
-async def own_runtime(model_stub: ModelStub, tmp_path: Path) -> AsyncIterator[IacRuntime]:
-    """A runtime of this test's own: restarting it disturbs no other test."""
-    runtime = IacRuntime(model_stub.url, root=tmp_path / "iac")
-    await runtime.start()
-    try:
-        yield runtime
-    finally:
-        await runtime.stop()
 
 
 async def test_after_a_runtime_restart_history_is_unavailable_unless_the_adapter_owns_its_folder(

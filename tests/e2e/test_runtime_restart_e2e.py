@@ -24,18 +24,6 @@ from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import interrupts_of
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
-from tests.support.model_stub import ModelStub
-
-
-@pytest.fixture
-async def own_runtime(model_stub: ModelStub, tmp_path: Path) -> AsyncIterator[IacRuntime]:
-    """A runtime of this test's own: killing it disturbs no other test."""
-    runtime = IacRuntime(model_stub.url, root=tmp_path / "iac")
-    await runtime.start()
-    try:
-        yield runtime
-    finally:
-        await runtime.stop()
 
 
 @pytest.fixture
