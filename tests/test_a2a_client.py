@@ -407,6 +407,7 @@ async def test_missing_server_is_unavailable() -> None:
         with pytest.raises(A2AUnavailable) as caught:
             await collect(client.stream_message(user_message("hello")))
         assert caught.value.status is None
+        assert caught.value.sent is False, "no connection: the message never left"
         with pytest.raises(A2AUnavailable):
             await client.get_task("x")
         with pytest.raises(A2AUnavailable):
@@ -640,10 +641,31 @@ async def test_connection_dropped_mid_stream(canned: Callable[[Reply], Awaitable
     runtime = await canned(reply)
     received: list[Json] = []
     async with A2AClient(runtime.url) as client:
-        with pytest.raises(A2AUnavailable):
+        with pytest.raises(A2AUnavailable) as caught:
             async for item in client.stream_message(user_message("x")):
                 received.append(item)
     assert [state_of(r) for r in received] == [wire.WORKING]
+    assert caught.value.sent is True
+
+
+async def test_a_runtime_that_hangs_up_before_replying_may_have_taken_the_message(
+    canned: Callable[[Reply], Awaitable[Canned]],
+) -> None:
+    # iac-code killed while it works on a message: it read the message (and
+    # may have acted on it) but never replied.
+    read: list[Json] = []
+
+    async def reply(request: web.Request) -> web.StreamResponse:
+        read.append(await request.json())
+        assert request.transport is not None
+        request.transport.abort()
+        return web.Response()
+
+    runtime = await canned(reply)
+    async with A2AClient(runtime.url) as client:
+        with pytest.raises(A2AUnavailable) as caught:
+            await collect(client.stream_message(user_message("x")))
+    assert len(read) == 1 and caught.value.sent is True
 
 
 async def test_event_that_is_not_json(canned: Callable[[Reply], Awaitable[Canned]]) -> None:

@@ -42,6 +42,9 @@ TABLE = [
     (Failure(LOST, lost_write="cancel"), Ending(End.LOST, LOST)),
     # A resume whose answers the runtime did not take: they stay pending.
     (Failure(E.A2A_UNAVAILABLE, resuming=True, turn=False), Ending(End.REJECT, E.A2A_UNAVAILABLE)),
+    # ... marked as sent when the request may have reached it, unconfirmed.
+    (Failure(E.A2A_UNAVAILABLE, resuming=True, turn=False, sent=True),
+     Ending(End.REJECT, E.A2A_UNAVAILABLE, in_doubt=True)),
     (Failure(E.A2A_EXECUTION_FAILED, resuming=True, turn=False, answer_refused=True),
      Ending(End.REJECT, E.A2A_UNAVAILABLE)),
     (Failure(E.A2A_PROTOCOL_ERROR, resuming=True, turn=False, foreign=True),
@@ -74,7 +77,8 @@ def test_a_run_gone_wrong_ends_as_the_table_says(failure: Failure, ending: Endin
 @pytest.mark.parametrize(
     ("exc", "failure"),
     [
-        (A2AUnavailable("gone"), Failure(E.A2A_UNAVAILABLE)),
+        (A2AUnavailable("gone"), Failure(E.A2A_UNAVAILABLE, sent=True)),
+        (A2AUnavailable("refused", sent=False), Failure(E.A2A_UNAVAILABLE)),
         (AnswerRefused("no"), Failure(E.A2A_UNAVAILABLE, answer_refused=True)),
         (A2ARpcError(wire.INVALID_PARAMS, "bad image"), Failure(E.A2A_EXECUTION_FAILED, invalid_params="bad image")),
         (TaskMismatch("other task"), Failure(E.A2A_PROTOCOL_ERROR, foreign=True)),

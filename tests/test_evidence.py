@@ -204,6 +204,21 @@ def test_after_a_runtime_restart_a_pending_input_waits_and_nothing_runs_the_task
     assert task_fate(restarted, [pending])[0] is TaskFate.ORPHANED
 
 
+def test_an_answer_that_may_have_reached_a_runtime_that_restarted_since_is_lost() -> None:
+    # Sent, the stream broke before any receipt, and the runtime restarted:
+    # answered again, iac-code carries the decision out from its checkpoint,
+    # a second time if it had begun. Nothing can tell: the execution is lost.
+    flow = "02-restart-while-pending"
+    (pending,) = raised(f"{flow}.01-send")
+    restarted = reads(flow, "05-get-task-after-restart", "06-execution-state-after-restart",
+                      "07-session-recovery-after-restart")
+    assert input_status(pending, 0, restarted, in_doubt=True) is InputStatus.GONE
+    # The runtime that was sent the answer is still up: its own word decides.
+    (first,) = raised(f"{TWO}.01-send")
+    at_first = reads(TWO, "02-get-task-at-input1", "03-execution-state-at-input1", "04-session-recovery-at-input1")
+    assert input_status(first, 0, at_first, in_doubt=True) is InputStatus.WAITS
+
+
 def test_after_a_runtime_restart_a_working_task_is_orphaned() -> None:
     flow = "03-restart-after-command-ran"
     restarted = reads(flow, "06-get-task-after-restart", "07-execution-state-after-restart",

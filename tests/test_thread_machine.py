@@ -349,6 +349,8 @@ def test_a_resume_of_a_settled_thread_says_why() -> None:
     assert refusal(record, request(allow(permission()))) is ErrorCode.RESUME_ALREADY_APPLIED
     expired = record_in(ThreadState.TERMINAL, last_error="EXECUTION_EXPIRED")
     assert refusal(expired, request(allow(permission()))) is ErrorCode.EXECUTION_EXPIRED
+    lost = record_in(ThreadState.TERMINAL, last_error="EXECUTION_LOST")
+    assert refusal(lost, request(allow(permission()))) is ErrorCode.EXECUTION_LOST
     assert refusal(record_in(ThreadState.IDLE), request(allow(permission()))) is ErrorCode.UNKNOWN_INTERRUPT
 
 
@@ -433,6 +435,16 @@ def test_a_refused_answer_keeps_the_interrupts_pending() -> None:
     tm.reject(tm.restore(record), ErrorCode.A2A_UNAVAILABLE, "m")
     assert [item.id for item in record.pending_interrupts] == ["permission-1"]
     assert record.pending_interrupts[0].sending is None
+
+
+def test_an_answer_that_may_have_arrived_stays_pending_marked_as_sent() -> None:
+    record = resuming()
+    sent = record.pending_interrupts[0].sending
+    tm.reject(tm.restore(record), ErrorCode.A2A_UNAVAILABLE, "m", True)
+    assert record.state is ThreadState.INTERRUPTED
+    (item,) = record.pending_interrupts
+    assert sent is not None and item.sending == sent, "the next resume asks what became of it"
+    assert tm.admit(record, request(allow(item)), NOW).kind is tm.PlanKind.RESUME
 
 
 def test_start_turn_binds_the_run_and_a_new_execution() -> None:

@@ -55,6 +55,8 @@ _HEALTH_TIMEOUT: Final = 3.0
 _SSE_TYPE: Final = "text/event-stream"
 # What a dead, unreachable or misbehaving peer looks like from aiohttp.
 _TRANSPORT_ERRORS: Final = (aiohttp.ClientError, HttpProcessingError, OSError, asyncio.TimeoutError)
+# The connection was never made: the request did not leave this process.
+_NOT_CONNECTED: Final = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 
 
 class A2AError(Exception):
@@ -66,12 +68,15 @@ class A2AUnavailable(A2AError):
 
     Raised on connection refused/reset, timeouts, HTTP 5xx, 401/403, a reply
     that is not JSON, and a stream that ends before a terminal or interrupt
-    state. ``status`` is the HTTP status when there was one.
+    state. ``status`` is the HTTP status when there was one. ``sent``: the
+    request may have reached the runtime (only a connection never made
+    proves it did not), so what it asked for may have been carried out.
     """
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, sent: bool = True) -> None:
         super().__init__(message)
         self.status = status
+        self.sent = sent
 
 
 class A2AHttpError(A2AError):
@@ -443,7 +448,9 @@ class A2AClient:
         try:
             resp = await self._get_session().post(url, data=data, headers=call.headers(headers), timeout=timeout)
         except _TRANSPORT_ERRORS as exc:
-            raise A2AUnavailable(f"{what}: A2A runtime unreachable ({type(exc).__name__})") from exc
+            raise A2AUnavailable(
+                f"{what}: A2A runtime unreachable ({type(exc).__name__})", sent=not isinstance(exc, _NOT_CONNECTED)
+            ) from exc
         call.answered(resp.status)
         return resp
 

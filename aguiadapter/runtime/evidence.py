@@ -161,9 +161,10 @@ class Findings:
         return {key for key, status in self.statuses.items() if status is InputStatus.TAKEN}
 
 
-def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView) -> InputStatus:
+def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView, *, in_doubt: bool = False) -> InputStatus:
     """Whether the runtime still waits for ``envelope`` (raised after
-    pipeline sequence ``raised_after``)."""
+    pipeline sequence ``raised_after``; ``in_doubt``: an answer to it may
+    have reached the runtime, which never confirmed it)."""
     state = view.state
     if state is None:
         return InputStatus.GONE
@@ -172,6 +173,12 @@ def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView) -> 
     tool_use_id = envelope.tool_use_id
     if view.transcript is not None and tool_use_id is not None and has_result(view.transcript, tool_use_id):
         return InputStatus.TAKEN
+    if in_doubt and view.bare:
+        # The runtime restarted since: it keeps no receipt across a restart,
+        # and answered again it carries the decision out from its own
+        # checkpoint, a second time if it had already begun. Whether the
+        # first answer was applied cannot be known: the execution is lost.
+        return InputStatus.GONE
     if not view.is_pipeline:
         return _outside_pipeline(view)
     asked = required_inputs(view.iac)
@@ -335,10 +342,15 @@ def assess(
     view: TaskView,
     known: Iterable[InputEnvelope] = (),
     answered: Collection[str] = (),
+    in_doubt: Collection[str] = (),
 ) -> Findings:
     """What became of the inputs a dead run carried (each with the pipeline
-    sequence it was raised after), and of its task."""
-    statuses = {envelope.input_id: input_status(envelope, after, view) for envelope, after in carried}
+    sequence it was raised after; ``in_doubt``: those whose answers may have
+    reached the runtime), and of its task."""
+    statuses = {
+        envelope.input_id: input_status(envelope, after, view, in_doubt=envelope.input_id in in_doubt)
+        for envelope, after in carried
+    }
     taken = {envelope.input_id for envelope, _ in carried if statuses[envelope.input_id] is InputStatus.TAKEN}
     fate, asks = task_fate(view, known, {*answered, *taken})
     return Findings(statuses, fate, tuple(asks), view.detail)

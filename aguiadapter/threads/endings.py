@@ -43,7 +43,8 @@ class LostWrite(PersistenceError):
 class End(enum.Enum):
     """The transition that ends a run gone wrong."""
 
-    #: The answers were not applied: the thread waits for them again.
+    #: The runtime took none of the answers, as far as anyone knows: the
+    #: thread waits for them again.
     REJECT = "reject"
     #: The runtime may be carrying out answers it took: look again later.
     DETACH = "detach"
@@ -62,6 +63,9 @@ class Ending:
     cancel_task: bool = False
     #: The runtime's own words, for the client's message.
     detail: str | None = None
+    #: ``REJECT`` of answers that may have reached the runtime: nothing
+    #: says it took them, nothing says it did not.
+    in_doubt: bool = False
 
 
 @attrs.frozen
@@ -85,6 +89,9 @@ class Failure:
     lost_write: str | None = None
     #: The task may wait for an input nobody can answer: cancel it.
     stuck: bool = False
+    #: The request that carried the answers may have reached the runtime
+    #: (the connection broke after it was made).
+    sent: bool = False
 
 
 #: Lost writes after which the runtime's task is cancelled: recovery needs
@@ -104,8 +111,12 @@ def ending_for(failure: Failure) -> Ending:
     if failure.lost_write is not None:
         return Ending(End.LOST, ErrorCode.STATE_PERSISTENCE_FAILED, failure.lost_write in CANCELLED_AFTER_LOST)
     if failure.resuming and not failure.accepted and not failure.foreign:
-        # Nothing was applied: the interrupts stay pending and retryable.
-        return Ending(End.REJECT, ErrorCode.A2A_UNAVAILABLE if failure.answer_refused else code)
+        # Nothing says an answer was taken: the interrupts stay pending and
+        # retryable. An answer that may have arrived stays marked as sent:
+        # a runtime that restarted since would carry it out a second time.
+        if failure.answer_refused:
+            return Ending(End.REJECT, ErrorCode.A2A_UNAVAILABLE)
+        return Ending(End.REJECT, code, in_doubt=failure.sent)
     if code is ErrorCode.A2A_UNAVAILABLE and not failure.turn:
         # The runtime may be carrying out what it took; look again later.
         return Ending(End.DETACH, code)
@@ -132,6 +143,7 @@ def failure_of(exc: BaseException, *, resuming: bool, accepted: bool, turn: bool
         invalid_params=invalid,
         lost_write=exc.transition if isinstance(exc, LostWrite) else None,
         stuck=isinstance(exc, LostTask) and exc.cancel,
+        sent=isinstance(exc, A2AUnavailable) and exc.sent,
     )
 
 

@@ -213,10 +213,13 @@ class ThreadRules:
         outcome = {"type": "interrupt", "interrupts": [item.interrupt for item in pending]}
         return [ev.run_finished(self.record.thread_id, run_id, outcome, usage)]
 
-    def on_reject(self, code: ErrorCode, message: str) -> list[ev.Event]:
-        """The runtime did not take the answers: they stay pending."""
-        for item in self.record.pending_interrupts:
-            item.sending = None
+    def on_reject(self, code: ErrorCode, message: str, in_doubt: bool = False) -> list[ev.Event]:
+        """Nothing says the runtime took the answers: they stay pending. An
+        answer that may have reached it (``in_doubt``) stays marked as sent,
+        for the next resume to ask what became of it."""
+        if not in_doubt:
+            for item in self.record.pending_interrupts:
+                item.sending = None
         self.record.last_error = code.name
         self._end_run(code.name)
         return [ev.run_error(message, code.name)]
@@ -620,6 +623,10 @@ def _expired(record: ThreadRecord, entries: Sequence[ResumeEntry]) -> bool:
     return record.last_error == ErrorCode.EXECUTION_EXPIRED.name
 
 
+def _lost(record: ThreadRecord, entries: Sequence[ResumeEntry]) -> bool:
+    return record.last_error == ErrorCode.EXECUTION_LOST.name
+
+
 #: Why a resume of a thread that waits for nothing is refused, before the
 #: plain :data:`REFUSALS` row of its state: (state, what else holds, code),
 #: the first row that holds wins.
@@ -629,6 +636,8 @@ SETTLED_RESUME_REFUSALS: Final[
     (ThreadState.RUNNING, lambda record, entries: True, ErrorCode.THREAD_BUSY),
     (None, _answers_applied, ErrorCode.RESUME_ALREADY_APPLIED),
     (ThreadState.TERMINAL, _expired, ErrorCode.EXECUTION_EXPIRED),
+    # The retry of an answer whose execution was lost hears the same truth.
+    (ThreadState.TERMINAL, _lost, ErrorCode.EXECUTION_LOST),
 )
 
 

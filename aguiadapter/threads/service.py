@@ -239,11 +239,13 @@ class ThreadService:
                 await self._settle(shell, tm.lose)
             raise
         pending = {item.id: item for item in record.pending_interrupts}
-        statuses = {
-            answer.interrupt_id: input_status(pending[answer.interrupt_id].envelope,
-                                              pending[answer.interrupt_id].raised_after, view)
-            for answer in plan.answers
-        }
+        statuses = {}
+        for answer in plan.answers:
+            item = pending[answer.interrupt_id]
+            # An answer an earlier resume may have delivered is in doubt.
+            statuses[answer.interrupt_id] = input_status(
+                item.envelope, item.raised_after, view, in_doubt=item.sending is not None
+            )
         known = [item.envelope for item in record.pending_interrupts]
         # Outside a pipeline GetTask names the task's first input for good:
         # only a pipeline lists what else it waits for.
@@ -308,10 +310,11 @@ class ThreadService:
                 view = TaskView(None)
             carried = [(item.envelope, item.raised_after) for item in record.pending_interrupts]
             known = [item.envelope for item in record.pending_interrupts]
-            findings = assess(carried, view, known, record.applied_answers.keys())
+            sent = {item.id for item in record.pending_interrupts if item.sending is not None}
+            findings = assess(carried, view, known, record.applied_answers.keys(), sent)
             if findings.fate is TaskFate.UNSEEN:
                 known += await self.runtime.unseen_inputs(view, record.session_id)
-                findings = assess(carried, view, known, record.applied_answers.keys())
+                findings = assess(carried, view, known, record.applied_answers.keys(), sent)
             if not findings.decided:
                 raise AdapterError(ErrorCode.A2A_UNAVAILABLE)
             if findings.fate is TaskFate.UNSEEN and not findings.waiting():

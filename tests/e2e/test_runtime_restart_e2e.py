@@ -13,13 +13,16 @@ took before. Each test runs its own runtime, killed with ``kill -9``.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.crash_harness import CrashRig, resume_body
 from tests.e2e.test_multi_input_e2e import answer_body, post_events, ran, turn_body
+from tests.support.a2a_proxy import A2AProxy, Instant
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import interrupts_of
 from tests.support.eventually import eventually
@@ -79,22 +82,120 @@ async def test_an_answer_sent_while_the_runtime_is_down_stays_pending_then_appli
     assert ran(cwd) == ["1"]
 
 
-async def test_an_answer_the_runtime_took_before_it_died_is_already_applied(
-    adapter: RunningAdapter, own_runtime: IacRuntime
+#: What the client is told when it retries its answer after the runtime was
+#: killed at each instant of the answer's exchange, and restarted. The
+#: runtime keeps no receipt across a restart, and answered again it carries
+#: a decision it had begun out a second time: an answer it may have had is
+#: never sent again.
+RETRY_AFTER_RESTART = {
+    # The adapter saw the runtime take the answer: it was applied.
+    Instant.TOOL_RUNNING: (409, "RESUME_ALREADY_APPLIED", ["1"]),
+    # The runtime took it and ran the command, the adapter saw nothing of it.
+    Instant.AFTER_SENT: (409, "EXECUTION_LOST", ["1"]),
+    # The request never reached the runtime, but the adapter cannot know:
+    # its connection broke after the request went out.
+    Instant.BEFORE_SENT: (409, "EXECUTION_LOST", []),
+}
+
+
+@pytest.fixture
+async def proxy(own_runtime: IacRuntime) -> AsyncIterator[A2AProxy]:
+    async with A2AProxy(own_runtime.url) as running:
+        yield running
+
+
+@pytest.fixture
+async def proxied_adapter(proxy: A2AProxy, own_runtime: IacRuntime, tmp_path: Path) -> AsyncIterator[RunningAdapter]:
+    running = await start_adapter(
+        tmp_path / "state", proxy.url, a2a_token=own_runtime.token,
+        allowed_cwds=(str(own_runtime.workspaces_root),),
+    )  # fmt: skip
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+@pytest.mark.parametrize("instant", list(RETRY_AFTER_RESTART), ids=lambda instant: instant.value)
+async def test_an_answer_the_runtime_may_have_had_when_it_died_is_never_applied_twice(
+    proxied_adapter: RunningAdapter, proxy: A2AProxy, own_runtime: IacRuntime, instant: Instant
 ) -> None:
+    adapter = proxied_adapter
     # The model stalls after the command's result: the runtime dies with the
-    # command run and the turn unfinished.
-    thread_id, cwd, interrupt_id = await ask(adapter, own_runtime, "restart-took", stall="20")
-    answering = asyncio.ensure_future(adapter.run(answer_body(thread_id, cwd, interrupt_id)))
-    await eventually(lambda: ran(cwd) == ["1"], "the approved command ran", timeout=20)
-    await own_runtime.restart()
-    cut = await answering
+    # turn unfinished.
+    thread_id, cwd, interrupt_id = await ask(adapter, own_runtime, f"restart-{instant.value}", stall="20")
+
+    async def kill_the_runtime() -> None:
+        if instant is not Instant.BEFORE_SENT:
+            await eventually(lambda: ran(cwd) == ["1"], "the approved command ran", timeout=20)
+        await own_runtime.restart()
+
+    trap = proxy.arm(instant, kill_the_runtime)
+    cut = await adapter.run(answer_body(thread_id, cwd, interrupt_id))
+    assert trap.fired.is_set(), cut.body[-300:]
     assert cut.events()[-1]["type"] == "RUN_ERROR" and cut.events()[-1]["code"] == "A2A_UNAVAILABLE"
+    status, code, runs = RETRY_AFTER_RESTART[instant]
     again = await adapter.run(answer_body(thread_id, cwd, interrupt_id))
-    assert again.status == 409 and again.json()["error"]["code"] == "RESUME_ALREADY_APPLIED", again.body[:300]
-    assert ran(cwd) == ["1"], "never run twice"
-    status = (await adapter.get(f"/threads/{thread_id}")).json()
-    assert status["state"] in ("idle", "terminal") and status["pendingInterrupts"] == []
+    assert again.status == status and again.json()["error"]["code"] == code, again.body[:300]
+    assert ran(cwd) == runs, "never run twice"
+    thread = (await adapter.get(f"/threads/{thread_id}")).json()
+    assert thread["state"] == "terminal" and thread["pendingInterrupts"] == [], thread
+    once_more = await adapter.run(answer_body(thread_id, cwd, interrupt_id))
+    assert once_more.status == status and once_more.json()["error"]["code"] == code, "the same truth again"
+    assert ran(cwd) == runs
     next_turn = run_body(thread_id=thread_id, text="[scenario:normal] and now?", cwd=str(cwd))
     events = await post_events(adapter, next_turn)
     assert events[-1]["outcome"] == {"type": "success"}, "the thread is usable again"
+
+
+async def test_an_answer_whose_stream_broke_is_followed_on_a_runtime_that_kept_running(
+    proxied_adapter: RunningAdapter, proxy: A2AProxy, own_runtime: IacRuntime
+) -> None:
+    # The link breaks before the adapter sees anything of the answer's
+    # stream; the runtime took it and goes on. The retry asks it, and
+    # follows the turn to its end instead of answering twice.
+    adapter = proxied_adapter
+    thread_id, cwd, interrupt_id = await ask(adapter, own_runtime, "link-cut")
+
+    async def command_ran() -> None:
+        await eventually(lambda: ran(cwd) == ["1"], "the approved command ran", timeout=20)
+
+    trap = proxy.arm(Instant.AFTER_SENT, command_ran)
+    cut = await adapter.run(answer_body(thread_id, cwd, interrupt_id))
+    assert trap.fired.is_set() and cut.events()[-1]["code"] == "A2A_UNAVAILABLE", cut.body[-300:]
+    events = await post_events(adapter, answer_body(thread_id, cwd, interrupt_id))
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}, events[-1]
+    assert ran(cwd) == ["1"]
+    again = await adapter.run(answer_body(thread_id, cwd, interrupt_id))
+    assert again.status == 409 and again.json()["error"]["code"] == "RESUME_ALREADY_APPLIED", again.body[:300]
+
+
+async def test_an_answer_in_flight_when_adapter_and_runtime_both_die_is_never_applied_twice(
+    own_runtime: IacRuntime, tmp_path: Path
+) -> None:
+    # A machine that reboots: the adapter dies with the answer sent and no
+    # receipt seen, the runtime dies after running the command. The adapter
+    # that comes back finds a dead resume and a runtime that forgot it.
+    async with CrashRig(own_runtime, tmp_path) as rig:
+        asked = await rig.ask("both-die", 0)
+
+        async def both_die() -> None:
+            await eventually(lambda: asked.runs() == 1, "the approved command ran", timeout=20)
+            await rig.crash()
+            await own_runtime.restart()
+
+        trap = rig.proxy.arm(Instant.AFTER_SENT, both_die)
+        since = time.monotonic()
+        first = await rig.post(resume_body(asked.thread_id, asked.cwd, asked.interrupt["id"]))
+        await asyncio.wait_for(trap.fired.wait(), 30)
+        await rig.restarted()
+        attempts = [first, *await rig.touch_until_settled(
+            lambda: resume_body(asked.thread_id, asked.cwd, asked.interrupt["id"])
+        )]  # fmt: skip
+        trail = [attempt.label for attempt in attempts]
+        assert attempts[-1].code == "EXECUTION_LOST", trail
+        runs = await rig.settle(asked, since)
+        assert runs == 1, f"the command ran {runs} times; the client: {trail}"
+        turn = run_body(thread_id=asked.thread_id, text="[scenario:normal] and now?", cwd=str(asked.cwd))
+        assert (await rig.post(turn)).kind == "success", "the thread is usable again"
+        assert asked.runs() == 1
