@@ -42,9 +42,9 @@ TABLE = [
     (Failure(LOST, lost_write="cancel"), Ending(End.LOST, LOST)),
     # A resume whose answers the runtime did not take: they stay pending.
     (Failure(E.A2A_UNAVAILABLE, resuming=True, turn=False), Ending(End.REJECT, E.A2A_UNAVAILABLE)),
-    # ... marked as sent when the request may have reached it, unconfirmed.
-    (Failure(E.A2A_UNAVAILABLE, resuming=True, turn=False, sent=True),
-     Ending(End.REJECT, E.A2A_UNAVAILABLE, in_doubt=True)),
+    # ... unless the request may have reached it: looked at as a dead resume.
+    (Failure(E.A2A_UNAVAILABLE, resuming=True, turn=False, sent=True), Ending(End.DETACH, E.A2A_UNAVAILABLE)),
+    (Failure(E.A2A_EXECUTION_FAILED, resuming=True, turn=False, sent=False), Ending(End.REJECT, E.A2A_EXECUTION_FAILED)),
     (Failure(E.A2A_EXECUTION_FAILED, resuming=True, turn=False, answer_refused=True),
      Ending(End.REJECT, E.A2A_UNAVAILABLE)),
     (Failure(E.A2A_PROTOCOL_ERROR, resuming=True, turn=False, foreign=True),

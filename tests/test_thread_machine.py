@@ -437,13 +437,25 @@ def test_a_refused_answer_keeps_the_interrupts_pending() -> None:
     assert record.pending_interrupts[0].sending is None
 
 
-def test_an_answer_that_may_have_arrived_stays_pending_marked_as_sent() -> None:
+def test_an_answer_that_may_have_arrived_is_looked_at_as_a_dead_resume() -> None:
     record = resuming()
     sent = record.pending_interrupts[0].sending
-    tm.reject(tm.restore(record), ErrorCode.A2A_UNAVAILABLE, "m", True)
-    assert record.state is ThreadState.INTERRUPTED
+    tm.detach(tm.restore(record), ErrorCode.A2A_UNAVAILABLE, "m")
     (item,) = record.pending_interrupts
-    assert sent is not None and item.sending == sent, "the next resume asks what became of it"
+    assert sent is not None and item.sending == sent, "still pending, marked as sent"
+    assert tm.recovery(record, NOW) is tm.Recovery.DEAD_ANSWERS, "the next request asks the runtime"
+    # A runtime that restarted since: whether it took the answer is unknown.
+    tm.recover(tm.restore(record), found(TaskFate.ORPHANED), expires_at=NOW)
+    assert record.state is ThreadState.TERMINAL and record.last_error == "EXECUTION_LOST"
+    assert refusal(record, request(allow(item))) is ErrorCode.EXECUTION_LOST
+
+
+def test_an_answer_that_may_have_arrived_and_still_waits_is_answered_again() -> None:
+    record = resuming()
+    tm.detach(tm.restore(record), ErrorCode.A2A_UNAVAILABLE, "m")
+    tm.recover(tm.restore(record), found(TaskFate.ASKS, waiting=True), expires_at=NOW + 9999)
+    (item,) = record.pending_interrupts
+    assert record.state is ThreadState.INTERRUPTED and item.sending is None
     assert tm.admit(record, request(allow(item)), NOW).kind is tm.PlanKind.RESUME
 
 

@@ -575,7 +575,7 @@ class RunDriver:
         if ending.cancel_task:
             await self.context.runtime.cancel_task(self.identity.task_id)
         if ending.end is End.REJECT:
-            await self._refuse_answer(ending.code, in_doubt=ending.in_doubt)
+            await self._refuse_answer(ending.code)
         elif ending.end is End.DETACH:
             self._note_error(ending.code)
             await self._close_spans()
@@ -596,13 +596,12 @@ class RunDriver:
         else:
             await self._end(tm.fail, code, message)
 
-    async def _refuse_answer(self, code: ErrorCode, *, in_doubt: bool = False) -> None:
-        """Nothing says the answer was applied: the run ends with an error,
-        the thread keeps waiting with the same pending interrupts
-        (``in_doubt``: the answer may have reached the runtime)."""
+    async def _refuse_answer(self, code: ErrorCode) -> None:
+        """The answer was not applied: the run ends with an error, the thread
+        keeps waiting with the same pending interrupts."""
         self._note_error(code)
         await self._close_spans()
-        await self._end(tm.reject, code, self.message(code), in_doubt)
+        await self._end(tm.reject, code, self.message(code))
 
     async def _abandon(self) -> None:
         """Stopped: cancel the runtime's task and end the execution. A client

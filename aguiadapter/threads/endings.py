@@ -43,10 +43,10 @@ class LostWrite(PersistenceError):
 class End(enum.Enum):
     """The transition that ends a run gone wrong."""
 
-    #: The runtime took none of the answers, as far as anyone knows: the
-    #: thread waits for them again.
+    #: The answers were not applied: the thread waits for them again.
     REJECT = "reject"
-    #: The runtime may be carrying out answers it took: look again later.
+    #: The runtime may be carrying out answers it took, or may have taken:
+    #: look again later.
     DETACH = "detach"
     FAIL = "fail"
     #: The record cannot be written: write nothing more, as a crash.
@@ -63,9 +63,6 @@ class Ending:
     cancel_task: bool = False
     #: The runtime's own words, for the client's message.
     detail: str | None = None
-    #: ``REJECT`` of answers that may have reached the runtime: nothing
-    #: says it took them, nothing says it did not.
-    in_doubt: bool = False
 
 
 @attrs.frozen
@@ -111,12 +108,14 @@ def ending_for(failure: Failure) -> Ending:
     if failure.lost_write is not None:
         return Ending(End.LOST, ErrorCode.STATE_PERSISTENCE_FAILED, failure.lost_write in CANCELLED_AFTER_LOST)
     if failure.resuming and not failure.accepted and not failure.foreign:
-        # Nothing says an answer was taken: the interrupts stay pending and
-        # retryable. An answer that may have arrived stays marked as sent:
-        # a runtime that restarted since would carry it out a second time.
         if failure.answer_refused:
             return Ending(End.REJECT, ErrorCode.A2A_UNAVAILABLE)
-        return Ending(End.REJECT, code, in_doubt=failure.sent)
+        if failure.sent and code is ErrorCode.A2A_UNAVAILABLE:
+            # The answer went out and no receipt came back: the runtime may
+            # have taken it. Asked like a dead resume on the next request.
+            return Ending(End.DETACH, code)
+        # Nothing was applied: the interrupts stay pending and retryable.
+        return Ending(End.REJECT, code)
     if code is ErrorCode.A2A_UNAVAILABLE and not failure.turn:
         # The runtime may be carrying out what it took; look again later.
         return Ending(End.DETACH, code)

@@ -213,26 +213,26 @@ class ThreadRules:
         outcome = {"type": "interrupt", "interrupts": [item.interrupt for item in pending]}
         return [ev.run_finished(self.record.thread_id, run_id, outcome, usage)]
 
-    def on_reject(self, code: ErrorCode, message: str, in_doubt: bool = False) -> list[ev.Event]:
-        """Nothing says the runtime took the answers: they stay pending. An
-        answer that may have reached it (``in_doubt``) stays marked as sent,
-        for the next resume to ask what became of it."""
-        if not in_doubt:
-            for item in self.record.pending_interrupts:
-                item.sending = None
+    def on_reject(self, code: ErrorCode, message: str) -> list[ev.Event]:
+        """The runtime did not take the answers: they stay pending."""
+        for item in self.record.pending_interrupts:
+            item.sending = None
         self.record.last_error = code.name
         self._end_run(code.name)
         return [ev.run_error(message, code.name)]
 
     def on_detach(self, code: ErrorCode, message: str) -> list[ev.Event]:
-        """The stream of a run broke after the runtime took its answers: the
-        client is told, the task may carry them out; the next request that
-        touches the thread asks the runtime what became of them."""
+        """The stream of a run broke after the runtime took its answers, or
+        after an answer went out that it may have taken (still pending,
+        marked as sent): the client is told, the task may carry them out;
+        the next request that touches the thread asks the runtime what
+        became of them, as after a crash."""
         record = self.record
         run_id = record.active_run_id or ""
         _note_outcome(record, run_id, code.name)
         record.active_run_id = None
-        record.active_run_kind = RunKind.FOLLOW
+        in_doubt = any(item.sending is not None for item in record.pending_interrupts)
+        record.active_run_kind = RunKind.RESUME if in_doubt else RunKind.FOLLOW
         record.parked_until = None
         record.adoptions = 0
         return [ev.run_error(message, code.name)]

@@ -239,13 +239,11 @@ class ThreadService:
                 await self._settle(shell, tm.lose)
             raise
         pending = {item.id: item for item in record.pending_interrupts}
-        statuses = {}
-        for answer in plan.answers:
-            item = pending[answer.interrupt_id]
-            # An answer an earlier resume may have delivered is in doubt.
-            statuses[answer.interrupt_id] = input_status(
-                item.envelope, item.raised_after, view, in_doubt=item.sending is not None
-            )
+        statuses = {
+            answer.interrupt_id: input_status(pending[answer.interrupt_id].envelope,
+                                              pending[answer.interrupt_id].raised_after, view)
+            for answer in plan.answers
+        }
         known = [item.envelope for item in record.pending_interrupts]
         # Outside a pipeline GetTask names the task's first input for good:
         # only a pipeline lists what else it waits for.
