@@ -148,6 +148,33 @@ async def test_an_answer_the_runtime_may_have_had_when_it_died_is_never_applied_
     assert events[-1]["outcome"] == {"type": "success"}, "the thread is usable again"
 
 
+async def test_the_second_answer_of_a_turn_in_doubt_after_a_restart_is_never_applied_twice(
+    proxied_adapter: RunningAdapter, proxy: A2AProxy, own_runtime: IacRuntime
+) -> None:
+    # Two permissions in a row: the first is applied normally; the runtime
+    # dies after running the second command, before the adapter saw any
+    # receipt of the second answer.
+    adapter = proxied_adapter
+    thread_id = f"restart-second-{uuid.uuid4().hex[:8]}"
+    cwd = own_runtime.workspace("restart-second")
+    (first,) = interrupts_of(await post_events(adapter, turn_body(thread_id, cwd, 2)))
+    (second,) = interrupts_of(await post_events(adapter, answer_body(thread_id, cwd, str(first["id"]))))
+    assert ran(cwd) == ["1"]
+
+    async def kill_the_runtime() -> None:
+        await eventually(lambda: ran(cwd) == ["1", "2"], "the second command ran", timeout=20)
+        await own_runtime.restart()
+
+    trap = proxy.arm(Instant.AFTER_SENT, kill_the_runtime)
+    cut = await adapter.run(answer_body(thread_id, cwd, str(second["id"])))
+    assert trap.fired.is_set() and cut.events()[-1]["code"] == "A2A_UNAVAILABLE", cut.body[-300:]
+    again = await adapter.run(answer_body(thread_id, cwd, str(second["id"])))
+    assert again.status == 409 and again.json()["error"]["code"] == "EXECUTION_LOST", again.body[:300]
+    first_again = await adapter.run(answer_body(thread_id, cwd, str(first["id"])))
+    assert first_again.status == 409 and first_again.json()["error"]["code"] == "RESUME_ALREADY_APPLIED"
+    assert ran(cwd) == ["1", "2"], "each command once"
+
+
 async def test_an_answer_whose_stream_broke_is_followed_on_a_runtime_that_kept_running(
     proxied_adapter: RunningAdapter, proxy: A2AProxy, own_runtime: IacRuntime
 ) -> None:
