@@ -122,6 +122,23 @@ def test_a_question_waits_while_get_task_shows_it() -> None:
     assert input_status(question, 0, view("full", 3, 4)) is InputStatus.WAITS
 
 
+def test_after_a_runtime_restart_a_pipeline_that_took_the_deploy_answer_is_orphaned() -> None:
+    # direct-restart: the deploy permission answered, the command ran, the
+    # runtime killed mid-step and restarted. GetTask is a bare WORKING
+    # summary that nothing runs; the state route, kept on disk, logs the
+    # answer's resolution.
+    flow = "direct-restart"
+    (permission,) = streamed_inputs(flow, 1)
+    assert permission.kind == "permission" and permission.fields["scope"] == "step"
+    restarted = view(flow, 3, 4)
+    assert restarted.bare and restarted.state == "TASK_STATE_WORKING"
+    raised_after = int(exchanges(flow)[4]["path"].rsplit("=", 1)[1])
+    assert input_status(permission, raised_after, restarted, in_doubt=True) is InputStatus.TAKEN
+    assert task_fate(restarted, [permission], {permission.input_id}) == (TaskFate.ORPHANED, [])
+    # A WORKING task the runtime still runs has metadata, and is followed.
+    assert not view("full", 14, 16).bare and task_fate(view("full", 14, 16))[0] is TaskFate.WORKS
+
+
 MULTI = Path(__file__).resolve().parent / "fixtures" / "a2a-multi-input"
 
 

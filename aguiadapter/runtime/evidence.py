@@ -13,7 +13,8 @@ Nothing else counts. Outside a pipeline
 iac-code's ``GetTask`` is frozen at the first input of a task (it keeps
 naming it after a second one is raised and after the turn ended), and after
 a restart of the runtime the task is a bare summary with no metadata at
-all: neither says anything about a later input. An input without positive
+all: neither says anything about a later input (a pipeline's state route,
+kept on disk, still logs the resolutions after a restart). An input without positive
 evidence is answered again; the runtime's reply decides (it acknowledges a
 duplicate as such, and refuses an input it does not wait for).
 """
@@ -269,6 +270,11 @@ def task_fate(
         return TaskFate.CANCELED, []
     if state in _FAILED_STATES:
         return TaskFate.FAILED, []
+    if view.bare and state in _LIVE_STATES:
+        # A restarted runtime lists the pipeline's task in the state it died
+        # in and runs nothing of it (it refuses a subscriber): its state
+        # route, kept on disk, still tells which answers it took.
+        return TaskFate.ORPHANED, []
     if view.pipeline is None and state == wire.INPUT_REQUIRED and not required_inputs(view.iac):
         return TaskFate.UNKNOWN, []
     asks = waiting_inputs(view, known, answered)
