@@ -26,7 +26,8 @@ text that quotes the result. Without a marker it sends a short default text.
 script instead (``tests/support/pipeline_script.py``): a request whose system
 prompt names a pipeline step gets that step's scripted reply, any other
 request without a marker gets the script's fallback text. Marker scenarios
-keep working meanwhile. Use the returned handle as a context manager (or call
+keep working meanwhile (``stall_after_tool`` delays the named steps' replies
+to a tool result, as ``stall`` does). Use the returned handle as a context manager (or call
 ``stop_pipeline_script()``) so later tests get the plain stub back.
 
 The server runs on its own event loop in a background thread: it must keep
@@ -344,12 +345,15 @@ class ModelStub:
 
     # -- pipeline script
 
-    def use_pipeline_script(self, script: dict[str, Any], scenario: str) -> PipelineScriptInUse:
+    def use_pipeline_script(
+        self, script: dict[str, Any], scenario: str, stall_after_tool: dict[str, float] | None = None
+    ) -> PipelineScriptInUse:
         """Play ``scenario`` of a pipeline model script (see ``pipeline_script``)
-        until ``stop_pipeline_script()`` or the end of the returned handle's ``with``."""
+        until ``stop_pipeline_script()`` or the end of the returned handle's ``with``;
+        ``stall_after_tool``: seconds the named steps wait to answer a tool result."""
         from tests.support.pipeline_script import ScriptPlayer  # it reads messages with this module
 
-        player = ScriptPlayer(script, scenario)
+        player = ScriptPlayer(script, scenario, stall_after_tool)
         with self._lock:
             self._pipeline = player
         return PipelineScriptInUse(self, player)
@@ -414,8 +418,11 @@ class ModelStub:
         is_slow = is_slow and messages[-1].get("role") != "tool"
         label, chunks = ("slow", []) if is_slow else self._pick(messages)
         stall = float(scenario.args.get("stall", "0")) if scenario is not None else 0.0
+        player = self.pipeline_player
+        if player is not None and scenario is None:
+            stall = player.stall(messages)
         if stall and messages and messages[-1].get("role") == "tool":
-            await asyncio.sleep(stall)
+            await _stall(request, stall)
         call = RecordedCall(request.path, body, label)
         with self._lock:
             self._calls.append(call)
@@ -461,6 +468,18 @@ class PipelineScriptInUse:
     def __exit__(self, *exc: object) -> None:
         if self.stub.pipeline_player is self.player:
             self.stub.stop_pipeline_script()
+
+
+async def _stall(request: web.Request, seconds: float) -> None:
+    """Wait ``seconds`` before replying, or until the runtime hung up (a
+    killed runtime leaves no reply waiting in the stub)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            return
+        await asyncio.sleep(0.1)
 
 
 async def _send(response: web.StreamResponse, payload: dict[str, Any]) -> None:

@@ -49,6 +49,10 @@ SCENARIOS = ("full", "direct", "rich")
 DEPLOY_MARKER_FILE = "deploy-marker.txt"
 DEPLOY_MARKER_LINE = "pipeline-deploy-marker"
 
+#: The deploy step's name (its system prompt's heading): the step that asks
+#: permission for the deploy command.
+DEPLOY_STEP = "部署"
+
 #: iac-code 0.16.0 honours only this value of ``candidatePresentation``.
 RUNTIME_RICH_PRESENTATION = "rich-v1"
 
@@ -102,8 +106,13 @@ class ScriptPlayer:
     """Answers chat-completions requests for one scenario of the script. Pure:
     the reply depends only on the request's messages."""
 
-    def __init__(self, script: Mapping[str, Any], scenario: str) -> None:
+    def __init__(
+        self, script: Mapping[str, Any], scenario: str, stall_after_tool: Mapping[str, float] | None = None
+    ) -> None:
         self.scenario = scenario
+        #: Seconds a step's reply to a tool result waits, by step name: the
+        #: runtime is caught with the step's tool run and the step unfinished.
+        self.stall_after_tool = dict(stall_after_tool or {})
         self._resolved = resolve_scenario(script, scenario)
         self._extract = {key: re.compile(rx) for key, rx in script.get("extract", {}).items()}
         self._fallback = dict(script["fallback"])
@@ -113,10 +122,15 @@ class ScriptPlayer:
     def steps(self) -> dict[str, Any]:
         return dict(self._resolved["steps"])
 
+    def stall(self, messages: Sequence[Mapping[str, Any]]) -> float:
+        """How long to wait before answering (``stall_after_tool``)."""
+        if not messages or messages[-1].get("role") != "tool":
+            return 0.0
+        return self.stall_after_tool.get(_step_of(messages) or "", 0.0)
+
     def reply(self, messages: Sequence[Mapping[str, Any]]) -> ScriptedReply:
         system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
-        heading = _STEP_HEADING.search(system)
-        step = heading["name"] if heading else None
+        step = _step_of(messages)
         if step is None or step not in self._resolved["steps"]:
             return _reply("fallback", self._fallback, {})
         replies, label, turns = self._replies_for(step, messages)
@@ -148,6 +162,13 @@ class ScriptPlayer:
         if slot:
             values["candidate_slot"] = slot["n"]
         return values
+
+
+def _step_of(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The step whose agent loop sent the request (its system prompt's heading)."""
+    system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
+    heading = _STEP_HEADING.search(system)
+    return heading["name"] if heading else None
 
 
 def _reply(label: str, raw: Mapping[str, Any], values: Mapping[str, str]) -> ScriptedReply:
