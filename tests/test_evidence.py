@@ -19,7 +19,15 @@ from typing import Any
 import pytest
 
 from aguiadapter.runtime.envelope import InputEnvelope, required_inputs
-from aguiadapter.runtime.evidence import InputStatus, TaskFate, TaskView, input_status, task_fate, waiting_inputs
+from aguiadapter.runtime.evidence import (
+    InputStatus,
+    TaskFate,
+    TaskView,
+    assess,
+    input_status,
+    task_fate,
+    waiting_inputs,
+)
 
 RECORDINGS = Path(__file__).resolve().parent / "fixtures" / "a2a-pipeline"
 
@@ -137,6 +145,27 @@ def test_after_a_runtime_restart_a_pipeline_that_took_the_deploy_answer_is_orpha
     assert task_fate(restarted, [permission], {permission.input_id}) == (TaskFate.ORPHANED, [])
     # A WORKING task the runtime still runs has metadata, and is followed.
     assert not view("full", 14, 16).bare and task_fate(view("full", 14, 16))[0] is TaskFate.WORKS
+
+
+def test_a_restarted_pipeline_that_asks_again_for_an_answer_in_doubt_is_never_answered_again() -> None:
+    # direct-restart-unsent: the deploy permission's answer went out, its
+    # connection broke, the runtime restarted. GetTask is a bare
+    # INPUT_REQUIRED summary and the state route lists the permission as
+    # pending: nothing says whether the answer arrived.
+    flow = "direct-restart-unsent"
+    (permission,) = streamed_inputs(flow, 1)
+    restarted = view(flow, 2, 3)
+    assert restarted.bare and restarted.state == "TASK_STATE_INPUT_REQUIRED"
+    raised_after = int(exchanges(flow)[3]["path"].rsplit("=", 1)[1])
+    (again,) = waiting_inputs(restarted, [permission])
+    assert again.input_id == permission.input_id, "the restarted runtime asks for it again"
+    carried = [(permission, raised_after)]
+    findings = assess(carried, restarted, [permission], in_doubt={permission.input_id})
+    assert findings.statuses == {permission.input_id: InputStatus.GONE}
+    assert findings.fate is TaskFate.ORPHANED and findings.asks == ()
+    # Not in doubt (never sent): the restarted runtime takes it, answer it.
+    sure = assess(carried, restarted, [permission])
+    assert sure.waiting() == {permission.input_id} and sure.fate is TaskFate.ASKS
 
 
 MULTI = Path(__file__).resolve().parent / "fixtures" / "a2a-multi-input"

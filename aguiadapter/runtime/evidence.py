@@ -68,7 +68,8 @@ class TaskFate(enum.Enum):
     GONE = "gone"
     UNKNOWN = "unknown"
     #: A restarted runtime lists the task but runs nothing for it (a bare
-    #: summary): whatever followed the answers it took is lost.
+    #: summary), or asks again for an input whose answer it may have taken:
+    #: whatever followed the answers it took is lost.
     ORPHANED = "orphaned"
     #: The runtime waits for an input no stream of ours announced (it was
     #: raised while no stream followed the task): its ids are nowhere to be
@@ -359,6 +360,12 @@ def assess(
     }
     taken = {envelope.input_id for envelope, _ in carried if statuses[envelope.input_id] is InputStatus.TAKEN}
     fate, asks = task_fate(view, known, {*answered, *taken})
+    lost = {key for key in in_doubt if statuses.get(key) is InputStatus.GONE}
+    if fate is TaskFate.ASKS and any(envelope.input_id in lost for envelope in asks):
+        # A restarted pipeline asks again (from its state route) for an input
+        # whose answer it may have taken: answered, it would carry the
+        # decision out a second time. Nobody can answer it safely.
+        return Findings(statuses, TaskFate.ORPHANED, (), view.detail)
     return Findings(statuses, fate, tuple(asks), view.detail)
 
 
