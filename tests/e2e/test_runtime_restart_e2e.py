@@ -29,16 +29,21 @@ from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
 
 
-@pytest.fixture
-async def adapter(own_runtime: IacRuntime, tmp_path: Path) -> AsyncIterator[RunningAdapter]:
+async def serving(a2a_url: str, runtime: IacRuntime, tmp_path: Path) -> AsyncIterator[RunningAdapter]:
+    """An adapter in front of ``a2a_url`` (the runtime, or a proxy before it)."""
     running = await start_adapter(
-        tmp_path / "state", own_runtime.url, a2a_token=own_runtime.token,
-        allowed_cwds=(str(own_runtime.workspaces_root),),
-    )  # fmt: skip
+        tmp_path / "state", a2a_url, a2a_token=runtime.token, allowed_cwds=(str(runtime.workspaces_root),)
+    )
     try:
         yield running
     finally:
         await running.close()
+
+
+@pytest.fixture
+async def adapter(own_runtime: IacRuntime, tmp_path: Path) -> AsyncIterator[RunningAdapter]:
+    async for running in serving(own_runtime.url, own_runtime, tmp_path):
+        yield running
 
 
 async def ask(adapter: RunningAdapter, runtime: IacRuntime, name: str, **scenario: str) -> tuple[str, Path, str]:
@@ -106,14 +111,8 @@ async def proxy(own_runtime: IacRuntime) -> AsyncIterator[A2AProxy]:
 
 @pytest.fixture
 async def proxied_adapter(proxy: A2AProxy, own_runtime: IacRuntime, tmp_path: Path) -> AsyncIterator[RunningAdapter]:
-    running = await start_adapter(
-        tmp_path / "state", proxy.url, a2a_token=own_runtime.token,
-        allowed_cwds=(str(own_runtime.workspaces_root),),
-    )  # fmt: skip
-    try:
+    async for running in serving(proxy.url, own_runtime, tmp_path):
         yield running
-    finally:
-        await running.close()
 
 
 @pytest.mark.parametrize("instant", list(RETRY_AFTER_RESTART), ids=lambda instant: instant.value)
