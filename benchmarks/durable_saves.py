@@ -5,7 +5,7 @@
 One process, one scratch folder, the two ways in alternating rounds (the
 order turns each round, so drift on a shared machine falls on both):
 
-- **writer thread**: :class:`aguiadapter.threads.durable.GroupWriter`, as the
+- **writer thread**: :class:`aguiadapter.store.file.durable.GroupWriter`, as the
   file store uses it (a group's temp files fsynced side by side on the
   store's four-thread executor);
 - **aiofiles on the executor**: the same work (temp file 0600, fsync,
@@ -36,7 +36,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 import aiofiles.os
 
-from aguiadapter.threads.durable import GroupWriter
+from aguiadapter.store.file.durable import GroupWriter
 
 BURST = 50
 Replace = Callable[[str, str, bytes], Awaitable[None]]

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 from aguiadapter.threads.record import RunEntry, ThreadRecord, record_to_json
-from aguiadapter.threads.file_store import thread_file_name
+from aguiadapter.store.file.store import thread_file_name
 
 
 def sample_record(index: int, cwd: str) -> ThreadRecord:

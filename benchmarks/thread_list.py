@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from aguiadapter.threads.record import ThreadRecord, ThreadState
-from aguiadapter.threads.store import ThreadStore
+from aguiadapter.store.contract import ThreadStore
 
 from .batches import private_redis
 from .procs import free_port
@@ -64,14 +64,14 @@ async def measure_thread_list(bench: Bench) -> Results:
     results.note(FILE, "threads", count)
     state = bench.work / "state-thread-list"
     shutil.rmtree(state, ignore_errors=True)
-    from aguiadapter.threads.file_store import FileThreadStore
+    from aguiadapter.store.file.store import FileThreadStore
 
     await _fill(FileThreadStore(state, retention_days=0), count, bench.cwd)
     redis, problem = await private_redis(bench, "redis-thread-list")
     try:
         store_url = None
         if redis is not None:
-            from aguiadapter.threads.redis_store import store_from_url
+            from aguiadapter.store.redis.store import store_from_url
 
             store_url = f"{redis.redis_url}?prefix=bench-list:"
             await _fill(store_from_url(store_url), count, bench.cwd)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream
 

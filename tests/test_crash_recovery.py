@@ -20,7 +20,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.inputs import ResumeEntry
 from aguiadapter.protocol.resume import check_resume
 from aguiadapter.threads import machine as tm
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import ThreadState
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.eventually import eventually

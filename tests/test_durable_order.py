@@ -25,10 +25,10 @@ from aguiadapter.a2a.client import A2AClient
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.digest import canonical_digest
 from aguiadapter.protocol.parsing import parse_run_input
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import ThreadRecord, ThreadState, record_from_json
-from aguiadapter.threads.service import ThreadService
-from aguiadapter.threads.store import PersistenceError
+from aguiadapter.service.thread_service import ThreadService
+from aguiadapter.store.contract import PersistenceError
 from tests.support.adapter import run_body
 from tests.support.agui import check_order, parse_sse
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import attrs
 import pytest
 
-from aguiadapter.threads.durable import GroupWriter
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.durable import GroupWriter
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.listing import owner_of
 from aguiadapter.threads.record import ThreadRecord
-from aguiadapter.threads.store import PersistenceError
+from aguiadapter.store.contract import PersistenceError
 
 
 @pytest.fixture

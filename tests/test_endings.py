@@ -1,4 +1,4 @@
-"""How a run that went wrong ends (threads/endings.py), as a table, and the
+"""How a run that went wrong ends (runs/endings.py), as a table, and the
 shell's rule that a lost write changes nothing."""
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ from aguiadapter.a2a.client import A2ARpcError, A2AUnavailable
 from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.runtime.iac_code import AnswerRefused, TaskMismatch
 from aguiadapter.threads import machine as tm
-from aguiadapter.runtime.follow import LostTask
-from aguiadapter.threads.endings import End, Ending, Failure, LostWrite, ending_for, failure_of
-from aguiadapter.threads.expiry import ExpiryScheduler
-from aguiadapter.threads.file_store import FileThreadStore
-from aguiadapter.threads.leases import LeaseKeeper
+from aguiadapter.runs.follow import LostTask
+from aguiadapter.runs.endings import End, Ending, Failure, ending_for, failure_of
+from aguiadapter.store.contract import LostWrite
+from aguiadapter.service.expiry import ExpiryScheduler
+from aguiadapter.store.file.store import FileThreadStore
+from aguiadapter.service.leases import LeaseKeeper
 from aguiadapter.threads.record import ThreadRecord, ThreadState
-from aguiadapter.threads.shell import ThreadShell
-from aguiadapter.threads.store import PersistenceError
+from aguiadapter.runs.shell import ThreadShell
+from aguiadapter.store.contract import PersistenceError
 
 E = ErrorCode
 LOST = E.STATE_PERSISTENCE_FAILED
@@ -137,7 +138,7 @@ async def test_a_lost_write_leaves_the_record_in_memory_as_it_was(take, tmp_path
 
 # ------------------------------------------------------------ the run's phase
 def test_a_run_moves_through_its_phases_as_the_table_says() -> None:
-    from aguiadapter.threads.driver import PHASES, Phase
+    from aguiadapter.runs.driver import PHASES, Phase
 
     assert set(PHASES) == set(Phase), "every phase has its row"
     # Every phase but the end can end (the opening, through a stop or a report).

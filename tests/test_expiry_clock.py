@@ -18,10 +18,10 @@ from aguiadapter.a2a.client import A2AClient
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.digest import canonical_digest
 from aguiadapter.protocol.parsing import parse_run_input
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import ThreadState
-from aguiadapter.threads.service import ThreadService
-from aguiadapter.threads.shell import SinkClosed
+from aguiadapter.service.thread_service import ThreadService
+from aguiadapter.runs.shell import SinkClosed
 from tests.support.adapter import run_body
 from tests.support.agui import parse_sse
 from tests.support.eventually import eventually

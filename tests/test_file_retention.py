@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import run_body, start_adapter
 from tests.support.eventually import eventually
 

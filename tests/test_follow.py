@@ -1,7 +1,7 @@
 """Following an iac-code task: the decisions, as tables, without a socket.
 
 What counts as the runtime taking an answer, what a refused stream means,
-and what a look at the task calls for next (:mod:`aguiadapter.runtime.follow`).
+and what a look at the task calls for next (:mod:`aguiadapter.runs.follow`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from aguiadapter.a2a.client import A2ARpcError
 from aguiadapter.runtime.envelope import InputEnvelope
 from aguiadapter.runtime.evidence import TaskFate
-from aguiadapter.runtime.follow import (
+from aguiadapter.runs.follow import (
     LostTask,
     Move,
     answer_taken,

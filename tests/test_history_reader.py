@@ -11,7 +11,7 @@ import pytest
 
 from aguiadapter.a2a.client import A2AClient
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads.history_reader import HistoryReader, HistoryUnavailable, read_session_file
+from aguiadapter.service.history_reader import HistoryReader, HistoryUnavailable, read_session_file
 from aguiadapter.threads.record import ThreadRecord
 
 RECORDING = json.loads((Path(__file__).parent / "fixtures" / "history" / "iac-code-0.16.0.json").read_text())

@@ -16,8 +16,8 @@ from aiohttp import web
 from aguiadapter.a2a.client import A2AClient
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.record import ThreadRecord
-from aguiadapter.threads.file_store import FileThreadStore
-from aguiadapter.threads.store import PersistenceError
+from aguiadapter.store.file.store import FileThreadStore
+from aguiadapter.store.contract import PersistenceError
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 
 CJK = re.compile(r"[\u4e00-\u9fff]")

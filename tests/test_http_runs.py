@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import ThreadRecord
 from aguiadapter.web.keys import STREAMS
 from tests.support.adapter import RunningAdapter, run_body, start_adapter

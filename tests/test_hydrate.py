@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from aguiadapter.protocol.events import encode_sse
-from aguiadapter.protocol.hydrate import (
+from aguiadapter.web.hydrate import (
     HISTORY_EVENT, HistoryMissing, HistoryPage, Hydration, announced_interrupts, before_active_run, hydrate_events,
     hydrate_run_id, pipeline_activity,
 )

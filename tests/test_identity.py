@@ -19,7 +19,7 @@ import pytest
 
 from aguiadapter.config import Config, JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import thread_key
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.reattach import joined, read_then_cut, reattach

@@ -80,7 +80,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_package_imports() -> None:
     graph = import_graph()
-    assert "aguiadapter.threads.machine" in graph["aguiadapter.threads.shell"]
+    assert "aguiadapter.threads.machine" in graph["aguiadapter.runs.shell"]
     assert "aguiadapter.runtime.evidence" in graph["aguiadapter.threads.machine"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from aguiadapter.threads.latch import Latch
+from aguiadapter.runs.latch import Latch
 
 
 async def test_every_waiter_wakes_when_it_is_set_and_a_late_one_does_not_wait() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aguiadapter.threads.leases import LeaseKeeper
-from aguiadapter.threads.store import Claim, StoreUnavailable
+from aguiadapter.service.leases import LeaseKeeper
+from aguiadapter.store.contract import Claim, StoreUnavailable
 from tests.support.eventually import eventually
 
 LEASE = 0.15

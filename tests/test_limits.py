@@ -14,7 +14,7 @@ import pytest
 
 from aguiadapter.config import JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import thread_key
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream, parse_sse

@@ -34,9 +34,9 @@ from aguiadapter.protocol.inputs import ResumeEntry
 from aguiadapter.protocol.resume import check_resume
 from aguiadapter.runtime.iac_code import Batches
 from aguiadapter.threads import machine as tm
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import RunKind, ThreadRecord, ThreadState, record_to_json
-from aguiadapter.threads.store import PersistenceError
+from aguiadapter.store.contract import PersistenceError
 from aguiadapter.web.app import create_app
 from aguiadapter.web.keys import BACKEND
 from aguiadapter.web.server import AdapterRunner

@@ -17,7 +17,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.inputs import ResumeEntry
 from aguiadapter.protocol.resume import check_resume
 from aguiadapter.threads import machine as tm
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.web.app import create_metrics_app
 from aguiadapter.web.keys import BACKEND
 from tests.support.adapter import run_body, start_adapter

@@ -18,8 +18,8 @@ import pytest
 from ag_ui.core.capabilities import AgentCapabilities
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads import driver as driver_module
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.runs import driver as driver_module
+from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream, parse_sse_ids, texts
 from tests.support.eventually import eventually
@@ -266,7 +266,7 @@ async def test_a_large_ended_run_replays_whole_and_in_bounded_pieces(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
     """The replay hands the socket at most 64 KiB at a time, cut between events: every byte, once, in order."""
-    from aguiadapter.threads.run_log import REPLAY_PIECE_BYTES
+    from aguiadapter.store.run_log import REPLAY_PIECE_BYTES
 
     async with started(tmp_path, demo) as adapter:
         body = run_body(thread_id="t-big", text="firehose 4000", cwd=str(workspace))

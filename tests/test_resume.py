@@ -14,7 +14,7 @@ import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse, texts, types
 from tests.support.eventually import eventually

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aguiadapter.threads.run_log import LogBounds, MemoryRunLog, Truncated
+from aguiadapter.store.run_log import LogBounds, MemoryRunLog, Truncated
 from tests.support.agui import parse_sse_ids
 
 
@@ -43,7 +43,7 @@ def test_the_byte_bound_is_kept_as_the_run_goes() -> None:
 
 
 def test_a_replay_is_cut_into_bounded_pieces_of_whole_events() -> None:
-    from aguiadapter.threads.run_log import frame, offset_after, pieces
+    from aguiadapter.store.run_log import frame, offset_after, pieces
 
     events = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x" * (i % 300)} for i in range(3000)]
     events.append({"type": "CUSTOM", "name": "big", "value": "y" * 100_000})  # one event over the limit

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.listing import ListCursor, ThreadPage, list_owner
 from aguiadapter.threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json, thread_key
 

@@ -84,3 +84,14 @@ def jsonrpc_error(request_id: Any, code: int, message: str) -> dict[str, Any]:
         "id": request_id,
         "jsonrpc": "2.0",
     }
+
+
+def as_int(value: Any) -> int | None:
+    """Integers arrive as floats (``12.0``) through proto Struct metadata."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None

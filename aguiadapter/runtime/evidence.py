@@ -28,7 +28,7 @@ from typing import Any, Final
 import attrs
 
 from ..a2a import wire
-from ..translate.pipeline import as_int
+
 from .envelope import InputEnvelope, envelope_of, required_inputs
 from .transcript import has_result, open_tool_uses
 
@@ -378,7 +378,7 @@ def _events_after(document: Mapping[str, Any] | None, after: int) -> list[Mappin
     if document is None:
         return []
     events = [item for item in document.get("events") or () if isinstance(item, Mapping)]
-    return [item for item in events if (as_int(item.get("sequence")) or 0) > after]
+    return [item for item in events if (wire.as_int(item.get("sequence")) or 0) > after]
 
 
 def _names(data: Mapping[str, Any], envelope: InputEnvelope) -> bool:
@@ -456,9 +456,9 @@ def _pipeline_inputs(view: TaskView, known: Mapping[str, InputEnvelope]) -> list
         if entry.get("pending") is not True:
             continue
         probe = envelope_of({"inputId": input_id, "kind": "permission", "toolUseId": entry.get("toolUseId")})
-        after = as_int(entry.get("sequence")) or 0
+        after = wire.as_int(entry.get("sequence")) or 0
         if any(_names(item.get("data") or {}, probe) for item in events
-               if item.get("eventType") in _RESOLUTIONS and (as_int(item.get("sequence")) or 0) > after):
+               if item.get("eventType") in _RESOLUTIONS and (wire.as_int(item.get("sequence")) or 0) > after):
             continue
         fields = {key: value for key, value in entry.items() if key not in _DISPLAY_ONLY}
         fields.update({"kind": "permission", "inputId": input_id, "required": True, "requestTaskId": task_id})

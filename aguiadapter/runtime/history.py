@@ -6,7 +6,7 @@ The session transcript (``GET /iac-code/session/recovery``, or the session's
 ``redacted_thinking``, ``tool_use``, ``tool_result``). :func:`project` turns
 it into AG-UI 1.0 ``Message`` objects (plain JSON, camelCase, no ``null``),
 grouped into :class:`Turn` s; :func:`page` cuts the newest turns before a
-cursor out of them. No I/O here: :mod:`aguiadapter.threads.history_reader`
+cursor out of them. No I/O here: :mod:`aguiadapter.service.history_reader`
 reads the transcript and calls these.
 
 What a row becomes:

@@ -5,7 +5,7 @@ transitions exist (recovery after a crash included), and why a request is
 refused. It is synchronous and does no I/O: a transition changes the
 :class:`~aguiadapter.threads.record.ThreadRecord` and returns the AG-UI
 events it announces; time comes in as an argument. The async shell
-(:mod:`aguiadapter.threads.shell`) loads the record, applies a transition,
+(:mod:`aguiadapter.runs.shell`) loads the record, applies a transition,
 saves the record and only then emits the events.
 
 States:

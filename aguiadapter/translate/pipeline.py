@@ -13,6 +13,8 @@ from typing import Any, Final
 
 import attrs
 
+from ..a2a import wire
+
 PIPELINE_ACTIVITY: Final = "iac-code.pipeline.v1"
 
 #: Pipeline event types relayed as ``CUSTOM iac-code.pipeline.v1``, and only these.
@@ -55,7 +57,7 @@ class PipelineState:
         event_id = envelope.get("eventId")
         if isinstance(event_id, str) and event_id in self.recent_event_ids:
             return True
-        sequence = as_int(envelope.get("sequence"))
+        sequence = wire.as_int(envelope.get("sequence"))
         return sequence is not None and sequence <= self.last_sequence
 
     def remember(self, envelope: Mapping[str, Any]) -> None:
@@ -64,7 +66,7 @@ class PipelineState:
         if isinstance(event_id, str) and event_id:
             self.recent_event_ids.append(event_id)
             del self.recent_event_ids[:-EVENT_ID_WINDOW]
-        sequence = as_int(envelope.get("sequence"))
+        sequence = wire.as_int(envelope.get("sequence"))
         if sequence is not None and sequence > self.last_sequence:
             self.last_sequence = sequence
         run_id = envelope.get("pipelineRunId")
@@ -80,16 +82,6 @@ def without_nulls(value: Any) -> Any:
         return [without_nulls(item) for item in value]
     return value
 
-
-def as_int(value: Any) -> int | None:
-    """Integers arrive as floats (``12.0``) through proto Struct metadata."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 def _coordinate_id(value: Any) -> str | None:

@@ -11,12 +11,12 @@ from aiohttp import web
 from ..a2a.client import A2AClient
 from ..config import NO_RUNTIME, Config
 from ..telemetry import Telemetry
-from ..threads.file_store import FileThreadStore
-from ..threads.history_reader import HistoryReader
-from ..threads.limits import AdmissionLimits
-from ..threads.run_log import LogBounds
-from ..threads.service import ThreadService
-from ..threads.store import ThreadStore
+from ..store.factory import open_store
+from ..service.history_reader import HistoryReader
+from ..service.limits import AdmissionLimits
+from ..store.run_log import LogBounds
+from ..service.thread_service import ThreadService
+from ..store.contract import ThreadStore
 from . import connect_route, handlers, history_routes, thread_list, thread_routes
 from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
@@ -126,7 +126,9 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
         started = app[BACKEND]
         started.client = client
         app[HISTORY].start(client)
-        threads = store or _configured_store(config)
+        threads = store or open_store(
+            config.store_url, state_dir=config.state_dir, retention_days=config.state_retention_days
+        )
         started.service = ThreadService(
             threads,
             client,
@@ -206,17 +208,6 @@ def _log_bounds(config: Config) -> LogBounds | None:
     if not config.resumable:
         return None
     return LogBounds(config.run_log_max_events, config.run_log_max_bytes, config.replay_retention_seconds)
-
-
-def _configured_store(config: Config) -> ThreadStore:
-    """The file store, or the Redis store for ``--store redis://...``."""
-    if not config.store_url:
-        return FileThreadStore(config.state_dir, retention_days=config.state_retention_days)
-    try:
-        from ..threads.redis_store import store_from_url
-    except ImportError as exc:
-        raise RuntimeError("--store redis://... needs the redis extra: pip install 'aguiadapter[redis]'") from exc
-    return store_from_url(config.store_url)
 
 
 async def _stop_runs(app: web.Application) -> None:

@@ -3,11 +3,11 @@
 The AG-UI convention for hydration (``@ag-ui/client``'s ``connectAgent``:
 ``POST {url}/connect`` with a ``RunAgentInput``; 404 and 405 mean "no
 history"). The answer is one lawful AG-UI run, built by
-:mod:`aguiadapter.protocol.hydrate`: ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``
+:mod:`aguiadapter.web.hydrate`: ``RUN_STARTED``, ``MESSAGES_SNAPSHOT``
 (the newest turns within a byte budget), a pipeline's ``ACTIVITY_SNAPSHOT``,
 ``RUN_FINISHED`` with the pending interrupts as its outcome. On a thread
 with a run in progress the stream goes on with that run, from its start, as
-a re-attach reads it (:meth:`~aguiadapter.threads.service.ThreadService.attach`:
+a re-attach reads it (:meth:`~aguiadapter.service.thread_service.ThreadService.attach`:
 live to its end, from any replica with Redis).
 
 Authentication and ownership are those of every thread route: someone
@@ -25,7 +25,7 @@ from aiohttp import web
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
 from ..protocol.events import encode_sse
-from ..protocol.hydrate import (
+from .hydrate import (
     HistoryMissing, HistoryPage, Hydration, announced_interrupts, before_active_run, hydrate_events,
     hydrate_run_id, pipeline_activity,
 )
@@ -33,8 +33,8 @@ from ..protocol.inputs import ConnectRequest
 from ..protocol.parsing import parse_connect_request
 from ..threads import machine as tm
 from ..threads.record import ThreadRecord
-from ..threads.history_reader import HistoryUnavailable
-from ..threads.service import ThreadService
+from ..service.history_reader import HistoryUnavailable
+from ..service.thread_service import ThreadService
 from .handlers import authenticate, read_json_body
 from .http_errors import error_response, request_language
 from .keys import CONFIG, HISTORY, admission, backend

@@ -17,9 +17,9 @@ from ..logs import mask_url, secrets_hidden
 from ..protocol.digest import canonical_digest
 from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
-from ..threads.driver import Ticket
-from ..threads.service import ThreadService
-from ..threads.store import StoreUnavailable
+from ..runs.driver import Ticket
+from ..service.thread_service import ThreadService
+from ..store.contract import StoreUnavailable
 from ..images import fit_images
 from ..workspace import resolve_workspace
 from .auth import HostPrincipal, OpenAccess, Unauthorized, bind_user_id

@@ -2,7 +2,7 @@
 
 The messages are AG-UI 1.0 ``Message`` objects projected from the runtime's
 session transcript (:mod:`aguiadapter.runtime.history`), read through the
-app's :class:`~aguiadapter.threads.history_reader.HistoryReader`. A page is
+app's :class:`~aguiadapter.service.history_reader.HistoryReader`. A page is
 the newest ``limit`` turns before the cursor ``before`` (a turn starts at a
 user message, so a tool call and its result are never on two pages), within
 the server's byte budget (at least one turn). The answer is

@@ -9,9 +9,9 @@ from ..a2a.client import A2AClient
 from ..config import Config
 from ..errors import AdapterError, ErrorCode
 from ..telemetry import Telemetry
-from ..threads.limits import AdmissionLimits
-from ..threads.history_reader import HistoryReader
-from ..threads.service import ThreadService
+from ..service.limits import AdmissionLimits
+from ..service.history_reader import HistoryReader
+from ..service.thread_service import ThreadService
 from .auth import Authenticator
 from .stream_watch import StreamWatch
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from ..protocol.events import HEARTBEAT
-from ..threads.shell import SinkClosed
+from ..runs.shell import SinkClosed
 from .stream_watch import StreamWatch
 
 SSE_HEADERS = {

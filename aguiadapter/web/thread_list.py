@@ -25,7 +25,7 @@ from aiohttp import web
 from ..errors import AdapterError, ErrorCode
 from ..threads.listing import DEFAULT_LIMIT, MAX_LIMIT, ListCursor, ThreadSummary, list_owner
 from ..threads.record import ThreadState
-from ..threads.store import StoreUnavailable
+from ..store.contract import StoreUnavailable
 from .auth import SharedToken
 from .handlers import authenticate
 from .http_errors import error_response, request_language

@@ -22,8 +22,8 @@ from aiohttp import web
 from ..errors import AdapterError, ErrorCode
 from ..protocol.events import ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT
 from ..threads.record import ThreadRecord, ThreadState
-from ..threads.run_log import parse_cursor
-from ..threads.store import StoreUnavailable
+from ..store.run_log import parse_cursor
+from ..store.contract import StoreUnavailable
 from ..version import __version__
 from .handlers import authenticate, mount_prefix
 from .http_errors import error_response, request_language

@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.adapter_process import AdapterProcess
 from tests.support.agui import check_stream

@@ -23,7 +23,7 @@ from typing import Any
 
 import aiohttp
 
-from aguiadapter.threads import redis_store as rs
+from aguiadapter.store.redis import store as rs
 from tests.support.adapter import Reply, run_body
 from tests.support.agui import check_stream
 from tests.support.eventually import eventually

@@ -12,7 +12,7 @@ import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.record import ThreadRecord
-from aguiadapter.threads.redis_store import RedisSettings, RedisThreadStore
+from aguiadapter.store.redis.store import RedisSettings, RedisThreadStore
 from aguiadapter.web.keys import BACKEND
 from tests.support.adapter import Reply, run_body
 from tests.support.reattach import read_then_cut, reattach

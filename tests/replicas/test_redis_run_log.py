@@ -7,8 +7,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from aguiadapter.threads.redis_run_log import RedisRunLogs
-from aguiadapter.threads.run_log import LogBounds
+from aguiadapter.store.redis.run_log import RedisRunLogs
+from aguiadapter.store.run_log import LogBounds
 
 from .redis_server import RedisServer
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from aguiadapter.threads import redis_store as rs
+from aguiadapter.store.redis import store as rs
 from aguiadapter.threads.record import ThreadRecord
-from aguiadapter.threads.store import CorruptRecord, PersistenceError, StoreUnavailable
+from aguiadapter.store.contract import CorruptRecord, PersistenceError, StoreUnavailable
 from tests.support.eventually import eventually
 
 from .redis_server import RedisServer

@@ -16,7 +16,7 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads import redis_store as rs
+from aguiadapter.store.redis import store as rs
 from tests.support.adapter import Reply, run_body
 from tests.support.agui import texts
 from tests.support.eventually import eventually

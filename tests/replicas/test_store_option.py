@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from aguiadapter.cli import build_parser, config_from_args
-from aguiadapter.threads import redis_store as rs
-from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.store.redis import store as rs
+from aguiadapter.store.file.store import FileThreadStore
 
 from .redis_server import RedisServer, free_port
 from .replicas import ENV_STORE, REPO

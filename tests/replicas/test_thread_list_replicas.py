@@ -12,10 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads import redis_store as rs
+from aguiadapter.store.redis import store as rs
 from aguiadapter.threads.listing import ListCursor, ThreadPage, list_owner, owner_id
 from aguiadapter.threads.record import ThreadRecord, ThreadState, thread_key
-from aguiadapter.threads.store import PersistenceError
+from aguiadapter.store.contract import PersistenceError
 from tests.support.adapter import run_body
 from tests.support.tokens import bearer
 

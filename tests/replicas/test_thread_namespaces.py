@@ -11,7 +11,7 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads import redis_store as rs
+from aguiadapter.store.redis import store as rs
 from aguiadapter.threads.record import thread_key
 from tests.support.adapter import Reply, run_body
 from tests.support.tokens import AUDIENCE, SigningKey, bearer, write_jwks

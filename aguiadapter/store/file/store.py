@@ -29,13 +29,13 @@ from pathlib import Path
 import aiofiles.os
 
 from .durable import GroupWriter, read_bytes
-from .slots import LocalRunSlots
-from .file_index import FileThreadIndex
-from .file_retention import FileRetention, retention_seconds_of
-from .listing import ListCursor, ThreadPage
-from .record import ThreadRecord, ThreadState, record_to_json
-from .run_log import LogBounds, MemoryRunLogs
-from .store import Claim, CorruptRecord, PersistenceError, parse_stored_record
+from ..slots import LocalRunSlots
+from .index import FileThreadIndex
+from .retention import FileRetention, retention_seconds_of
+from ...threads.listing import ListCursor, ThreadPage
+from ...threads.record import ThreadRecord, ThreadState, record_to_json
+from ..run_log import LogBounds, MemoryRunLogs
+from ..contract import Claim, CorruptRecord, PersistenceError, parse_stored_record
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()

@@ -1,7 +1,7 @@
 """Where thread records live, and who may run a thread right now.
 
 :class:`ThreadStore` is the interface the service talks to; the file store
-(:mod:`aguiadapter.threads.file_store`) is the default. Everything several
+(:mod:`aguiadapter.store.file.store`) is the default. Everything several
 replicas must agree on goes through it: records (written whole, all or
 nothing), the claim that makes ``THREAD_BUSY`` true (a lease with a fencing
 token, renewed while a run streams), interrupt deadlines, and, for a shared
@@ -16,14 +16,23 @@ from typing import Protocol
 
 import attrs
 
-from .listing import ListCursor, ThreadPage
-from .record import ThreadRecord, ThreadState, record_from_json
+from ..threads.listing import ListCursor, ThreadPage
+from ..threads.record import ThreadRecord, ThreadState, record_from_json
 from .run_log import LogBounds, RunLogs
 from .slots import RunSlots
 
 
 class PersistenceError(Exception):
     """A record could not be written durably."""
+
+
+class LostWrite(PersistenceError):
+    """The record could not be written after ``transition``: the record is
+    what it was before it (in memory and on disk)."""
+
+    def __init__(self, transition: str, cause: PersistenceError) -> None:
+        super().__init__(f"{transition}: {cause}")
+        self.transition = transition
 
 
 class CorruptRecord(Exception):

@@ -33,15 +33,15 @@ from ..protocol.inputs import ForwardedProps, IacCodeProps, RunAgentInput, lates
 from ..runtime.evidence import Findings, TaskFate, TaskView, assess, input_status, waiting_inputs
 from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
-from . import machine as tm
-from .access import may_read
-from .driver import RunContext, RunDriver, StopReason, Ticket
+from ..threads import machine as tm
+from ..threads.access import may_read
+from ..runs.driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
-from .record import RunKind, ThreadRecord, thread_key
-from .run_log import LogBounds, LogBroken, RunLogs, Truncated
-from .shell import EventSink, ThreadShell
-from .store import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
+from ..threads.record import RunKind, ThreadRecord, thread_key
+from ..store.run_log import LogBounds, LogBroken, RunLogs, Truncated
+from ..runs.shell import EventSink, ThreadShell
+from ..store.contract import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
 
 log = logging.getLogger(__name__)
 _P = ParamSpec("_P")
@@ -122,7 +122,7 @@ class ThreadService:
     @property
     def can_hand_off(self) -> bool:
         """Whether a shutdown can leave runs to other replicas."""
-        return self.logs is not None and self.context.grace_seconds > 0 and self.store.kind != "file"
+        return self.logs is not None and self.context.grace_seconds > 0 and self.store.shared
 
     @property
     def interrupt_ttl_seconds(self) -> float:

@@ -2,7 +2,7 @@
 
 A :class:`RunDriver` carries out an admitted :class:`Ticket`: it takes the
 run's opening transition (failures there are still HTTP errors), then has
-its :class:`~aguiadapter.runtime.follow.Follower` send the answers and
+its :class:`~aguiadapter.runs.follow.Follower` send the answers and
 relay or follow the runtime's task (the iac-code follow protocol lives
 there), writes what comes of it to the log and the sink, and ends the run
 with the transition its outcome calls for. The stream is relayed in an
@@ -33,18 +33,18 @@ from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
 from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import TaskView
-from ..runtime.follow import Follower
+from .follow import Follower
 from ..runtime.iac_code import AnswerRefused, IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
 from ..translate.mapper import IdentityLearned, IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
-from . import machine as tm
-from .endings import End, Ending, Failure, LostWrite, ending_for, failure_of
+from ..threads import machine as tm
+from .endings import End, Ending, Failure, ending_for, failure_of
 from .latch import Latch
-from .record import PendingInterrupt, RunKind, ThreadRecord
-from .run_log import DetachedRun, LogBroken, RunLog, RunLogs, UnloggedRun
+from ..threads.record import PendingInterrupt, RunKind, ThreadRecord
+from ..store.run_log import DetachedRun, LogBroken, RunLog, RunLogs, UnloggedRun
 from .shell import EventSink, SinkClosed, ThreadShell
-from .store import PersistenceError, StoreUnavailable
+from ..store.contract import LostWrite, PersistenceError, StoreUnavailable
 
 #: How often a run without a client looks whether one re-attached. A poll:
 #: the reader may be on another replica, whose presence key announces nothing.

@@ -24,8 +24,8 @@ import math
 import uuid
 
 from ..errors import AdapterError, ErrorCode
-from .slots import RunSlot, RunSlots
-from .store import StoreUnavailable
+from ..store.slots import RunSlot, RunSlots
+from ..store.contract import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

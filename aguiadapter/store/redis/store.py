@@ -38,13 +38,13 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
-from .listing import ListCursor, ThreadPage, owner_id, owner_of, summary_of
-from .record import ThreadRecord, ThreadState, record_to_json
-from .redis_limits import RedisRunSlots
-from .redis_run_log import RedisRunLogs
-from .redis_thread_list import RedisThreadList
-from .run_log import LogBounds
-from .store import Claim, PersistenceError, StoreUnavailable, parse_stored_record
+from ...threads.listing import ListCursor, ThreadPage, owner_id, owner_of, summary_of
+from ...threads.record import ThreadRecord, ThreadState, record_to_json
+from .limits import RedisRunSlots
+from .run_log import RedisRunLogs
+from .thread_list import RedisThreadList
+from ..run_log import LogBounds
+from ..contract import Claim, PersistenceError, StoreUnavailable, parse_stored_record
 
 log = logging.getLogger(__name__)
 

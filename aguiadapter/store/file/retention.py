@@ -29,8 +29,8 @@ from pathlib import Path
 import aiofiles.os
 
 from .durable import read_bytes
-from .record import ThreadRecord, ThreadState, record_from_json
-from .store import ThreadStore
+from ...threads.record import ThreadRecord, ThreadState, record_from_json
+from ..contract import ThreadStore
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,9 @@ from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 import attrs
 
-from .endings import LostWrite
-from .expiry import ExpiryScheduler
-from .leases import LeaseKeeper
-from .machine import Machine, restore
-from .record import ThreadRecord
-from .store import Claim, PersistenceError, ThreadStore
+from ..threads.machine import Machine, restore
+from ..threads.record import ThreadRecord
+from ..store.contract import Claim, LostWrite, PersistenceError, ThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +65,42 @@ class EventSink(Protocol):
         raise :class:`SinkClosed` when closed."""
 
 
+
+class Deadlines(Protocol):
+    """The process's expiry timers, as a run's shell sees them (a port: the
+    timers live in the service, which hands them down)."""
+
+    async def schedule(self, thread_id: str, expires_at: float) -> None:
+        """Arm (or move) the thread's timer to the absolute time ``expires_at``."""
+
+    async def cancel(self, thread_id: str) -> None:
+        """Disarm the thread's timer, here and in the store."""
+
+    def is_armed(self, thread_id: str) -> bool:
+        """Whether this process holds a timer for the thread."""
+
+
+class Leases(Protocol):
+    """The process's lease keeper, as a run's shell sees it (a port)."""
+
+    def hold(self, claim: Claim, on_lost: Callable[[], Any] | None = None) -> None:
+        """Renew ``claim`` until :meth:`drop`; a lost lease calls ``on_lost``."""
+
+    def drop(self, claim: Claim) -> None:
+        """Stop renewing ``claim``."""
+
+    def forget(self, claim: Claim) -> None:
+        """The claim was given back: forget it."""
+
+    def holding(self, claim: Claim) -> contextlib.AbstractAsyncContextManager[None]:
+        """Renew ``claim`` for as long as the block runs."""
+
+
 class ThreadShell:
     """One claimed thread: its record, and the way transitions reach the store."""
 
     def __init__(
-        self, store: ThreadStore, expiry: ExpiryScheduler, claim: Claim, record: ThreadRecord, leases: LeaseKeeper
+        self, store: ThreadStore, expiry: Deadlines, claim: Claim, record: ThreadRecord, leases: Leases
     ) -> None:
         self.store = store
         self.expiry = expiry

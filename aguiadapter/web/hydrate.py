@@ -28,7 +28,7 @@ import attrs
 
 from ..threads.record import RunKind, ThreadRecord, ThreadState
 from ..translate.pipeline import activity_snapshot
-from .events import Event, custom, run_finished, run_started
+from ..protocol.events import Event, custom, run_finished, run_started
 
 #: The ``CUSTOM`` event that says the hydrate run has no history to give.
 HISTORY_EVENT: Final = "iac-code.history.v1"

@@ -16,8 +16,8 @@ from typing import Any
 import attrs
 import redis.asyncio as aioredis
 
-from .listing import SCAN_BUDGET, ListCursor, ThreadPage, ThreadSummary, state_marker
-from .record import ThreadState
+from ...threads.listing import SCAN_BUDGET, ListCursor, ThreadPage, ThreadSummary, state_marker
+from ...threads.record import ThreadState
 
 # KEYS: the owner's list. ARGV: highest score ('+inf', or the cursor's), '1'
 # when there is a cursor, count. The members at or below that score, newest

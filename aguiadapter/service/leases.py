@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from .store import Claim, StoreUnavailable, ThreadStore
+from ..store.contract import Claim, StoreUnavailable, ThreadStore
 
 log = logging.getLogger(__name__)
 

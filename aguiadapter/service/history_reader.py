@@ -64,7 +64,7 @@ from ..a2a.client import A2AClient, A2AError, A2AHttpError
 from ..errors import AdapterError, ErrorCode
 from ..runtime.history import Page, Turn, page, project
 from ..runtime.iac_code import EXECUTION_STATE_PATH, SESSION_RECOVERY_PATH
-from .record import ThreadRecord
+from ..threads.record import ThreadRecord
 
 log = logging.getLogger(__name__)
 

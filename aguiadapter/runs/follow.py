@@ -26,10 +26,10 @@ from ..protocol.events import Event
 from ..protocol.inputs import IacCodeProps
 from ..protocol.resume import Answer
 from ..translate.mapper import IdentityLearned, RunIdentity, RunTranslator, TurnOutcome
-from .envelope import InputEnvelope
-from .evidence import TaskFate, TaskView, task_fate, waiting_inputs
-from .iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
-from .transcript import after_answers
+from ..runtime.envelope import InputEnvelope
+from ..runtime.evidence import TaskFate, TaskView, task_fate, waiting_inputs
+from ..runtime.iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
+from ..runtime.transcript import after_answers
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from typing import TypeVar
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from .slots import RunSlot, Taken
-from .store import StoreUnavailable
+from ..slots import RunSlot, Taken
+from ..contract import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

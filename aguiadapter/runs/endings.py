@@ -25,19 +25,10 @@ import attrs
 from ..a2a import wire
 from ..a2a.client import A2AError, A2ARpcError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
-from ..runtime.follow import LostTask
+from .follow import LostTask
 from ..runtime.iac_code import AnswerRefused, TaskMismatch
 from ..translate.mapper import IdentityMismatch
-from .store import PersistenceError
-
-
-class LostWrite(PersistenceError):
-    """The record could not be written after ``transition``: the record is
-    what it was before it (in memory and on disk)."""
-
-    def __init__(self, transition: str, cause: PersistenceError) -> None:
-        super().__init__(f"{transition}: {cause}")
-        self.transition = transition
+from ..store.contract import LostWrite
 
 
 class End(enum.Enum):

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .store import PersistenceError, ThreadStore
+from ..store.contract import PersistenceError, ThreadStore
 
 log = logging.getLogger(__name__)
 

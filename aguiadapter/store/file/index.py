@@ -33,8 +33,8 @@ from pathlib import Path
 
 import aiofiles.os
 
-from .listing import ListCursor, SortedSummaries, ThreadPage, ThreadSummary, owner_id, owner_of, summary_of
-from .record import ThreadRecord, ThreadState, record_from_json
+from ...threads.listing import ListCursor, SortedSummaries, ThreadPage, ThreadSummary, owner_id, owner_of, summary_of
+from ...threads.record import ThreadRecord, ThreadState, record_from_json
 
 log = logging.getLogger(__name__)
 

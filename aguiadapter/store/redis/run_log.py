@@ -27,11 +27,11 @@ from typing import Any, Final
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
-from ..protocol.events import Event
-from .run_log import (
+from ...protocol.events import Event
+from ..run_log import (
     TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, note_trimmed, offset_after, past_the_end, pieces,
 )
-from .store import StoreUnavailable
+from ..contract import StoreUnavailable
 
 #: The TTL of a stream whose run has not ended (a day).
 LIVE_TTL_MS: Final = 86_400_000
