@@ -91,3 +91,112 @@ def test_no_module_of_the_package_imports_itself_through_others(package: Path) -
 
 def test_a_cycle_would_be_found() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# ----------------------------------------------------------------- folders
+#: What each part of the package may import, bottom to top. A part is a
+#: folder of ``aguiadapter/`` or one of its top-level modules; each folder's
+#: ``__init__.py`` says the same in words. A new import across parts must be
+#: allowed here first, and the table must stay free of loops.
+BASE = frozenset({"errors", "fastjson", "version"})
+LAYERS: dict[str, frozenset[str]] = {
+    "errors": frozenset(),
+    "fastjson": frozenset(),
+    "version": frozenset(),
+    "i18n": frozenset({"errors"}),
+    "telemetry": frozenset({"errors", "version"}),
+    "logs": frozenset({"telemetry"}),
+    "workspace": frozenset({"errors"}),
+    "protocol": BASE,
+    "images": BASE | {"protocol"},
+    "a2a": BASE | {"protocol", "telemetry"},
+    "runtime": BASE | {"a2a", "protocol"},
+    "translate": BASE | {"a2a", "protocol", "runtime"},
+    "threads": BASE | {"protocol", "runtime", "translate"},
+    "store": BASE | {"protocol", "threads"},
+    "runs": BASE | {"a2a", "i18n", "logs", "protocol", "runtime", "store", "telemetry", "threads", "translate"},
+    "service": BASE | {"a2a", "i18n", "logs", "protocol", "runs", "runtime", "store", "telemetry", "threads"},
+    "demo": BASE | {"a2a"},
+    "config": BASE,
+    "cli_help": BASE | {"config"},
+    "iac_process": BASE | {"config", "logs"},
+    "web": BASE | {"a2a", "config", "demo", "i18n", "images", "logs", "protocol", "runs", "runtime", "service",
+                   "store", "telemetry", "threads", "translate", "workspace"},
+    "cli": BASE | {"cli_help", "config", "iac_process", "logs", "telemetry", "threads", "web"},
+    "__main__": frozenset({"cli"}),
+    "(root)": frozenset({"config", "version", "web"}),
+}
+#: Modules the thread rules never import: they take events and time in and
+#: hand a new record and events out, so a test needs no loop, file or socket.
+NO_IO = frozenset({"asyncio", "aiofiles", "aiohttp", "redis", "threading", "concurrent", "socket", "subprocess"})
+
+
+def part_of(module: str) -> str:
+    """``aguiadapter.store.file.index`` → ``store``; the package itself → ``(root)``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "(root)"
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Part → the other parts its modules import."""
+    folders: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        mine = part_of(module)
+        folders.setdefault(mine, set()).update(part_of(target) for target in targets if part_of(target) != mine)
+    return folders
+
+
+def external_imports(path: Path) -> set[str]:
+    """The top-level names of what a file imports from outside the package."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_every_part_of_the_package_is_in_the_table() -> None:
+    assert set(folder_graph(import_graph())) <= set(LAYERS)
+
+
+def test_each_folder_imports_only_what_the_table_allows() -> None:
+    wrong = {
+        part: sorted(targets - LAYERS[part])
+        for part, targets in folder_graph(import_graph()).items()
+        if targets - LAYERS.get(part, frozenset())
+    }
+    assert wrong == {}
+
+
+def test_the_table_has_no_loop() -> None:
+    assert cycles({part: set(allowed) for part, allowed in LAYERS.items()}) == []
+
+
+def test_no_folder_imports_itself_through_others() -> None:
+    assert cycles(folder_graph(import_graph())) == []
+
+
+def test_a_folder_loop_would_be_found_where_modules_form_none() -> None:
+    # a.x → b.y and b.z → a.w: no module cycle, but the folders a and b need each other.
+    graph = {"aguiadapter.a.x": {"aguiadapter.b.y"}, "aguiadapter.b.z": {"aguiadapter.a.w"},
+             "aguiadapter.a.w": set(), "aguiadapter.b.y": set()}
+    assert cycles(graph) == []
+    assert cycles(folder_graph(graph)) == [["a", "b"]]
+
+
+def test_the_thread_rules_do_no_io() -> None:
+    rules = sorted((PACKAGE / "threads").glob("*.py"))
+    assert rules, "the thread rules are in aguiadapter/threads/"
+    doing_io = {path.name: sorted(external_imports(path) & NO_IO) for path in rules if external_imports(path) & NO_IO}
+    assert doing_io == {}
+
+
+def test_each_folder_says_what_it_holds_and_what_it_may_import() -> None:
+    silent = [
+        path.parent.relative_to(ROOT).as_posix()
+        for path in sorted(PACKAGE.glob("*/**/__init__.py"))
+        if "may import:" not in (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").lower()
+    ]
+    assert silent == []

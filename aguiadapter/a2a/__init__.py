@@ -1,4 +1,7 @@
-"""A2A 1.0 side of the adapter: wire vocabulary and the JSON-RPC client."""
+"""A2A 1.0 side of the adapter: wire vocabulary and the JSON-RPC client.
+
+May import: errors, fastjson, telemetry, protocol (the user message it sends).
+"""
 
 from aguiadapter.a2a.client import (
     A2AClient,

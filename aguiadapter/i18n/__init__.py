@@ -4,6 +4,8 @@ Messages are keyed by a message id (see :mod:`aguiadapter.errors`) and
 formatted with ``{placeholder}`` parameters. The language of a request is
 ``forwardedProps.iacCode.preferredLanguage`` when it names a supported one,
 else the best match of the ``Accept-Language`` header, else English.
+
+May import: errors.
 """
 
 from __future__ import annotations

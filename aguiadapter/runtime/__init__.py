@@ -3,7 +3,8 @@
 :mod:`.envelope` and :mod:`.evidence` are pure (the runtime's input
 envelopes, and what its task says about an answer); :mod:`.iac_code` is the
 async edge that talks to the runtime (sending answers, looking at a task,
-session restore, the pipeline state route); :mod:`.follow` is the follow
-protocol of one run (which answer was taken, when to look again or
-subscribe), its decisions pure and its I/O through :mod:`.iac_code`.
+session restore, the pipeline state route); a run follows its task through
+it (:mod:`aguiadapter.runs.follow`).
+
+May import: errors, fastjson, a2a, protocol.
 """

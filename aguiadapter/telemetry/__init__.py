@@ -16,6 +16,8 @@ never per event:
 Metrics (:mod:`.metrics`, prometheus-client) are kept when the app serves
 them. Traces (:mod:`.tracing`) need a tracer provider and the ``otel``
 extra; without a provider, OpenTelemetry is never imported.
+
+May import: errors, version.
 """
 
 from __future__ import annotations
