@@ -49,9 +49,10 @@ class RunKind(str, enum.Enum):
     FOLLOW = "follow"
 
 
-@attrs.define
+@attrs.frozen
 class RunEntry:
-    """One admitted run: the digest of its request and how it ended."""
+    """One admitted run: the digest of its request and how it ended (replaced, never changed:
+    a transition on a working copy shares its entries with the live record)."""
 
     digest: str
     outcome: str | None = None
@@ -77,9 +78,9 @@ class PendingInterrupt:
         return self.envelope.input_id
 
 
-@attrs.define
+@attrs.frozen
 class AppliedAnswer:
-    """An answer the runtime took."""
+    """An answer the runtime took (replaced, never changed, as :class:`RunEntry`)."""
 
     digest: str
     #: Whether a client was told how the run that carried it ended; until
