@@ -10,6 +10,7 @@ import re
 import secrets
 import signal
 import sys
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -250,3 +251,15 @@ def test_the_embedding_page_lists_every_config_field() -> None:
     page = (REPO / "docs" / "embedding.md").read_text(encoding="utf-8")
     rows = {line.split("|")[1].strip().strip("`") for line in page.splitlines() if line.startswith("| `")}
     assert {field.name for field in attrs.fields(Config)} <= rows
+
+
+async def test_a_host_middleware_names_the_user_without_an_aiohttp_warning() -> None:
+    # docs/embedding.md tells hosts to write request[PRINCIPAL_KEY] = user_id; with a
+    # plain string key aiohttp 3.14 warns on every request (NotAppKeyWarning).
+    from aiohttp.test_utils import make_mocked_request
+
+    request = make_mocked_request("POST", "/agui/")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        request[PRINCIPAL_KEY] = "alice"
+        assert await principal_from_request_key(request) == "alice"

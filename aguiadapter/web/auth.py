@@ -129,8 +129,9 @@ class VerifiedIdentity:
 PrincipalHook = Callable[[web.Request], Awaitable["str | None"]]
 
 #: Where :func:`principal_from_request_key` looks: the host's middleware sets
-#: ``request[PRINCIPAL_KEY] = "user-id"`` before the adapter's handler runs.
-PRINCIPAL_KEY: Final = "aguiadapter.principal"
+#: ``request[PRINCIPAL_KEY] = "user-id"`` before the adapter's handler runs
+#: (a typed request key, so that aiohttp does not warn and mypy checks the value).
+PRINCIPAL_KEY: Final = web.RequestKey("aguiadapter.principal", str)
 
 #: Longest principal a hook may name, in characters (it is stored with each thread).
 MAX_PRINCIPAL_CHARS: Final = 1024
