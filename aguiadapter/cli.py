@@ -312,7 +312,7 @@ async def serve(
         # again by every full collection a stream's allocations cause (about a
         # tenth of the CPU per relayed event, more with OpenTelemetry loaded).
         gc.freeze()
-        _print_banner(app, site, config)
+        _print_banner(app, runner, site, config)
         signals = _Signals()
         try:
             await signals.next()
@@ -331,7 +331,7 @@ async def serve(
             await child.stop()
 
 
-def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -> None:
+def _print_banner(app: web.Application, runner: web.BaseRunner, site: web.TCPSite, config: cfg.Config) -> None:
     from .web.keys import BACKEND
 
     started = app[BACKEND]
@@ -341,8 +341,7 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
         "iac-code": "iac-code a2a child",
     }.get(config.runtime_kind, "A2A runtime")
     roots = ", ".join(config.allowed_cwds) or "any absolute path"
-    sockets = getattr(site._server, "sockets", None) or ()
-    where = [f"http://{host}:{port}/" for host, port, *_ in (sock.getsockname() for sock in sockets)]
+    where = [f"http://{host}:{port}/" for host, port, *_ in runner.addresses]
     print(f"aguiadapter {__version__} listening on {', '.join(where) or site.name}", flush=True)
     print(f"  runtime: {kind} at {runtime}", flush=True)
     store = started.service.store if started.service is not None else None

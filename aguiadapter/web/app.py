@@ -187,10 +187,8 @@ def _metrics_listener(host: str, port: int):  # type: ignore[no-untyped-def]
         try:
             site = web.TCPSite(runner, host, port)
             await site.start()
-            sockets = getattr(site._server, "sockets", None) or ()
-            app[BACKEND].metrics_urls[:] = [
-                f"http://{_shown(bound[0])}:{bound[1]}/metrics" for bound in (sock.getsockname() for sock in sockets)
-            ]
+            urls = [f"http://{_shown(bound[0])}:{bound[1]}/metrics" for bound in runner.addresses]
+            app[BACKEND].metrics_urls[:] = urls
             yield
         finally:
             app[BACKEND].metrics_urls.clear()
