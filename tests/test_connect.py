@@ -8,8 +8,6 @@ progress when there is one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ from aiohttp import web
 
 from aguiadapter import Config, create_app
 from aguiadapter.demo.runtime import DemoRuntime
-from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.adapter import RunningAdapter, run_body, start_adapter, started
 from tests.support.connect import applied, connect_body, connect_then_cut, runs_of, snapshot_of
 from tests.support.eventually import eventually
 from tests.support.reattach import read_then_cut
@@ -28,13 +26,6 @@ from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer, write_jwk
 PIPELINE = {"runMode": "pipeline", "pipelineName": "selling"}
 
 
-@contextlib.asynccontextmanager
-async def started(tmp_path: Path, demo: DemoRuntime, **config: Any) -> AsyncIterator[RunningAdapter]:
-    running = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),), **config)
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 def interrupt_of(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -97,10 +88,10 @@ async def test_without_a_readable_history_the_page_is_told_and_keeps_its_approva
 
 
 async def test_an_expired_interrupt_is_not_announced(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
-    async with started(tmp_path, demo, interrupt_ttl_seconds=0.5) as adapter:
+    async with started(tmp_path, demo.url, interrupt_ttl_seconds=0.5) as adapter:
         await adapter.run(run_body(thread_id="t-late", text="permission notes.txt", cwd=str(workspace)))
     await asyncio.sleep(0.6)  # its time passes while no adapter runs
-    async with started(tmp_path, demo, interrupt_ttl_seconds=0.5) as adapter:
+    async with started(tmp_path, demo.url, interrupt_ttl_seconds=0.5) as adapter:
         (hydrate,) = runs_of((await adapter.post("/connect", connect_body("t-late"))).body)
         assert hydrate[-1]["outcome"] == {"type": "success"}
 
@@ -162,7 +153,7 @@ async def test_unknown_threads_and_bad_bodies_are_refused_before_any_stream(
 async def test_another_userids_thread_is_an_unknown_one_with_the_shared_token(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    async with started(tmp_path, demo, auth_token="t0ken") as adapter:
+    async with started(tmp_path, demo.url, auth_token="t0ken") as adapter:
         token = {"Authorization": "Bearer t0ken"}
         await adapter.run(run_body(thread_id="t-hers", text="hello", cwd=str(workspace), userId="alice"), token)
 
@@ -190,7 +181,7 @@ async def test_another_users_thread_is_an_unknown_one_with_jwts(
     jwks = tmp_path / "jwks.json"
     write_jwks(jwks, key)
     settings = JwtSettings(jwks_file=jwks, issuer=ISSUER, audience=AUDIENCE, jwks_check_seconds=0)
-    async with started(tmp_path, demo, jwt=settings) as adapter:
+    async with started(tmp_path, demo.url, jwt=settings) as adapter:
         alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
         asked = await adapter.run(run_body(thread_id="t-jwt", text="permission notes.txt", cwd=str(workspace)), alice)
         theirs = await adapter.post("/connect", connect_body("t-jwt"), bob)
@@ -216,7 +207,7 @@ async def test_another_users_thread_is_an_unknown_one_with_the_hosts_hook(
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     try:
         async with aiohttp.ClientSession() as session:
@@ -279,7 +270,7 @@ async def test_the_capabilities_name_the_connect_route(adapter: RunningAdapter) 
 async def test_a_page_that_leaves_the_followed_run_lets_it_end_as_one_that_left(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    async with started(tmp_path, demo, disconnect_grace_seconds=1.5) as adapter:
+    async with started(tmp_path, demo.url, disconnect_grace_seconds=1.5) as adapter:
         body = run_body(thread_id="t-leave", text="slow 30", cwd=str(workspace))
         await read_then_cut(adapter.url, body, events=4)  # the run's own page goes: the run waits a grace
         # A reloaded page follows it, then goes too: no reader is left behind that would keep it alive.

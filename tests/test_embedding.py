@@ -31,7 +31,7 @@ async def test_the_embedding_example_serves_runs_under_its_prefix(tmp_path: Path
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     auth = {"Authorization": "Bearer t0ken"}
     try:
         async with aiohttp.ClientSession() as session:
@@ -63,7 +63,7 @@ async def test_errors_under_the_prefix_are_the_adapters_and_the_parents_stay_its
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         async with aiohttp.ClientSession() as session:
             async with session.get(base + "/agui/nowhere", headers={"Accept-Language": "zh-CN"}) as resp:
@@ -91,7 +91,7 @@ async def test_two_adapters_in_one_process_share_nothing(tmp_path: Path, demo: D
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     body = run_body(thread_id="same-thread", text="hello", cwd=str(tmp_path))
     try:
         async with aiohttp.ClientSession() as session:

@@ -62,7 +62,7 @@ async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
 
 
 @pytest.fixture(params=["request key", "coroutine"])

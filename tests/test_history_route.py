@@ -7,8 +7,6 @@ forgets it on a restart, as iac-code's route does until the next turn).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +15,12 @@ from ag_ui.core import Message
 from pydantic import TypeAdapter
 
 from aguiadapter.demo.runtime import DemoRuntime
-from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.adapter import RunningAdapter, run_body, started
 from tests.support.conversation import DEMO_TURNS, converse, live_tool_call_ids
 
 MESSAGES = TypeAdapter(list[Message])
 
 
-@contextlib.asynccontextmanager
-async def started(tmp_path: Path, url: str, **config: Any) -> AsyncIterator[RunningAdapter]:
-    running = await start_adapter(tmp_path / "state", url, allowed_cwds=(str(tmp_path / "workspaces"),), **config)
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 async def messages(adapter: RunningAdapter, thread_id: str, query: str = "", **headers: str) -> tuple[int, Any]:
@@ -133,7 +124,7 @@ async def test_another_users_thread_reads_exactly_as_an_unknown_one(tmp_path: Pa
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         async with aiohttp.ClientSession() as session:
             body = run_body(thread_id="alices", text="tool", cwd=str(tmp_path))

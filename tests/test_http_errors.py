@@ -236,7 +236,7 @@ async def test_state_persistence_failed_before_the_stream(
     await site.start()
     import aiohttp
 
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     running = Running(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
     try:
         reply = await running.run(body(workspace), lang_header(language))
@@ -299,7 +299,7 @@ async def test_a2a_protocol_error_cancels_the_foreign_task(tmp_path: Path, works
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     running = await start_adapter(tmp_path / "s", f"http://127.0.0.1:{port}/")
     try:
         reply = await running.run(body(workspace, preferredLanguage=language))
@@ -339,7 +339,7 @@ async def test_an_interrupt_that_cannot_be_stored_is_never_announced(
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     running = Running(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
     try:
         reply = await running.run(body(workspace, text="permission x.txt", preferredLanguage=language))

@@ -480,7 +480,7 @@ async def serve(store: Any, state_dir: Path, a2a_url: str, **options: Any) -> Ru
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     return RunningAdapter(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
 
 

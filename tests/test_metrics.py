@@ -254,7 +254,7 @@ async def test_two_adapters_in_one_process_count_apart(tmp_path: Path, demo: Dem
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         async with aiohttp.ClientSession() as session:
             for number in range(2):

@@ -8,8 +8,6 @@ two halves joined must be one valid AG-UI stream with every event once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +18,12 @@ from ag_ui.core.capabilities import AgentCapabilities
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.runs import driver as driver_module
 from aguiadapter.store.file.store import FileThreadStore
-from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.adapter import RunningAdapter, run_body, started
 from tests.support.agui import check_stream, parse_sse_ids, texts
 from tests.support.eventually import eventually
 from tests.support.reattach import joined, read_then_cut, reattach
 
 
-@contextlib.asynccontextmanager
-async def started(tmp_path: Path, demo: DemoRuntime, **config: Any) -> AsyncIterator[RunningAdapter]:
-    """An adapter on the test's state folder with ``config``, closed on exit."""
-    running = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),), **config)
-    try:
-        yield running
-    finally:
-        await running.close()
 
 
 def task_states(demo: DemoRuntime) -> list[str]:
@@ -48,7 +38,7 @@ async def get_json(adapter: RunningAdapter, path: str) -> tuple[int, Any]:
 async def test_a_cut_connection_re_attaches_and_misses_nothing(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    async with started(tmp_path, demo, disconnect_grace_seconds=10.0) as adapter:
+    async with started(tmp_path, demo.url, disconnect_grace_seconds=10.0) as adapter:
         body = run_body(thread_id="t-cut", text="slow 2", cwd=str(workspace))
         first = await read_then_cut(adapter.url, body, events=6)
         assert first.last_id is not None
@@ -93,7 +83,7 @@ async def test_without_a_grace_a_cut_still_cancels_the_task_and_the_log_says_so(
 async def test_with_a_grace_and_no_re_attach_the_task_is_cancelled_after_the_grace(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    async with started(tmp_path, demo, disconnect_grace_seconds=1.5) as adapter:
+    async with started(tmp_path, demo.url, disconnect_grace_seconds=1.5) as adapter:
         body = run_body(thread_id="t-grace", text="slow 30", cwd=str(workspace))
         first = await read_then_cut(adapter.url, body, events=4)
         status, view = await get_json(adapter, "threads/t-grace")
@@ -116,7 +106,7 @@ async def test_with_a_grace_and_no_re_attach_the_task_is_cancelled_after_the_gra
 async def test_a_re_attached_client_keeps_the_run_and_leaving_again_gives_a_new_grace(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    async with started(tmp_path, demo, disconnect_grace_seconds=2.0) as adapter:
+    async with started(tmp_path, demo.url, disconnect_grace_seconds=2.0) as adapter:
         body = run_body(thread_id="t-twice", text="slow 30", cwd=str(workspace))
         first = await read_then_cut(adapter.url, body, events=4)
         url = f"{adapter.url}threads/t-twice/runs/{body['runId']}/events"
@@ -137,7 +127,7 @@ async def test_a_client_that_re_attaches_to_this_process_is_seen_at_once_not_at_
 ) -> None:
     # Its looks an hour apart: only the re-attach itself can tell the run.
     monkeypatch.setattr(driver_module, "GRACE_POLL_SECONDS", 3600.0)
-    async with started(tmp_path, demo, disconnect_grace_seconds=3600.0) as adapter:
+    async with started(tmp_path, demo.url, disconnect_grace_seconds=3600.0) as adapter:
         body = run_body(thread_id="t-seen", text="slow 30", cwd=str(workspace))
         first = await read_then_cut(adapter.url, body, events=4)
         store = FileThreadStore(adapter.config.state_dir)
@@ -184,7 +174,7 @@ async def test_unknown_threads_runs_and_cursors_are_refused_with_documented_code
 async def test_an_ended_run_past_its_retention_is_not_found(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    async with started(tmp_path, demo, replay_retention_seconds=2.0) as adapter:
+    async with started(tmp_path, demo.url, replay_retention_seconds=2.0) as adapter:
         body = run_body(thread_id="t-old", text="hello", cwd=str(workspace))
         assert (await adapter.run(body)).status == 200
         assert (await reattach(adapter.url, "t-old", body["runId"], None))[0] == 200
@@ -200,7 +190,7 @@ async def test_an_ended_run_past_its_retention_is_not_found(
 async def test_a_full_log_keeps_its_newest_events_and_refuses_a_cursor_it_dropped(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    async with started(tmp_path, demo, run_log_max_events=40) as adapter:
+    async with started(tmp_path, demo.url, run_log_max_events=40) as adapter:
         body = run_body(thread_id="t-full", text="firehose 200", cwd=str(workspace))
         whole = (await adapter.run(body)).events()
         status, reply = await reattach(adapter.url, "t-full", body["runId"], "1")
@@ -212,7 +202,7 @@ async def test_a_full_log_keeps_its_newest_events_and_refuses_a_cursor_it_droppe
 async def test_with_ids_off_streams_are_plain_and_re_attach_is_not_offered(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    async with started(tmp_path, demo, replay_retention_seconds=0.0) as adapter:
+    async with started(tmp_path, demo.url, replay_retention_seconds=0.0) as adapter:
         body = run_body(thread_id="t-plain", text="hello", cwd=str(workspace))
         reply = await adapter.run(body)
         check_stream(reply.body)
@@ -225,7 +215,7 @@ async def test_with_ids_off_streams_are_plain_and_re_attach_is_not_offered(
 async def test_the_thread_route_shows_a_pending_interrupt_again_even_after_a_restart(
     tmp_path: Path, demo: DemoRuntime, workspace: Path
 ) -> None:
-    async with started(tmp_path, demo) as adapter:
+    async with started(tmp_path, demo.url) as adapter:
         reply = await adapter.run(run_body(thread_id="t-ask", text="permission notes.txt", cwd=str(workspace)))
         events = reply.events()
         (interrupt,) = events[-1]["outcome"]["interrupts"]
@@ -240,7 +230,7 @@ async def test_the_thread_route_shows_a_pending_interrupt_again_even_after_a_res
         "pendingInterrupts": [interrupt],
     }
     assert "expiresAt" in interrupt
-    async with started(tmp_path, demo) as restarted:
+    async with started(tmp_path, demo.url) as restarted:
         assert await get_json(restarted, "threads/t-ask") == (200, view), "the record alone answers"
         # The page resumes from what the route showed, and the run goes on.
         resume = run_body(thread_id="t-ask", text=None, cwd=str(workspace))
@@ -268,7 +258,7 @@ async def test_a_large_ended_run_replays_whole_and_in_bounded_pieces(
     """The replay hands the socket at most 64 KiB at a time, cut between events: every byte, once, in order."""
     from aguiadapter.store.run_log import REPLAY_PIECE_BYTES
 
-    async with started(tmp_path, demo) as adapter:
+    async with started(tmp_path, demo.url) as adapter:
         body = run_body(thread_id="t-big", text="firehose 4000", cwd=str(workspace))
         original = (await adapter.run(body)).body
         assert len(original) > 4 * REPLAY_PIECE_BYTES

@@ -70,7 +70,7 @@ async def traced(tmp_path: Path) -> AsyncIterator[Traced]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     running = RunningAdapter(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
     try:
         yield Traced(running, spans, runtime)
@@ -275,7 +275,7 @@ def test_without_otel_settings_opentelemetry_is_never_imported(tmp_path: Path) -
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()
-            url = "http://127.0.0.1:%d/" % site._server.sockets[0].getsockname()[1]
+            url = "http://127.0.0.1:%d/" % runner.addresses[0][1]
             body = {{"threadId": "t", "runId": "r", "state": {{}}, "tools": [], "context": [],
                      "messages": [{{"id": "m", "role": "user", "content": "hello"}}],
                      "forwardedProps": {{"iacCode": {{"schemaVersion": 1, "rosInvocationId": "i", "cwd": {str(tmp_path)!r}}}}}}}
@@ -325,7 +325,7 @@ async def test_the_command_line_exports_spans_over_otlp_as_the_variables_say(tmp
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env = {**clean, "PYTHONPATH": str(REPO), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
            "OTEL_SERVICE_NAME": "agui-edge", "OTEL_BSP_SCHEDULE_DELAY": "50"}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,17 @@ async def start_adapter(state_dir: Path, a2a_url: str | None, **config: Any) -> 
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     session = aiohttp.ClientSession()
     return RunningAdapter(f"http://127.0.0.1:{port}/", app, runner, session, cfg)
+
+
+@contextlib.asynccontextmanager
+async def started(root: Path, a2a_url: str | None, **config: Any) -> AsyncIterator[RunningAdapter]:
+    """An adapter whose state is ``root/state`` and whose workspaces are under
+    ``root/workspaces``, with ``config``; closed on exit."""
+    running = await start_adapter(root / "state", a2a_url, allowed_cwds=(str(root / "workspaces"),), **config)
+    try:
+        yield running
+    finally:
+        await running.close()
