@@ -284,16 +284,16 @@ def test_a_reused_run_id_is_a_duplicate_or_a_conflict() -> None:
     record = record_in(ThreadState.IDLE)
     record.remember_run("run-9", "d")
     assert refusal(record, request()) is ErrorCode.DUPLICATE_RUN_ID
-    record.runs["run-9"].digest = "other"
+    record.runs["run-9"] = attrs.evolve(record.runs["run-9"], digest="other")
     assert refusal(record, request()) is ErrorCode.RUN_ID_CONFLICT
 
 
 def test_a_resume_under_the_interrupted_runs_id_is_a_conflict_that_says_so() -> None:
     record = interrupted()
     record.remember_run("run-1", "digest-run-1")
-    record.runs["run-1"].outcome = "interrupt"
+    record.runs["run-1"] = attrs.evolve(record.runs["run-1"], outcome="interrupt")
     record.remember_run("run-0", "digest-run-0")
-    record.runs["run-0"].outcome = "success"
+    record.runs["run-0"] = attrs.evolve(record.runs["run-0"], outcome="success")
     answer = allow(record.pending_interrupts[0])
     with pytest.raises(AdapterError) as raised:
         tm.admit(record, request(answer, run_id="run-1"), NOW)
