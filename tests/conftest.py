@@ -1,19 +1,27 @@
-"""Shared fixtures: the demo runtime and the adapter on real loopback sockets."""
+"""Shared fixtures: the demo runtime and the adapter on real loopback sockets.
+
+The harness is imported by the fixtures that use it, so that the pure tests
+(``tests/pure``: no socket, no server, no harness) import none of it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from aguiadapter.demo.runtime import DemoRuntime
-from tests.support.adapter import RunningAdapter, start_adapter
+if TYPE_CHECKING:
+    from aguiadapter.demo.runtime import DemoRuntime
+    from tests.support.adapter import RunningAdapter
 
 
 @pytest.fixture
 async def demo() -> AsyncIterator[DemoRuntime]:
     """The embedded demo runtime, as a separate A2A server on loopback."""
+    from aguiadapter.demo.runtime import DemoRuntime
+
     runtime = DemoRuntime()
     await runtime.start()
     try:
@@ -33,6 +41,8 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 async def adapter(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[RunningAdapter]:
     """The adapter in front of the demo runtime, state under ``tmp_path``."""
+    from tests.support.adapter import start_adapter
+
     running = await start_adapter(
         tmp_path / "state",
         demo.url,

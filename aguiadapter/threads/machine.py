@@ -384,7 +384,7 @@ class ThreadMachine(ThreadRules, StateMachine):
     fresh copy of the record. The compiled table reads fields of the
     library's transition and callback objects that are not its public API,
     so setup.cfg pins the library to the range whose every transition
-    ``tests/test_thread_machine.py`` checks ThreadRun against the library's
+    ``tests/pure/test_thread_machine.py`` checks ThreadRun against the library's
     own engine (python-statemachine 3.2.x); widen it only with that test green."""
 
     idle = State(value=ThreadState.IDLE, initial=True)

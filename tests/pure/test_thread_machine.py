@@ -26,7 +26,7 @@ from aguiadapter.threads import machine as tm
 from aguiadapter.threads.diagram import render_all, render_mermaid
 from aguiadapter.threads.record import PendingInterrupt, RunKind, ThreadRecord, ThreadState
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 NOW = 1_800_000_000.0
 
 

@@ -29,7 +29,7 @@ from aguiadapter.runtime.evidence import (
     waiting_inputs,
 )
 
-RECORDINGS = Path(__file__).resolve().parent / "fixtures" / "a2a-pipeline"
+RECORDINGS = Path(__file__).resolve().parents[1] / "fixtures" / "a2a-pipeline"
 
 
 @cache
@@ -168,7 +168,7 @@ def test_a_restarted_pipeline_that_asks_again_for_an_answer_in_doubt_is_never_an
     assert sure.waiting() == {permission.input_id} and sure.fate is TaskFate.ASKS
 
 
-MULTI = Path(__file__).resolve().parent / "fixtures" / "a2a-multi-input"
+MULTI = Path(__file__).resolve().parents[1] / "fixtures" / "a2a-multi-input"
 
 
 def reply(name: str) -> Any:

@@ -18,7 +18,7 @@ from aguiadapter.i18n import (
     render_error,
 )
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / "aguiadapter"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "aguiadapter"
 
 
 def placeholders(template: str) -> set[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "aguiadapter"
 #: Every package whose modules must import each other without a cycle.
 PACKAGES = [PACKAGE, ROOT / "benchmarks", ROOT / "tests" / "support"]
@@ -23,9 +23,9 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    """Module → the modules of the same package it imports."""
-    files = {module_name(path): path for path in package.rglob("*.py")}
+def import_graph(package: Path = PACKAGE, *more: Path) -> dict[str, set[str]]:
+    """Module → the modules of the same package (or of ``more`` packages) it imports."""
+    files = {module_name(path): path for root in (package, *more) for path in root.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -200,3 +200,25 @@ def test_each_folder_says_what_it_holds_and_what_it_may_import() -> None:
         if "may import:" not in (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").lower()
     ]
     assert silent == []
+
+
+#: What a pure test may not reach, directly or through the test support modules.
+HARNESS = ("tests.support.adapter", "tests.support.iac_runtime", "tests.support.model_stub",
+           "tests.support.a2a_proxy", "tests.support.adapter_process", "tests.support.replay_runtime",
+           "tests.support.flaky_link", "aguiadapter.demo", "aguiadapter.web.app", "aguiadapter.web.server")
+
+
+def test_the_pure_tests_reach_no_harness() -> None:
+    graph = import_graph(ROOT / "tests", PACKAGE)
+    reached: dict[str, list[str]] = {}
+    for test in sorted(name for name in graph if name.startswith("tests.pure.")):
+        seen, todo = set(), [test]
+        while todo:
+            for target in graph.get(todo.pop(), ()):
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        harness = sorted(name for name in seen if name.startswith(HARNESS))
+        if harness:
+            reached[test] = harness
+    assert reached == {}

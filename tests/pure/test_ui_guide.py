@@ -6,7 +6,7 @@ from pathlib import Path
 
 from aguiadapter.errors import ErrorCode
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "ui-guide.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "ui-guide.md"
 
 
 def test_every_error_code_has_a_what_to_do() -> None:
