@@ -33,12 +33,11 @@ def test_the_config_never_shows_the_store_password() -> None:
     assert "secret" not in repr(parse("--store", "redis://:secret@h:1/0"))
 
 
-def test_create_app_picks_the_store_of_the_config(tmp_path: Path) -> None:
-    from aguiadapter.config import Config
-    from aguiadapter.web.app import _configured_store  # the function of the proposed app.py change
+def test_one_factory_opens_the_store_a_url_names(tmp_path: Path) -> None:
+    from aguiadapter.store.factory import open_store
 
-    assert isinstance(_configured_store(Config(state_dir=tmp_path)), FileThreadStore)
-    store = _configured_store(Config(state_dir=tmp_path, store_url="redis://127.0.0.1:6390/0?prefix=x:"))
+    assert isinstance(open_store(None, state_dir=tmp_path), FileThreadStore)
+    store = open_store("redis://127.0.0.1:6390/0?prefix=x:", state_dir=tmp_path)
     assert isinstance(store, rs.RedisThreadStore) and store.keys.prefix == "x:"
 
 
