@@ -1,0 +1,6 @@
+"""The operator command: ``python -m aguiadapter threads list|show|cancel|delete``.
+
+:mod:`.operations` does the work through the thread store and its claims,
+as one more replica would; :mod:`.command` parses the command line (the
+server's own options for the settings) and prints tables or JSON.
+"""
