@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["threads"]:
         from .admin.command import main as threads_main
 
-        return threads_main(argv[1:])
+        return threads_main(argv[1:], build_parser, config_from_args)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:

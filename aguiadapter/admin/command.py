@@ -3,9 +3,10 @@
 The settings (``--store``, ``--state-dir``, ``--config-dir``, ``--a2a-url``,
 ``--a2a-token``, log options) are the server's own options, taken from the
 server's parser with their environment variables, and the whole namespace
-starts from the server's defaults: :func:`aguiadapter.cli.config_from_args`
-then makes the same :class:`~aguiadapter.config.Config` a server started
-with the same options and environment would use.
+starts from the server's defaults: the server's ``config_from_args`` then
+makes the same :class:`~aguiadapter.config.Config` a server started with the
+same options and environment would use. Both come from
+:mod:`aguiadapter.cli`, which calls :func:`main` (and is not imported here).
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .. import cli
 from ..cli_help import Parser, usage_error
+from ..config import Config
 from ..logs import configure_logging
 from ..threads.listing import MAX_LIMIT, ThreadSummary
 from ..threads.record import ThreadRecord, ThreadState
@@ -53,6 +54,10 @@ _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
 _STATES = tuple(state.value for state in ThreadState)
 
+#: The server's parser, and its way from parsed options to a Config (both of ``aguiadapter.cli``).
+ServerParser = Callable[[Mapping[str, str]], argparse.ArgumentParser]
+ToConfig = Callable[[argparse.Namespace, Mapping[str, str]], Config]
+
 
 def duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``2h`` or ``7d`` as seconds."""
@@ -72,9 +77,9 @@ def _limit(text: str) -> int:
     return value
 
 
-def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
+def build_parser(server_parser: ServerParser, env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
     """The command's parser; the settings are the server parser's own options."""
-    server = cli.build_parser(env)
+    server = server_parser(env)
     shared = [action for action in server._actions if action.dest in SETTINGS]
     parser = Parser(prog="aguiadapter threads", description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
@@ -117,17 +122,19 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     return parser
 
 
-def main(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> int:
+def main(
+    argv: Sequence[str], server_parser: ServerParser, to_config: ToConfig, env: Mapping[str, str] = os.environ
+) -> int:
     """``aguiadapter threads ...``; the exit status."""
     try:
-        defaults = cli.build_parser(env).parse_args([])
-        args = build_parser(env).parse_args(argv, namespace=defaults)
+        defaults = server_parser(env).parse_args([])
+        args = build_parser(server_parser, env).parse_args(argv, namespace=defaults)
     except SystemExit as exc:
         if isinstance(exc.code, str):  # a bad environment variable
             return usage_error(exc.code.removeprefix("aguiadapter: "))
         return int(exc.code or 0)
     try:
-        config = cli.config_from_args(args, env)
+        config = to_config(args, env)
     except ValueError as exc:
         return usage_error(str(exc))
     configure_logging(args.log_level, args.log_format)
