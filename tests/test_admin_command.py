@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 
+from aguiadapter.cli import main
 from aguiadapter.config import JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
@@ -174,15 +177,42 @@ async def test_a_verified_users_threads_are_found_by_the_principal_the_identity_
     assert (await threads("show", "thread-1", "--user", alice, *settings)).code == 0
 
 
-async def test_usage_errors_are_one_line_with_status_2(tmp_path: Path) -> None:
+def test_usage_errors_are_one_line_with_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = logging.getLogger()  # the command sets up logging as the server does: undone after the test
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+
+    def threads_here(*args: str) -> Outcome:
+        code = main(["threads", *args])
+        out, err = capsys.readouterr()
+        return Outcome(code, out, err)
+
     for args in (["frob"], ["list", "--older-than", "soon"], ["show"], ["list", "--state", "stuck"],
                  ["list", "--limit", "0"]):
-        outcome = await threads(*args, "--state-dir", str(tmp_path))
+        outcome = threads_here(*args, "--state-dir", str(tmp_path))
         assert outcome.code == 2, (args, outcome)
         assert len(outcome.err.strip().splitlines()) == 1 and outcome.out == "", (args, outcome.err)
-    bad_env = await threads("list", env={"IAC_CODE_AGUI_LOG_LEVEL": "LOUD", "IAC_CODE_AGUI_STATE_DIR": str(tmp_path)})
-    assert bad_env.code == 2 and "IAC_CODE_AGUI_LOG_LEVEL" in bad_env.err
-    unreachable = await threads("list", "--store", "redis://127.0.0.1:1/0")
+    missing = threads_here("list", "--state-dir", str(tmp_path / "mistyped"))
+    assert missing.code == 1 and "no state folder" in missing.err and not (tmp_path / "mistyped").exists()
+    unreachable = threads_here("list", "--store", "redis://127.0.0.1:1/0", "--json")
     assert unreachable.code == 1 and len(unreachable.err.strip().splitlines()) == 1, unreachable.err
-    helped = await threads("delete", "--help")
-    assert helped.code == 0 and "--wait" in helped.out and "--store" in helped.out and "IAC_CODE_AGUI_STORE" in helped.out
+    assert json.loads(unreachable.out)["error"]["code"] == "unavailable"
+    helped = threads_here("delete", "--help")
+    text = helped.out
+    assert helped.code == 0 and "--wait" in text and "--store" in text and "IAC_CODE_AGUI_STORE" in text
+    monkeypatch.setenv("IAC_CODE_AGUI_LOG_LEVEL", "LOUD")
+    bad_env = threads_here("list", "--state-dir", str(tmp_path))
+    assert bad_env.code == 2 and "IAC_CODE_AGUI_LOG_LEVEL" in bad_env.err and len(bad_env.err.splitlines()) == 1
+
+
+async def test_the_servers_help_points_to_the_command() -> None:
+    helped = await threads("--help")
+    assert helped.code == 0 and all(action in helped.out for action in ("list", "show", "cancel", "delete"))
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aguiadapter", "--help", cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await server.communicate()
+    assert "aguiadapter threads --help" in out.decode()

@@ -125,6 +125,10 @@ class ThreadAdmin:
 
     async def open(self) -> None:
         """Open the store (``RuntimeError`` with a readable message when it cannot be)."""
+        if self.store.kind == "file" and not self.config.state_dir.is_dir():
+            # A mistyped folder is said so, not made (and found empty).
+            raise Refused(f"no state folder at {self.config.state_dir} (--state-dir, IAC_CODE_AGUI_STATE_DIR, "
+                          "--config-dir): is the server's setting given?", "not_found")
         try:
             await self.store.start()
         except StateDirInUse:
