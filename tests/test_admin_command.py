@@ -25,6 +25,10 @@ import pytest
 from aguiadapter.cli import main
 from aguiadapter.config import JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.threads.file_store import FileThreadStore
+from aguiadapter.threads.listing import list_owner
+from aguiadapter.threads.record import ThreadRecord, ThreadState
+from aguiadapter.threads.store import Claim
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer, write_jwks
 
@@ -163,6 +167,9 @@ async def test_a_verified_users_threads_are_found_by_the_principal_the_identity_
     everyone = await threads("list", *settings, "--json")
     assert sorted(item["state"] for item in everyone.json()["threads"]) == ["idle", "interrupted"]
     assert (await threads("list", "--user", "carol@example.com", *settings, "--json")).json()["threads"] == []
+    assert (await threads("list", "--user", alice, "--older-than", "1h", *settings, "--json")).json()["threads"] == []
+    aged = await threads("list", "--user", alice, "--older-than", "0s", "--state", "interrupted", *settings, "--json")
+    assert [item["key"] for item in aged.json()["threads"]] == [row["key"]]
 
     shown = await threads("show", "thread-1", "--user", alice, *settings, "--json")
     assert shown.code == 0 and shown.json()["principal"] == alice and shown.json()["state"] == "interrupted"
@@ -216,3 +223,30 @@ async def test_the_servers_help_points_to_the_command() -> None:
     )
     out, _ = await server.communicate()
     assert "aguiadapter threads --help" in out.decode()
+
+
+async def test_the_file_store_deletes_a_thread_only_while_its_claim_holds(tmp_path: Path) -> None:
+    store = FileThreadStore(tmp_path / "state", retention_days=0)
+    await store.start()
+    try:
+        kept = ThreadRecord(thread_id="t-kept", context_id="ctx-1", cwd="/tmp")
+        gone = ThreadRecord(thread_id="t-gone", context_id="ctx-2", cwd="/tmp", state=ThreadState.TERMINAL)
+        for each in (kept, gone):
+            await store.save(each)
+        await store.set_deadline("t-gone", 4_000_000_000.0)
+        assert [s.thread_id for s in (await store.list_threads(list_owner(None, None), None, 10)).threads] == [
+            "t-gone", "t-kept"]
+        claim = await store.claim("t-gone", "admin")
+        assert claim is not None
+        assert await store.delete_thread(gone, Claim("t-gone", "admin", claim.token + 1)) is False
+        assert await store.load("t-gone") is not None
+        assert await store.delete_thread(gone, claim) is True
+        await store.release(claim)
+        assert await store.load("t-gone") is None and await store.deadlines() == {}
+        listed = await store.list_threads(list_owner(None, None), None, 10)
+        assert [summary.thread_id for summary in listed.threads] == ["t-kept"]
+        assert [summary.thread_id async for summary in store.each_summary()] == ["t-kept"]
+        assert [path.name for path in (tmp_path / "state" / "index").rglob("*") if path.is_file()] == [
+            store.path_for("t-kept").name]
+    finally:
+        await store.close()
