@@ -30,6 +30,7 @@ from ..errors import AdapterError, ErrorCode
 from ..threads.file_store import StateDirInUse
 from ..threads.listing import MAX_LIMIT, ListCursor, ThreadSummary, list_owner
 from ..threads.record import ThreadRecord, ThreadState, thread_key
+from ..threads.run_log import LogBounds
 from ..threads.service import ThreadService
 from ..threads.store import CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
 
@@ -101,7 +102,9 @@ class NoRuntime(A2AClient):
 class ThreadAdmin:
     """The threads of one store, as the server with ``config`` keeps them."""
 
-    def __init__(self, config: Config, store: ThreadStore, client: A2AClient, *, log_bounds: Any = None) -> None:
+    def __init__(
+        self, config: Config, store: ThreadStore, client: A2AClient, *, log_bounds: LogBounds | None = None
+    ) -> None:
         self.config = config
         self.store = store
         self.client = client
@@ -119,7 +122,7 @@ class ThreadAdmin:
         its retention sweep: the command only does what it is asked)."""
         from ..web.app import _configured_store, _log_bounds
 
-        store = _configured_store(attrs.evolve(config, state_retention_days=0))
+        store = _configured_store(config if config.store_url else attrs.evolve(config, state_retention_days=0))
         client = A2AClient(config.a2a_url, token=config.a2a_token) if config.a2a_url else NoRuntime()
         return cls(config, store, client, log_bounds=_log_bounds(config))
 
