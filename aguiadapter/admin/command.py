@@ -167,7 +167,7 @@ async def _run(args: argparse.Namespace, admin: ThreadAdmin) -> int:
             kept = runtime_keeps(deleted, str(admin.config.runtime_config_dir or "<config-dir>"))
             document = {"deleted": _ids(deleted), "runs": len(deleted.runs), "runtimeKeeps": kept}
             _emit(document, args.json, [f"deleted thread {deleted.thread_id} (key {deleted.key}): record, "
-                                        f"{len(deleted.runs)} run log(s), list entry, deadline",
+                                        "run logs, list entry, deadline",
                                         f"the runtime keeps: {kept}"])
         return 0
     finally:
@@ -239,8 +239,8 @@ def runtime_keeps(record: ThreadRecord, config_dir: str) -> str:
     if record.session_id is None:
         return "nothing of this thread (it never reached the runtime)"
     return (f"session {record.session_id} (context {record.context_id}, last task {record.task_id or '-'}): "
-            f"its transcript and checkpoints under {config_dir}/projects/<workspace>/{record.session_id}/ "
-            "of the runtime's own config folder; erase them there")
+            f"its transcript and checkpoints under projects/<workspace>/{record.session_id}/ in the runtime's "
+            f"config folder ({config_dir} when it shares this --config-dir); erase them there")
 
 
 def _cancel_json(done: Cancelled) -> dict[str, Any]:

@@ -239,8 +239,8 @@ class ThreadAdmin:
         if task_id is None:
             return None, "the thread has no runtime task"
         if not self.has_runtime:
-            return None, ("not asked: no --a2a-url given (a server that streamed the run cancelled its task; "
-                          "the task of a thread that waited for answers stays in the runtime until cancelled there)")
+            return None, ("not asked (no --a2a-url): a server that streamed the run cancelled its task; a waiting "
+                          "thread's task stays in the runtime until cancelled there")
         try:
             state = await self._task_state(task_id)
             if state not in _TASK_ENDED:
