@@ -236,6 +236,11 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m aguiadapter`` and ``aguiadapter``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["threads"]:
+        from .admin.command import main as threads_main
+
+        return threads_main(argv[1:], build_parser, config_from_args)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:

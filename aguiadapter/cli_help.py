@@ -67,7 +67,8 @@ settings read only from the environment:
   OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SDK_DISABLED, ...
                             OpenTelemetry tracing, as the OpenTelemetry SDK reads them
 An option given wins over its environment variable; an empty variable counts as unset.
-Migrating from `iac-code agui`: see "Migrating from iac-code agui" in docs/operations.md."""
+Migrating from `iac-code agui`: see "Migrating from iac-code agui" in docs/operations.md.
+Operator command (list, show, cancel, delete threads): aguiadapter threads --help"""
 
 #: Options of ``iac-code agui`` this server does not take, and what to use instead.
 REFERENCE_ONLY: dict[tuple[str, ...], str] = {

@@ -11,12 +11,12 @@ run that streams from another replica.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Protocol
 
 import attrs
 
-from ..threads.listing import ListCursor, ThreadPage
+from ..threads.listing import ListCursor, ThreadPage, ThreadSummary
 from ..threads.record import ThreadRecord, ThreadState, record_from_json
 from .run_log import LogBounds, RunLogs
 from .slots import RunSlots
@@ -88,6 +88,15 @@ class ThreadStore(Protocol):
         after ``after``, newest first, in ``states`` when given; from the
         owner's index, which each save keeps in step with the record
         (``StoreUnavailable`` when the store cannot answer)."""
+
+    def each_summary(self) -> AsyncIterator[ThreadSummary]:
+        """Every thread's summary, whoever owns it, in no order (the operator
+        command's look across users: it reads every record)."""
+
+    async def delete_thread(self, record: ThreadRecord, claim: Claim) -> bool:
+        """Erase a thread held by ``claim`` (the operator command): its
+        record, list entry, deadline and run logs; ``False``, with nothing
+        erased, when the claim is not held any more."""
 
     async def claim(self, thread_id: str, run_id: str) -> Claim | None:
         """Claim the thread for a run; ``None`` when another run holds it."""

@@ -135,7 +135,7 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             interrupt_ttl_seconds=config.interrupt_ttl_seconds,
             telemetry=telemetry,
             grace_seconds=config.disconnect_grace_seconds,
-            log_bounds=_log_bounds(config),
+            log_bounds=run_log_bounds(config),
             runtime_config_dir=config.runtime_config_dir,
         )
         started.limits = AdmissionLimits(
@@ -201,7 +201,7 @@ def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _log_bounds(config: Config) -> LogBounds | None:
+def run_log_bounds(config: Config) -> LogBounds | None:
     """The run logs' bounds, or ``None`` when re-attach is off."""
     if not config.resumable:
         return None

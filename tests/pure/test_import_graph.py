@@ -122,7 +122,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "iac_process": BASE | {"config", "logs"},
     "web": BASE | {"a2a", "config", "demo", "i18n", "images", "logs", "protocol", "runs", "runtime", "service",
                    "store", "telemetry", "threads", "translate", "workspace"},
-    "cli": BASE | {"cli_help", "config", "iac_process", "logs", "telemetry", "threads", "web"},
+    "admin": BASE | {"a2a", "cli_help", "config", "logs", "service", "store", "threads", "web"},
+    "cli": BASE | {"admin", "cli_help", "config", "iac_process", "logs", "telemetry", "threads", "web"},
     "__main__": frozenset({"cli"}),
     "(root)": frozenset({"config", "version", "web"}),
 }

@@ -13,8 +13,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from aguiadapter.store.redis import store as rs
+from aguiadapter.threads.listing import list_owner
 from aguiadapter.threads.record import ThreadRecord
-from aguiadapter.store.contract import CorruptRecord, PersistenceError, StoreUnavailable
+from aguiadapter.store.contract import Claim, CorruptRecord, PersistenceError, StoreUnavailable
 from tests.support.eventually import eventually
 
 from .redis_server import RedisServer
@@ -306,3 +307,26 @@ def test_store_options_ride_in_the_url() -> None:
         with pytest.raises(RedisStoreError):
             rs.split_store_url(bad)
 
+
+
+async def test_delete_thread_erases_the_thread_only_while_its_claim_holds(make_store: MakeStore, raw: Any) -> None:
+    store = await make_store()
+    kept, gone = record("t-kept"), record("t-gone", state="terminal")
+    gone.remember_run("run-1", "digest")
+    for each in (kept, gone):
+        await store.save(each)
+    await store.set_deadline("t-gone", time.time() + 60)
+    await raw.xadd(f"aguiadapter:events:{len('t-gone')}:t-gone:run-1", {"f": 1, "c": b"x", "t": 1}, id="1-0")
+    claim = await store.claim("t-gone", "admin")
+    assert claim is not None
+    lapsed = Claim("t-gone", "admin", claim.token + 1)
+    assert await store.delete_thread(gone, lapsed) is False
+    assert await store.load("t-gone") is not None and await store.deadlines() != {}
+    assert await store.delete_thread(gone, claim) is True
+    await store.release(claim)
+    assert await store.load("t-gone") is None and await store.load("t-kept") is not None
+    assert await store.deadlines() == {}
+    assert [key async for key in raw.scan_iter(match="aguiadapter:*t-gone*")] == []
+    page = await store.list_threads(list_owner(None, None), None, 10)
+    assert [summary.thread_id for summary in page.threads] == ["t-kept"]
+    assert [summary.thread_id async for summary in store.each_summary()] == ["t-kept"]

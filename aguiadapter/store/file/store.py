@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -32,8 +32,8 @@ from .durable import GroupWriter, read_bytes
 from ..slots import LocalRunSlots
 from .index import FileThreadIndex
 from .retention import FileRetention, retention_seconds_of
-from ...threads.listing import ListCursor, ThreadPage
-from ...threads.record import ThreadRecord, ThreadState, record_to_json
+from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, summary_of
+from ...threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json
 from ..run_log import LogBounds, MemoryRunLogs
 from ..contract import Claim, CorruptRecord, PersistenceError, parse_stored_record
 
@@ -219,6 +219,35 @@ class FileThreadStore:
     ) -> ThreadPage:
         """A page of ``owner``'s threads, newest first (:mod:`.listing`)."""
         return await self.index.page(owner, after, limit, states)
+
+    async def each_summary(self) -> AsyncIterator[ThreadSummary]:
+        """Every record file's summary (unreadable files are skipped with a warning)."""
+        try:
+            names = await aiofiles.os.listdir(self.threads_dir, executor=self._executor)
+        except FileNotFoundError:
+            return
+        for name in sorted(names):
+            if name.startswith(".") or not name.endswith(".json"):
+                continue
+            try:
+                data = await read_bytes(str(self.threads_dir / name), executor=self._executor)
+                yield summary_of(record_from_json(data))
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as exc:
+                log.warning("%s unreadable, not listed: %s", name, exc)
+
+    async def delete_thread(self, record: ThreadRecord, claim: Claim) -> bool:
+        """Remove the list marker, the record file and the deadline. Run logs
+        live in the memory of the process that ran the runs (the one that
+        held this folder), and went with it."""
+        if self._claims.get(record.key) != claim:
+            return False
+        await self.index.removed(record)
+        with contextlib.suppress(FileNotFoundError):
+            await aiofiles.os.remove(self._file_of(record.key), executor=self._executor)
+        await self.set_deadline(record.key, None)
+        return True
 
     async def set_deadline(self, thread_id: str, expires_at: float | None) -> None:
         """Keep ``<state_dir>/deadlines.json`` in step (only pending threads)."""

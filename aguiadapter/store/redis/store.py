@@ -27,7 +27,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -38,10 +38,11 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
-from ...threads.listing import ListCursor, ThreadPage, owner_id, owner_of, summary_of
-from ...threads.record import ThreadRecord, ThreadState, record_to_json
+from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, owner_id, owner_of, summary_of
+from ...threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json
 from .limits import RedisRunSlots
 from .run_log import RedisRunLogs
+from .run_log import _key as run_log_key
 from .thread_list import RedisThreadList
 from ..run_log import LogBounds
 from ..contract import Claim, PersistenceError, StoreUnavailable, parse_stored_record
@@ -113,6 +114,17 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
 """
 
+
+# KEYS: claim, record, the owner's list, deadlines, then the runs' event
+# streams and watch keys. ARGV: token, the thread key. Erases a thread
+# (operator command) while the caller's claim holds it: 1, else -1.
+_DELETE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2])
+for i = 2, #KEYS do if i ~= 3 and i ~= 4 then redis.call('DEL', KEYS[i]) end end
+return 1
+"""
 
 class RedisStoreError(RuntimeError):
     """The Redis store cannot be configured or started (a clear startup error)."""
@@ -254,6 +266,7 @@ class RedisThreadStore:
         self._release_script = self._client.register_script(_RELEASE)
         self._save_script = self._client.register_script(_SAVE)
         self._sweep_script = self._client.register_script(_SWEEP)
+        self._delete_script = self._client.register_script(_DELETE)
         self._lists = RedisThreadList(self._client, self.keys.thread_list, self.keys.thread)
         self._callbacks: list[Callable[[str], None]] = []
         self._attach_callbacks: list[Callable[[str], None]] = []
@@ -354,6 +367,41 @@ class RedisThreadStore:
             return await _bounded(self._lists.page(owner_id(owner), after, limit, states))
         except _ERRORS as exc:
             raise StoreUnavailable(f"redis: {_why(exc)}") from exc
+
+    async def each_summary(self) -> AsyncIterator[ThreadSummary]:
+        """Every record's summary: ``SCAN`` over the record hashes, in batches."""
+        start = len(self.keys.thread(""))
+        pattern = _glob_escaped(self.keys.thread("")) + "*"
+        cursor: int = 0
+        try:
+            while True:
+                cursor, found = await _bounded(self._client.scan(cursor, match=pattern, count=500, _type="hash"))
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for key in found:
+                        pipe.hmget(key, "summary", "record")
+                    rows = await _bounded(pipe.execute())
+                for key, (summary, record) in zip(found, rows, strict=True):
+                    try:
+                        yield (ThreadSummary.from_json(summary) if summary is not None
+                               else summary_of(record_from_json(record)))
+                    except (ValueError, TypeError) as exc:
+                        log.warning("redis record of %s unreadable, not listed: %s", _text(key)[start:], exc)
+                if int(cursor) == 0:
+                    return
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
+
+    async def delete_thread(self, record: ThreadRecord, claim: Claim) -> bool:
+        """Erase the record, its list entry, deadline, claim and run logs in one script."""
+        prefix = self.settings.prefix
+        logs = [run_log_key(prefix, kind, record.key, run_id) for run_id in record.runs for kind in ("events", "watch")]
+        keys = [self.keys.claim(record.key), self.keys.thread(record.key),
+                self.keys.thread_list(owner_id(owner_of(record))), self.keys.deadlines, *logs]
+        try:
+            done = await _bounded(self._delete_script(keys=keys, args=[claim.token, record.key]))
+        except _ERRORS as exc:
+            raise PersistenceError(f"redis: {_why(exc)}") from exc
+        return int(done) == 1
 
     def _ttl_ms(self, record: ThreadRecord) -> int:
         return self.settings.retention_ms if record.state in EXPIRING_STATES else 0
@@ -517,6 +565,11 @@ async def _bounded(call: Awaitable[_T]) -> _T:
 
 def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+def _glob_escaped(text: str) -> str:
+    """``text`` matched literally by a ``SCAN MATCH`` pattern."""
+    return "".join(f"\\{char}" if char in "*?[]\\" else char for char in text)
 
 
 def _token_arg(claim: Claim | None) -> str:
