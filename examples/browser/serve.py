@@ -8,7 +8,9 @@ mounts the adapter under ``/agui/`` with ``create_app``; without ``--a2a-url``
 the adapter starts its embedded demo runtime, so this works offline with
 nothing else running. The page loads ``static/agui-client.js``, a committed
 browser bundle of ``@ag-ui/client`` 1.0.0 (rebuild it with
-``npm ci --prefix tests/interop && node tests/interop/build-browser.mjs``).
+``npm ci --prefix tests/interop && node tests/interop/build-browser.mjs``),
+and ``@aguiadapter/client`` from the repository's ``clients/js/src`` as is
+(under ``/client/``), both named by the import map in ``index.html``.
 
 Try ``hello``, ``think``, ``tool``, ``permission notes.txt`` (Approve / Deny)
 and ``question``; reload the page while an approval waits, or drop the
