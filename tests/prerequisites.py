@@ -9,12 +9,15 @@ machine by itself:
 - ``node-modules``: ``npm ci`` in tests/interop (``@ag-ui/client``,
   ``playwright-core``, ``esbuild``) and in examples/copilotkit (CopilotKit,
   React, ``esbuild``; about a minute and 750 MB the first time), each exactly
-  as its lockfile says; needs Node.js 20 or newer with npm.
+  as its lockfile says; needs Node.js 20 or newer with npm. Both also install
+  this repository's own JS package, clients/js (``@aguiadapter/client``), from
+  its folder, as the copy npm would publish (``install-links`` in their
+  ``.npmrc``); it has no dependencies of its own to fetch.
 - ``chromium``, ``redis-server``: Debian's packages of that name, with
   ``apt-get`` (as root). No browser is ever downloaded by anything else.
 
 A step whose prerequisite is already there does nothing (each node_modules
-remembers the lockfile it was installed from). When something cannot be
+remembers the lockfile, and the clients/js files, it was installed from). When something cannot be
 installed here (not root, no apt-get, no npm, an install that fails) the
 script exits with status 1 and one line saying what to install; the tests
 themselves never skip for a missing prerequisite, they fail.
@@ -36,7 +39,10 @@ NODE_PROJECTS = {
     "tests/interop": ROOT / "tests" / "interop",
     "examples/copilotkit": ROOT / "examples" / "copilotkit",
 }
-#: Written into node_modules after a successful ``npm ci``: the SHA-256 of the lockfile it installed.
+#: The repository's own JS package, which both projects install from its folder (a copy, not a link).
+LOCAL_PACKAGE = ROOT / "clients" / "js"
+#: Written into node_modules after a successful ``npm ci``: the SHA-256 of the
+#: lockfile it installed and of the local package's files it copied.
 STAMP = ".aguiadapter-lockfile-sha256"
 MIN_NODE_MAJOR = 20
 #: Programs the suites run, each from the Debian package of the same name.
@@ -76,6 +82,15 @@ def ensure_debian_programs(programs: Sequence[str]) -> None:
         raise CannotPrepare(f"apt-get installed {named} but {still} is not on PATH: put it there, {AGAIN}")
 
 
+def installed_from(folder: Path) -> str:
+    """What a project's node_modules is made of: its lockfile and the local package's files."""
+    digest = hashlib.sha256((folder / "package-lock.json").read_bytes())
+    for path in sorted(LOCAL_PACKAGE.rglob("*")):
+        if path.is_file() and "node_modules" not in path.relative_to(LOCAL_PACKAGE).parts:
+            digest.update(str(path.relative_to(LOCAL_PACKAGE)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def ensure_node_modules() -> None:
     """``npm ci`` in each Node project, unless its node_modules comes from its very lockfile."""
     node, npm = shutil.which("node"), shutil.which("npm")
@@ -87,7 +102,7 @@ def ensure_node_modules() -> None:
     if not major.isdigit() or int(major) < MIN_NODE_MAJOR:
         raise CannotPrepare(f"{need} (found {version or 'a node that prints no version'}): install it, {AGAIN}")
     for name, folder in NODE_PROJECTS.items():
-        digest = hashlib.sha256((folder / "package-lock.json").read_bytes()).hexdigest()
+        digest = installed_from(folder)
         stamp = folder / "node_modules" / STAMP
         if stamp.is_file() and stamp.read_text().strip() == digest:
             continue

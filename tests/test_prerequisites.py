@@ -150,3 +150,23 @@ def test_each_node_project_is_installed_from_its_own_lockfile(
     assert [call for call in machine.calls() if call.startswith("npm ci in")] == [
         "npm ci in interop", "npm ci in copilotkit", "npm ci in copilotkit",
     ]
+
+
+def test_a_change_in_the_local_js_package_installs_it_again(
+    machine: FakeMachine, interop: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """clients/js is copied into node_modules (install-links): an edit to it
+    must reach the tests, though no lockfile changed."""
+    package = tmp_path / "clients-js"
+    (package / "src").mkdir(parents=True)
+    (package / "src" / "index.mjs").write_text("export const one = 1;\n")
+    (package / "node_modules").mkdir()
+    monkeypatch.setattr(prerequisites, "LOCAL_PACKAGE", package)
+    machine.program("node", "echo v20.20.2")
+    machine.program("npm", "mkdir -p node_modules")
+    assert prerequisites.main(["node-modules"]) == 0
+    (package / "node_modules" / "ignored.js").write_text("what npm put there is not the package\n")
+    assert prerequisites.main(["node-modules"]) == 0
+    (package / "src" / "index.mjs").write_text("export const one = 2;\n")
+    assert prerequisites.main(["node-modules"]) == 0
+    assert [call for call in machine.calls() if call.startswith("npm")] == ["npm ci --no-audit --no-fund"] * 2

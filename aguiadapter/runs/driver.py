@@ -173,6 +173,8 @@ class RunDriver:
             known_inputs=tuple(envelopes.values()),
             span_prefix=f"{self.identity.run_id}.{record.adoptions + 1}" if adopting else None,
         )
+        if adopting and record.handed_off_text is not None:
+            self.translator.continue_text(record.handed_off_text)
         self.follower = Follower(
             context.runtime,
             self.translator,
@@ -635,10 +637,14 @@ class RunDriver:
         record that the run waits to be adopted, free the thread. The
         runtime's task goes on."""
         self._outcome_name = "handed_off"
-        await self._close_spans()
+        events, open_text = self.translator.hand_over()
+        try:
+            await self.emit(events)
+        except SinkClosed:
+            self.sink = None
         until = self.context.clock() + self.context.grace_seconds
         try:
-            await self.shell.apply(tm.hand_off, until)
+            await self.shell.apply(tm.hand_off, until, open_text)
         except LostWrite as exc:
             # Nobody would adopt it: it ends here, and its log says so to the
             # client that re-attaches elsewhere (who would wait for it forever).

@@ -338,12 +338,15 @@ class ThreadService:
     ) -> None:
         """Take a transition outside any run; what it announces ends the
         event log of the run it settled (no client listens to that run)."""
-        run_id = shell.record.active_run_id
+        run_id, open_text = shell.record.active_run_id, shell.record.handed_off_text
         try:
             events = await shell.apply(transition, *args, **kwargs)
         except PersistenceError as exc:
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
         if run_id is not None and events and self.logs is not None:
+            if open_text is not None:
+                # A handed-off run nobody adopted: its reply ends where its log stopped.
+                events = [{"type": "TEXT_MESSAGE_END", "messageId": open_text}, *events]
             await self._close_log(shell.record.key, run_id, events)
 
     async def _close_log(self, thread_id: str, run_id: str, events: list[Event]) -> None:

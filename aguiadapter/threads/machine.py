@@ -235,6 +235,7 @@ class ThreadRules:
         record.active_run_kind = RunKind.RESUME if in_doubt else RunKind.FOLLOW
         record.parked_until = None
         record.adoptions = 0
+        record.handed_off_text = None
         return [ev.run_error(message, code.name)]
 
     def on_park(self, until: float) -> None:
@@ -245,11 +246,13 @@ class ThreadRules:
         """A client re-attached to the parked run."""
         self.record.parked_until = None
 
-    def on_hand_off(self, until: float) -> None:
+    def on_hand_off(self, until: float, open_text: str | None = None) -> None:
         """The relaying process stops (shutdown); the runtime's task goes on
-        and any replica may adopt the run until ``until``."""
+        and any replica may adopt the run until ``until`` (and go on with
+        the assistant message ``open_text``, left open in the run's log)."""
         self.record.handed_off = True
         self.record.parked_until = until
+        self.record.handed_off_text = open_text
 
     def on_adopt(self, now: float) -> None:
         """This process relays the handed-off run from now on."""
@@ -257,6 +260,8 @@ class ThreadRules:
         record.handed_off = False
         record.parked_until = None
         record.adoptions += 1
+        # The adopting driver took the open message into its translator.
+        record.handed_off_text = None
 
     def on_fail(self, code: ErrorCode, message: str) -> list[ev.Event]:
         """The run ended with an error."""
@@ -313,6 +318,7 @@ class ThreadRules:
             record.active_run_id = None
             record.parked_until = None
             record.adoptions = 0
+            record.handed_off_text = None
             return
         if target.value is ThreadState.INTERRUPTED:
             kept = {item.id for item in record.pending_interrupts}
@@ -355,6 +361,7 @@ class ThreadRules:
         record.parked_until = None
         record.handed_off = False
         record.adoptions = 0
+        record.handed_off_text = None
         self._mark_reported()
         return run_id
 

@@ -128,6 +128,10 @@ class ThreadRecord:
     handed_off: bool = False
     #: How many times the active run was adopted (keeps its message ids unique).
     adoptions: int = 0
+    #: The assistant message a handed-off run left open in its log: the
+    #: replica that adopts the run goes on with it (one message across the
+    #: handover); whoever ends the run otherwise closes it first.
+    handed_off_text: str | None = None
     updated_at: float = 0.0
     #: When the thread was made (``None`` for a record made before records
     #: kept it); shown by the thread list, not part of the thread's state

@@ -153,6 +153,25 @@ class RunTranslator:
         self.spans.close_all(out)
         return out
 
+    def hand_over(self) -> tuple[list[Event], str | None]:
+        """A shutdown hands the run to another replica: like :meth:`finish`,
+        except that an assistant message that is the only open span stays
+        open, for the adopting replica to go on with (:meth:`continue_text`),
+        so the reply in flight stays one message. Returns the events and
+        that message's id (``None``: everything was closed)."""
+        text_id = self.spans.lone_text()
+        if text_id is None:
+            return self.finish(), None
+        out: list[Event] = []
+        if not self._session_announced and self.identity.task_id is not None:
+            self._announce_session(out, final=True)
+        return out, text_id
+
+    def continue_text(self, message_id: str) -> None:
+        """Go on with an assistant message the previous relay of this run
+        left open (see :meth:`hand_over`): no new TEXT_MESSAGE_START."""
+        self.spans.text_id = message_id
+
     def opening(self) -> list[Event]:
         """The session event, first thing in a run whose ids are all known
         already (a resume)."""

@@ -58,6 +58,13 @@ class SpanTracker:
             out.append({"type": "TEXT_MESSAGE_START", "messageId": self.text_id, "role": "assistant"})
         return self.text_id
 
+    def lone_text(self) -> str | None:
+        """The open assistant message when nothing else is open (no
+        reasoning, tool call, step or parallel stream), else ``None``."""
+        if self.keyed_texts or self.reasoning_id is not None or self.open_tools or self.open_steps:
+            return None
+        return self.text_id
+
     def close_text(self, out: list[Event]) -> None:
         """Close the open assistant message, if any."""
         if self.text_id is not None:

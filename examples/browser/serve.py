@@ -8,7 +8,9 @@ mounts the adapter under ``/agui/`` with ``create_app``; without ``--a2a-url``
 the adapter starts its embedded demo runtime, so this works offline with
 nothing else running. The page loads ``static/agui-client.js``, a committed
 browser bundle of ``@ag-ui/client`` 1.0.0 (rebuild it with
-``npm ci --prefix tests/interop && node tests/interop/build-browser.mjs``).
+``npm ci --prefix tests/interop && node tests/interop/build-browser.mjs``),
+and ``@aguiadapter/client`` from the repository's ``clients/js/src`` as is
+(under ``/client/``), both named by the import map in ``index.html``.
 
 Try ``hello``, ``think``, ``tool``, ``permission notes.txt`` (Approve / Deny)
 and ``question``; reload the page while an approval waits, or drop the
@@ -28,11 +30,13 @@ from aiohttp import web
 from aguiadapter.config import Config
 from aguiadapter.web.app import create_app
 
-# static/resumable-fetch.mjs is an ES module: browsers load it only as JavaScript.
+# The client package's files are ES modules: browsers load them only as JavaScript.
 mimetypes.add_type("text/javascript", ".mjs")
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
+#: @aguiadapter/client (clients/js), served as is under /client/ (the page's import map names it).
+CLIENT = HERE.parent.parent / "clients" / "js" / "src"
 NO_CACHE = {"Cache-Control": "no-cache"}
 
 
@@ -51,18 +55,8 @@ def build_app(
     on for ``disconnect_grace_seconds`` (the page re-attaches to it).
     """
     workspace = workspace.resolve()
-    settings: dict[str, Any] = {"aguiUrl": "/agui/", "cwd": str(workspace)}
-
-    async def index(request: web.Request) -> web.FileResponse:
-        return web.FileResponse(HERE / "index.html", headers=NO_CACHE)
-
-    async def page_config(request: web.Request) -> web.Response:
-        return web.json_response(settings, headers=NO_CACHE)
-
     app = web.Application()
-    app.router.add_get("/", index)
-    app.router.add_get("/config.json", page_config)
-    app.router.add_static("/static/", STATIC, show_index=False, append_version=False)
+    add_page(app, workspace)
     adapter = create_app(
         Config(
             state_dir=state_dir, a2a_url=a2a_url, a2a_token=a2a_token, demo=a2a_url is None,
@@ -72,6 +66,25 @@ def build_app(
     )
     app.add_subapp("/agui/", adapter)
     return app
+
+
+def add_page(app: web.Application, workspace: Path) -> None:
+    """The page, its scripts and its settings (``/config.json``: the adapter
+    at ``/agui/``, and the workspace it sends) on ``app``; what answers under
+    ``/agui/`` is the caller's (the adapter here, a load balancer in front of
+    replicas in tests/interop/test_rolling_restart.py)."""
+    settings: dict[str, Any] = {"aguiUrl": "/agui/", "cwd": str(workspace)}
+
+    async def index(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(HERE / "index.html", headers=NO_CACHE)
+
+    async def page_config(request: web.Request) -> web.Response:
+        return web.json_response(settings, headers=NO_CACHE)
+
+    app.router.add_get("/", index)
+    app.router.add_get("/config.json", page_config)
+    app.router.add_static("/static/", STATIC, show_index=False, append_version=False)
+    app.router.add_static("/client/", CLIENT, show_index=False, append_version=False)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -15,35 +15,31 @@
 // passes its stream on: a MESSAGES_SNAPSHOT with the conversation, a
 // RUN_FINISHED whose outcome "interrupt" gives useInterrupt its card again, and
 // a run still going on the thread, live to its end. A thread the adapter does
-// not know (404) restores nothing, as with the in-memory runner.
+// not know (404) restores nothing, as with the in-memory runner. The connect
+// goes through @aguiadapter/client's resumableFetch: a live run whose stream
+// breaks re-attaches to its end.
 //
 // Runs themselves go through CopilotKit's InMemoryAgentRunner as before
 // (run, isRunning and stop are its own): only where history comes from changes.
 import { randomUUID } from "node:crypto";
 import { runHttpRequest, transformHttpEventStream } from "@ag-ui/client";
+import { connectUrl, resumableFetch } from "@aguiadapter/client";
 import { AgentRunner, InMemoryAgentRunner } from "@copilotkit/runtime/v2";
 
 const NO_HISTORY = new Set([404, 405]);
-
-/** {url}/connect, with or without a trailing slash on the adapter's URL. */
-export function connectUrl(url) {
-  const base = new URL(url);
-  base.pathname = `${base.pathname.replace(/\/+$/, "")}/connect`;
-  return base.href;
-}
 
 export class AdapterHistoryRunner extends AgentRunner {
   /**
    * @param {object} options
    * @param {string} options.aguiUrl  the adapter's AG-UI endpoint (the HttpAgent's url)
    * @param {AgentRunner} [options.runs]  what runs, stops and tracks runs (default: an InMemoryAgentRunner)
-   * @param {typeof fetch} [options.fetch]
+   * @param {typeof fetch} [options.fetch]  (wrapped in resumableFetch)
    */
   constructor({ aguiUrl, runs = new InMemoryAgentRunner(), fetch: fetchImpl = globalThis.fetch }) {
     super();
     this.connectUrl = connectUrl(aguiUrl);
     this.runs = runs;
-    this.fetch = fetchImpl;
+    this.fetch = resumableFetch({ fetch: (url, init) => fetchImpl(url, init) });
   }
 
   run(request) {

@@ -10,7 +10,8 @@
 //
 // One Node HTTP server:
 //   /api/copilotkit/*   CopilotKit's own runtime (@copilotkit/runtime v2), whose one agent,
-//                       "default", is an AG-UI HttpAgent pointed at the adapter, and whose
+//                       "default", is @aguiadapter/client's AdapterHttpAgent (an AG-UI
+//                       HttpAgent whose runs re-attach until their end) pointed at the adapter, and whose
 //                       runner asks the adapter for a thread's history (adapter-runner.mjs);
 //   /config.json        what the page puts in forwardedProps.iacCode (the workspace);
 //   /                   the page with CopilotKit's v2 chat (index.html),
@@ -32,7 +33,7 @@ import { parseArgs } from "node:util";
 process.env.COPILOTKIT_TELEMETRY_DISABLED ??= "true";
 process.env.DO_NOT_TRACK ??= "1";
 
-const { HttpAgent } = await import("@ag-ui/client");
+const { AdapterHttpAgent } = await import("@aguiadapter/client");
 const { CopilotRuntime, createCopilotRuntimeHandler } = await import("@copilotkit/runtime/v2");
 const { createCopilotNodeHandler } = await import("@copilotkit/runtime/v2/node");
 const { AdapterHistoryRunner } = await import("./adapter-runner.mjs");
@@ -70,7 +71,10 @@ function freshRunIdForResume(input, next) {
   return next.run(resuming ? { ...input, runId: randomUUID() } : input);
 }
 
-const adapter = new HttpAgent({ url: options["agui-url"] });
+// A run whose stream stops before its end (a dropped connection, an adapter
+// replica shut down in a rolling deploy) re-attaches with Last-Event-ID until
+// its RUN_FINISHED or RUN_ERROR: the chat never keeps a cut-off reply.
+const adapter = new AdapterHttpAgent({ url: options["agui-url"] });
 // --no-resume-middleware shows the upstream bug (the approval is refused);
 // with a fixed CopilotKit it is how to check that the middleware can go.
 if (!options["no-resume-middleware"]) adapter.use(freshRunIdForResume);

@@ -13,7 +13,8 @@
 // "reload-running" types `slow 3` and reloads while the answer streams: the
 // reloaded page gets the rest live through its connect. "drop"
 // types `slow 3` and waits for the whole answer (the test breaks the
-// connection on the way). It prints one JSON document: what the page shows,
+// connection on the way). "rolling" types `slow 6` and waits for the end of the
+// answer (the test stops the replica serving it on the way). It prints one JSON document: what the page shows,
 // what the page logged, every URL it asked for, and the error if a step
 // failed (exit status 0 either way).
 import { launch, readJob } from "./chromium.mjs";
@@ -109,7 +110,16 @@ async function drop(page) {
   report.steps.push("answer complete");
 }
 
-const FLOWS = { chat, reload, "reload-running": reloadRunning, drop };
+async function rolling(page) {
+  await say(page, "slow 6");
+  await waitForText(page, "note", "Connection lost");
+  report.steps.push("stream ended early");
+  await waitForText(page, "assistant", "tick 30.");
+  await page.waitForSelector("[data-testid=status][data-state=ready]");
+  report.steps.push("answer complete");
+}
+
+const FLOWS = { chat, reload, "reload-running": reloadRunning, drop, rolling };
 
 const context = await launch(job, { viewport: { width: 900, height: 820 } });
 try {

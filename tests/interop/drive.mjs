@@ -11,9 +11,9 @@
 //     "headers": {...},                       optional extra request headers
 //     "resumeVariant": "as-is",               optional, see rewriteResumedRun()
 //     "tamper": "none",                       optional, see tamper()
-//     "resumable": false,                     optional: the agent's fetch is the browser
-//                                             example's resumableFetch (re-attaches a run
-//                                             whose connection broke, with Last-Event-ID)
+//     "resumable": false,                     optional: the agent re-attaches a run whose
+//                                             stream stopped short (@aguiadapter/client's
+//                                             resumableFetch, with Last-Event-ID)
 //     "steps": [ step, ... ]
 //   }
 // and a step is one of
@@ -25,8 +25,8 @@
 //                                 the same, answering the interrupts the driver saw last
 //                                 (for a client that lost its state)
 //   {"run": true}                 runAgent() with no new message and no resume
-//   {"connect": true}             connectAgent(): POST {url}/connect through the browser
-//                                 example's withConnect(HttpAgent) (what a reloaded page does)
+//   {"connect": true}             connectAgent(): POST {url}/connect through
+//                                 @aguiadapter/client's connect() (what a reloaded page does)
 //   {"newClient": true}           replace the agent by a fresh HttpAgent on the same thread
 //   {"forgetInterrupts": true}    set agent.pendingInterrupts = [] (what an application must do
 //                                 after a resumed run that ended in RUN_ERROR)
@@ -38,11 +38,9 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { randomUUID } from "node:crypto";
-import { HttpAgent, buildResumeArray } from "@ag-ui/client";
-import { withConnect } from "../../examples/browser/static/connect-agent.mjs";
-import { resumableFetch } from "../../examples/browser/static/resumable-fetch.mjs";
-
-const ConnectingHttpAgent = withConnect(HttpAgent);
+import { buildResumeArray } from "@ag-ui/client";
+// clients/js, installed from its folder as npm would install it from the registry.
+import { AdapterHttpAgent } from "@aguiadapter/client";
 
 const require = createRequire(import.meta.url);
 
@@ -235,16 +233,13 @@ async function main() {
   const exchanges = [];
   const knownToolCalls = new Map(); // toolCallId -> {name, args}, from every run seen
   const reattaches = [];
-  const transport = () => {
-    const recorded = makeFetch(plan, exchanges, knownToolCalls);
-    return plan.resumable ? resumableFetch({ fetch: recorded, onReattach: (seen) => reattaches.push(seen) }) : recorded;
-  };
   const newAgent = () =>
-    new ConnectingHttpAgent({
+    new AdapterHttpAgent({
       url: plan.url,
       threadId: plan.threadId,
       headers: plan.headers ?? {},
-      fetch: transport(),
+      fetch: makeFetch(plan, exchanges, knownToolCalls),
+      reattach: plan.resumable ? { onReattach: (seen) => reattaches.push(seen) } : false,
     });
   let agent = newAgent();
   let savedInterrupts = [];

@@ -570,6 +570,17 @@ def test_a_handed_off_run_nobody_adopted_is_cancelled_like_a_client_that_left() 
     assert record.state is ThreadState.TERMINAL and not record.handed_off and record.parked_until is None
 
 
+def test_the_message_a_handed_off_run_left_open_is_remembered_until_the_run_is_adopted_or_ends() -> None:
+    record = record_in(ThreadState.RUNNING)
+    tm.hand_off(tm.restore(record), NOW + 30, "run-1-m1")
+    assert record.handed_off_text == "run-1-m1"
+    tm.adopt(tm.restore(record), NOW)
+    assert record.handed_off_text is None, "the adopter took it into its translator"
+    record = record_in(ThreadState.RUNNING)
+    tm.hand_off(tm.restore(record), NOW + 30, "run-1-m1")
+    tm.cancel(tm.restore(record), "m")
+    assert record.handed_off_text is None
+
 def test_a_crash_during_the_grace_of_a_turn_is_a_dead_turn() -> None:
     record = parked()
     events = tm.recover(tm.restore(record), found(TaskFate.GONE), expires_at=NOW, describe=lambda code: code.name)

@@ -200,3 +200,39 @@ def test_the_ids_a_stream_names_are_handed_out_once_and_the_given_identity_stays
     translator.feed(working)
     assert translator.learned() is None, "nothing new was named"
     assert given.task_id is None, "the run's own identity changes only when it takes what was learned"
+
+
+def delta(text: str) -> dict[str, Any]:
+    """A text delta of task-1, as iac-code streams one."""
+    message = {"messageId": "task-1-message", "role": "ROLE_AGENT", "parts": [{"text": text}]}
+    status = {"state": "TASK_STATE_WORKING", "message": message}
+    return {"statusUpdate": {"taskId": "task-1", "contextId": "ctx-1", "status": status}}
+
+
+def test_a_handover_leaves_the_reply_in_flight_open_for_the_adopter_to_go_on_with() -> None:
+    """A shutdown mid-reply: the stopping relay closes nothing of a lone text
+    message and names it; the adopting relay's deltas go on in it, and the
+    run it writes is one message, well-formed."""
+    identity = RunIdentity("thread-1", "run-1", "exec-1", "ctx-1", "inv-1", task_id="task-1")
+    first = RunTranslator(identity)
+    events = [run_started("thread-1", "run-1"), *first.feed(delta("This reply streams slowl"))]
+    closing, open_text = first.hand_over()
+    assert open_text is not None and "TEXT_MESSAGE_END" not in types(closing)
+    adopter = RunTranslator(identity, span_prefix="run-1.1")
+    adopter.continue_text(open_text)
+    events += closing + adopter.feed(delta("y, and ends.")) + adopter.finish()
+    events.append(run_finished("thread-1", "run-1", {"type": "success"}, adopter.usage()))
+    check_models(events)
+    check_order(events)
+    assert texts(events) == "This reply streams slowly, and ends."
+    assert {e["messageId"] for e in events if e["type"].startswith("TEXT_MESSAGE")} == {open_text}
+    assert types(events).count("TEXT_MESSAGE_START") == 1 and types(events).count("TEXT_MESSAGE_END") == 1
+
+
+def test_a_handover_with_more_than_a_text_open_closes_everything_as_before() -> None:
+    translator = RunTranslator(RunIdentity("thread-1", "run-1", "exec-1", "ctx-1", "inv-1", task_id="task-1"))
+    translator.feed(delta("Working on it."))
+    translator.spans.open_step([], "deploy", close_messages=False)  # a pipeline step around the text
+    closing, open_text = translator.hand_over()
+    assert open_text is None
+    assert [e["type"] for e in closing if e["type"] != "CUSTOM"] == ["TEXT_MESSAGE_END", "STEP_FINISHED"]

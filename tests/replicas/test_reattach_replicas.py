@@ -78,6 +78,36 @@ async def test_a_replica_stopped_mid_answer_hands_its_run_to_the_one_the_client_
     assert "handed off" in first.log() and "outcome=handed_off" in first.log() and "adopted" in second.log()
 
 
+async def test_the_reply_in_flight_at_a_handover_stays_one_message(
+    start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
+    demo: DemoRuntime, workspace: Path,
+) -> None:
+    """The adopting replica goes on with the message the stopped one left
+    open: one TEXT_MESSAGE_START, one id for every delta, one END; not two
+    messages split where the SIGTERM fell."""
+    first, second = await start_replicas(2, redis_server.url, "--disconnect-grace-seconds", "20")
+    # Six seconds of reply: the handover happens well before its end, however busy the machine.
+    body = run_body(thread_id="t-one-message", text="slow 6", cwd=str(workspace))
+    async with http.post(first.url, data=json.dumps(body), headers=SSE) as resp:
+        raw = b""
+        while raw.count(b"TEXT_MESSAGE_CONTENT") < 4:
+            raw += await asyncio.wait_for(resp.content.readany(), 10)
+        assert first.process is not None
+        first.process.send_signal(signal.SIGTERM)
+        raw += await asyncio.wait_for(resp.read(), 10)
+    half = whole_events(raw)
+    status, rest = await reattach(second.url, "t-one-message", body["runId"], half.last_id)
+    assert status == 200
+    events = joined(half, rest)
+    # (Whether every delta made it across is test_a_replica_stopped_mid_answer_...'s question.)
+    assert events[-1]["type"] == "RUN_FINISHED" and texts(events).endswith("tick 30. ")
+    starts = [e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    ends = [e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_END"]
+    contents = {e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"}
+    assert len(starts) == 1 and ends == starts and contents == set(starts), (starts, ends, contents)
+    assert "adopted" in second.log()
+
+
 async def test_a_second_signal_cancels_what_is_still_draining(
     start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
     demo: DemoRuntime, workspace: Path,

@@ -6,15 +6,17 @@
 // the interrupts in agent.pendingInterrupts, buildResumeArray() answers every
 // one of them, and runAgent({runId, forwardedProps, resume}) sends the answer.
 //
-// Two things survive here what usually ends a chat: a dropped connection
-// (the agent's fetch is resumableFetch, which re-attaches to the run with the
-// id of the last event it got) and a reload (the thread id is kept in the
-// page's URL, ?thread=...; the reloaded page connects: POST /connect gives
-// back the conversation as a MESSAGES_SNAPSHOT, the pending interrupts as the
-// outcome of its RUN_FINISHED, and a run still going, live).
-import { HttpAgent, buildResumeArray } from "./agui-client.js";
-import { withConnect } from "./connect-agent.mjs";
-import { resumableFetch } from "./resumable-fetch.mjs";
+// The agent is AdapterHttpAgent of @aguiadapter/client (clients/js in this
+// repository): HttpAgent with two things that survive here what usually ends
+// a chat. A stream that stops before its RUN_FINISHED or RUN_ERROR (a dropped
+// connection, a replica that shuts down in a rolling deploy) re-attaches to
+// the run with the id of the last event it got, on any replica, until the
+// run's end; and a reload (the thread id is kept in the page's URL,
+// ?thread=...) connects: POST /connect gives back the conversation as a
+// MESSAGES_SNAPSHOT, the pending interrupts as the outcome of its
+// RUN_FINISHED, and a run still going, live.
+import { buildResumeArray } from "@ag-ui/client";
+import { AdapterHttpAgent } from "@aguiadapter/client";
 
 const $ = (selector) => document.querySelector(selector);
 const log = $("[data-testid=log]");
@@ -27,16 +29,16 @@ const config = await (await fetch("/config.json")).json();
 // The thread this page talks on: in its URL once a run was sent on it, so a
 // reload (or the same address in another tab) finds it again.
 const savedThread = new URL(location.href).searchParams.get("thread");
-const agent = new (withConnect(HttpAgent))({
+const agent = new AdapterHttpAgent({
   url: config.aguiUrl,
   threadId: savedThread ?? `browser-${crypto.randomUUID()}`,
-  fetch: resumableFetch({
+  reattach: {
     onReattach: ({ attempt }) => {
       if (attempt === 1) add("note", "Connection lost: picking the answer up where it broke off…");
       setStatus("reconnecting", "Reconnecting…");
     },
     onReattached: () => setStatus("running", "The agent is working…"),
-  }),
+  },
 });
 // One rosInvocationId per user turn; the resume of that turn's interrupts reuses it.
 let invocation = crypto.randomUUID();

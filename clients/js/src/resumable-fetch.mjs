@@ -1,26 +1,28 @@
-// A fetch for @ag-ui/client's HttpAgent whose runs survive a dropped connection.
+// A fetch for @ag-ui/client's HttpAgent whose runs survive a broken stream.
 //
 //   new HttpAgent({ url, threadId, fetch: resumableFetch({ onReattach }) })
 //
 // Every event of an aguiadapter run carries an SSE id (an opaque cursor).
 // This fetch hands the agent a run's stream one whole event at a time and
-// remembers the id of the last one. When the connection breaks before the
-// run's RUN_FINISHED or RUN_ERROR (a network drop, a proxy that gives up, a
-// replica that shuts down and closes its streams), it re-attaches with
-// GET <adapter>/threads/{threadId}/runs/{runId}/events and Last-Event-ID,
-// and the agent reads on: the events after that id, once each, in order.
-// Nothing else changes: a request that is not a run, a refusal (an HTTP
-// error before the stream) and a stream without ids pass through as they are.
+// remembers the id of the last one. A run's stream is over only with its
+// RUN_FINISHED or RUN_ERROR: one that stops before, for whatever reason (a
+// network drop, a proxy that gives up, a replica that shuts down and closes
+// its streams cleanly during a rolling deploy), is a truncated run. This
+// fetch then re-attaches with GET <adapter>/threads/{threadId}/runs/{runId}/events
+// and Last-Event-ID, on whichever replica answers, again and again until the
+// terminal event arrives, and the agent reads on: the events after that id,
+// once each, in order. Nothing else changes: a request that is not a run, a
+// refusal (an HTTP error before the stream) and a stream without ids pass
+// through as they are.
 //
-// A connect (POST .../connect, see connect-agent.mjs) is one short run that
+// A connect (POST .../connect, see connect.mjs) is one short run that
 // restores the thread, and on a thread with a run still going, that run's
 // events after it. Its stream is read to its end, not to the first
 // RUN_FINISHED; a break inside the live run re-attaches to that run (the
 // runId of its RUN_STARTED), a break inside the restoring run is the
 // agent's error (connect again).
 //
-// Plain ES module without dependencies: the browser example serves it as is,
-// and tests/interop/drive.mjs gives it to @ag-ui/client in Node.
+// No imports: it runs as is in a browser and in Node 20 or later.
 
 const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
 
@@ -73,14 +75,23 @@ const pause = (ms, signal) =>
     });
   });
 
-// Options: fetch (the one to wrap), attempts and delayMs (how often and how
-// patiently to try a re-attach), onReattach({threadId, runId, lastEventId,
+// The wait before re-attach try number `attempt` (1: at once): doubling from
+// delayMs, never more than maxDelayMs. A rolling deploy's new replica may
+// take some seconds to listen; the defaults wait about 24 s in all.
+export function reattachDelay(attempt, { delayMs = 250, maxDelayMs = 4000 } = {}) {
+  return attempt <= 1 ? 0 : Math.min(delayMs * 2 ** (attempt - 2), maxDelayMs);
+}
+
+// Options: fetch (the one to wrap), attempts, delayMs and maxDelayMs (how
+// often and how patiently to try a re-attach; the count starts again with
+// every event that arrives), onReattach({threadId, runId, lastEventId,
 // attempt}) before each try, onReattached({threadId, runId, lastEventId})
 // once the run streams again.
 export function resumableFetch({
   fetch: inner = globalThis.fetch.bind(globalThis),
-  attempts = 8,
+  attempts = 10,
   delayMs = 250,
+  maxDelayMs = 4000,
   onReattach,
   onReattached,
 } = {}) {
@@ -165,7 +176,7 @@ export function resumableFetch({
               controller.error(new TypeError(`the run's stream broke and could not be re-attached (${tries - 1} tries)`));
               return;
             }
-            if (tries > 1) await pause(delayMs * (tries - 1), signal);
+            if (tries > 1) await pause(reattachDelay(tries, { delayMs, maxDelayMs }), signal);
             onReattach?.({ threadId: run.threadId, runId, lastEventId: lastId, attempt: tries });
             const headers = new Headers({ Accept: "text/event-stream" });
             if (lastId !== null) headers.set("Last-Event-ID", lastId);

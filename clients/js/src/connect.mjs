@@ -1,6 +1,6 @@
 // connect() for @ag-ui/client's HttpAgent: a reloaded page gets its thread back.
 //
-//   import { HttpAgent } from "@ag-ui/client";            (or the page's bundle)
+//   import { HttpAgent } from "@ag-ui/client";
 //   const ConnectingAgent = withConnect(HttpAgent);
 //   const agent = new ConnectingAgent({ url, threadId });
 //   await agent.connectAgent({}, subscriber);           // messages, pending interrupts, a live run
@@ -20,8 +20,8 @@
 // another URL: HttpAgent.run() called on a view of this agent whose `url` and
 // `fetch` are the connect ones.
 //
-// Plain ES module without dependencies: the browser example serves it as is,
-// and tests/interop/drive.mjs gives it the HttpAgent of the lockfile's client.
+// No imports: it takes the HttpAgent class it extends, so it works with the
+// @ag-ui/client the application has (1.0, or the 0.0.x CopilotKit's runtime uses).
 
 const NO_HISTORY = new Set([404, 405]);
 
