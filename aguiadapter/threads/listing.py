@@ -19,6 +19,8 @@ import binascii
 import bisect
 import hashlib
 import json
+import math
+import re
 from collections.abc import Collection, Iterable, Sequence
 
 import attrs
@@ -131,15 +133,38 @@ class ListCursor:
 
     @classmethod
     def decode(cls, text: str) -> ListCursor:
-        """A cursor from :meth:`encode`; ``ValueError`` for anything else."""
-        try:
-            raw = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        except (ValueError, binascii.Error) as exc:
-            raise ValueError("not a thread list cursor") from exc
-        if (not isinstance(raw, list) or len(raw) != 2 or not isinstance(raw[0], (int, float))
-                or isinstance(raw[0], bool) or not isinstance(raw[1], str)):
+        """A cursor from :meth:`encode`; ``ValueError`` for anything else.
+
+        A client writes the cursor, so the work of refusing one is bounded
+        before any is done: the text's length; the shape (a list whose first
+        item is a number, so no nesting reaches the JSON parser's recursion);
+        numbers read as floats (a 400-digit number is infinite, never an
+        ``OverflowError``) that must be finite (``NaN`` and ``Infinity`` are
+        no positions, and a store would fail on them as if it were down)."""
+        if len(text) > MAX_CURSOR_CHARS:
             raise ValueError("not a thread list cursor")
-        return cls(float(raw[0]), raw[1])
+        try:
+            data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            if not _CURSOR_SHAPE.match(data):
+                raise ValueError("not a thread list cursor")
+            raw = json.loads(data, parse_int=float, parse_float=float, parse_constant=_no_constant)
+        except (ValueError, binascii.Error, RecursionError) as exc:
+            raise ValueError("not a thread list cursor") from exc
+        if (not isinstance(raw, list) or len(raw) != 2 or not isinstance(raw[0], float)
+                or not math.isfinite(raw[0]) or not isinstance(raw[1], str)):
+            raise ValueError("not a thread list cursor")
+        return cls(raw[0], raw[1])
+
+
+#: The longest cursor text taken: a key of the longest thread id and user
+#: namespace, every character escaped, in base64.
+MAX_CURSOR_CHARS = 48 * 1024
+#: What every cursor :meth:`ListCursor.encode` made starts with: ``[`` and a number.
+_CURSOR_SHAPE = re.compile(rb"\[-?[0-9]")
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is no position in a list")
 
 
 @attrs.frozen
