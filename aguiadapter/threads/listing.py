@@ -18,6 +18,7 @@ import base64
 import binascii
 import bisect
 import hashlib
+import heapq
 import json
 import math
 import re
@@ -176,26 +177,57 @@ class ThreadPage:
 
 
 class SortedSummaries:
-    """One owner's summaries in memory, ordered for newest-first keyset pages."""
+    """One owner's summaries in memory, ordered for newest-first keyset pages.
 
-    def __init__(self, summaries: Iterable[ThreadSummary] = ()) -> None:
-        self._by_key: dict[str, ThreadSummary] = {}
-        self._order: list[ListCursor] = []
+    Bounded: at most ``keep`` of them, the newest. When an owner has more,
+    the list is not :attr:`complete`: it ends at :attr:`oldest`, and what is
+    older is read again from the store when a page reaches it.
+    """
+
+    def __init__(self, summaries: Iterable[ThreadSummary] = (), *, keep: int | None = None) -> None:
+        self.keep = keep
+        # The newest summary of each key, sorted once (never one insertion each).
+        newest: dict[str, ThreadSummary] = {}
         for summary in summaries:
-            self.put(summary)
+            old = newest.get(summary.key)
+            if old is None or old.updated_at <= summary.updated_at:
+                newest[summary.key] = summary
+        chosen: Collection[ThreadSummary] = newest.values()
+        #: Whether every thread of the owner is here.
+        self.complete = keep is None or len(newest) <= keep
+        if keep is not None and not self.complete:
+            chosen = heapq.nlargest(keep, chosen, key=lambda summary: summary.position)
+        self._order: list[ListCursor] = sorted(summary.position for summary in chosen)
+        self._by_key: dict[str, ThreadSummary] = {summary.key: summary for summary in chosen}
 
     def __len__(self) -> int:
         return len(self._by_key)
 
+    @property
+    def oldest(self) -> ListCursor | None:
+        """The position of the oldest thread kept."""
+        return self._order[0] if self._order else None
+
+    def keys(self) -> list[str]:
+        """The keys of the threads kept."""
+        return list(self._by_key)
+
     def put(self, summary: ThreadSummary) -> None:
-        """Add or replace a thread's summary (an older one than kept is ignored)."""
+        """Add or replace a thread's summary (an older one than kept is ignored,
+        and so is one older than what an incomplete list holds)."""
         old = self._by_key.get(summary.key)
         if old is not None:
             if old.updated_at > summary.updated_at:
                 return
             self._remove_position(old.position)
+        elif not self.complete and self._order and summary.position < self._order[0]:
+            return
         self._by_key[summary.key] = summary
         bisect.insort(self._order, summary.position)
+        if self.keep is not None and len(self._order) > self.keep:
+            dropped = self._order.pop(0)
+            del self._by_key[dropped.key]
+            self.complete = False
 
     def drop(self, key: str) -> None:
         """Forget a thread."""
