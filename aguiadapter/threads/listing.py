@@ -176,6 +176,11 @@ class ThreadPage:
     next_cursor: ListCursor | None
 
 
+def _sort_key(summary: ThreadSummary) -> tuple[float, str]:
+    """A summary's place in its list, as :class:`ListCursor` orders it."""
+    return (summary.updated_at, summary.key)
+
+
 class SortedSummaries:
     """One owner's summaries in memory, ordered for newest-first keyset pages.
 
@@ -196,8 +201,9 @@ class SortedSummaries:
         #: Whether every thread of the owner is here.
         self.complete = keep is None or len(newest) <= keep
         if keep is not None and not self.complete:
-            chosen = heapq.nlargest(keep, chosen, key=lambda summary: summary.position)
-        self._order: list[ListCursor] = sorted(summary.position for summary in chosen)
+            chosen = heapq.nlargest(keep, chosen, key=_sort_key)
+        # Compared as plain tuples: ListCursor's own ordering costs several times more.
+        self._order: list[ListCursor] = [summary.position for summary in sorted(chosen, key=_sort_key)]
         self._by_key: dict[str, ThreadSummary] = {summary.key: summary for summary in chosen}
 
     def __len__(self) -> int:
