@@ -163,6 +163,7 @@ async def test_an_embedding_hooks_user_lists_their_own_threads(
         ("limit=0", "limit must be a whole number from 1 to 200.", "limit 必须是 1 到 200 之间的整数。"),
         ("limit=201", "limit must be a whole number from 1 to 200.", "limit 必须是 1 到 200 之间的整数。"),
         ("limit=ten", "limit must be a whole number from 1 to 200.", "limit 必须是 1 到 200 之间的整数。"),
+        ("limit=" + "9" * 5000, "limit must be a whole number from 1 to 200.", "limit 必须是 1 到 200 之间的整数。"),
         ("cursor=not-a-cursor", "cursor must be a nextCursor", "cursor 必须原样使用"),
         ("cursor=WzEsMl0", "cursor must be a nextCursor", "cursor 必须原样使用"),
         ("state=paused", "state must be one or more of idle, running, interrupted, terminal",
