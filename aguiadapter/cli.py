@@ -117,8 +117,8 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="how long a thread's conversation read from the runtime is kept in memory "
                         "(GET /threads/{id}/messages; default 5, 0: read on every request)")
     parser.add_argument("--max-history-reads", type=_positive_int, default=4, metavar="N",
-                        help="transcript reads in flight at once in this process (default 4; more wait, "
-                        "then 503 HISTORY_UNAVAILABLE)")
+                        help="transcript reads in flight at once in this process, one user's at most half "
+                        "(default 4; more wait, then 503 HISTORY_UNAVAILABLE)")
     parser.add_argument("--history-page-bytes", type=_positive_int, default=512 * 1024, metavar="B",
                         help="JSON bytes of messages one history page holds at most (default 512 KiB; "
                         "at least one turn is always sent)")
