@@ -117,11 +117,14 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="how long a thread's conversation read from the runtime is kept in memory "
                         "(GET /threads/{id}/messages; default 5, 0: read on every request)")
     parser.add_argument("--max-history-reads", type=_positive_int, default=4, metavar="N",
-                        help="transcript reads in flight at once in this process (default 4; more wait, "
-                        "then 503 HISTORY_UNAVAILABLE)")
+                        help="transcript reads in flight at once in this process, one user's at most half "
+                        "(default 4; more wait, then 503 HISTORY_UNAVAILABLE)")
     parser.add_argument("--history-page-bytes", type=_positive_int, default=512 * 1024, metavar="B",
                         help="JSON bytes of messages one history page holds at most (default 512 KiB; "
                         "at least one turn is always sent)")
+    parser.add_argument("--history-max-bytes", type=_positive_int, default=32 * 1024 * 1024, metavar="B",
+                        help="the longest transcript read from the runtime for one thread's history "
+                        "(default 32 MiB; longer: 503 HISTORY_UNAVAILABLE)")
     parser.add_argument("--log-level", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_LEVEL, LOG_LEVELS, "INFO"),
                         choices=LOG_LEVELS, type=str.upper)
     parser.add_argument("--log-format", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_FORMAT, LOG_FORMATS, "text"),
@@ -225,6 +228,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         history_cache_seconds=args.history_cache_seconds,
         max_history_reads=args.max_history_reads,
         history_page_bytes=args.history_page_bytes,
+        history_max_bytes=args.history_max_bytes,
         max_new_threads_per_user=args.max_new_threads_per_user,
         header_timeout_seconds=args.header_timeout_seconds,
         state_retention_days=args.state_retention_days,

@@ -152,6 +152,9 @@ class Config:
     max_history_reads: int = 4
     #: The JSON bytes of messages one history page holds at most (at least one turn is always sent).
     history_page_bytes: int = 512 * 1024
+    #: The longest transcript read from the runtime (or its session file); a
+    #: longer one is refused (503 ``HISTORY_UNAVAILABLE``, not retried).
+    history_max_bytes: int = 32 * 1024 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ, **overrides: Any) -> Config:
@@ -225,6 +228,8 @@ class Config:
                      "state_retention_days"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
+        if self.history_max_bytes < 1:
+            raise ValueError("history_max_bytes must be at least 1")
         if self.history_cache_seconds < 0 or self.max_history_reads < 1 or self.history_page_bytes < 1:
             raise ValueError("history_cache_seconds must not be negative, max_history_reads and "
                              "history_page_bytes at least 1")

@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -88,11 +90,95 @@ def secrets_hidden(values: Iterable[str | None]) -> Iterator[None]:
         _REQUEST_SECRETS.reset(token)
 
 
+class KnownSecrets:
+    """The secret values this process was given, masked in every line it
+    logs whatever context logs it: a runtime that quotes a key during an
+    interrupt's expiry, an adoption, or a later turn of the thread that sent
+    it is no longer inside that request's :func:`secrets_hidden`.
+
+    Bounded: the most recently given :attr:`max_values` values of at most
+    :attr:`max_chars` characters in all are kept (given again, a value is
+    kept longer). Looking for them costs one dictionary look-up per
+    character of the text, however many are kept: values are indexed by
+    their first :data:`MIN_KNOWN_SECRET_LENGTH` characters. Only in memory.
+    """
+
+    def __init__(self, *, max_values: int = 4096, max_chars: int = 4 * 1024 * 1024) -> None:
+        self.max_values = max_values
+        self.max_chars = max_chars
+        self._kept: OrderedDict[str, None] = OrderedDict()
+        self._chars = 0
+        #: First characters -> the values that begin with them (tuples: read
+        #: without a lock by threads that log).
+        self._by_prefix: dict[str, tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def remember(self, values: Iterable[str | None]) -> None:
+        """Mask these values in every line from now on."""
+        with self._lock:
+            for value in values:
+                if not value or len(value) < MIN_KNOWN_SECRET_LENGTH or len(value) > self.max_chars:
+                    continue
+                if value in self._kept:
+                    self._kept.move_to_end(value)
+                    continue
+                self._kept[value] = None
+                self._chars += len(value)
+                prefix = value[:MIN_KNOWN_SECRET_LENGTH]
+                self._by_prefix[prefix] = (*self._by_prefix.get(prefix, ()), value)
+                while len(self._kept) > self.max_values or self._chars > self.max_chars:
+                    self._drop(next(iter(self._kept)))
+
+    def forget_all(self) -> None:
+        """Forget every value (tests; a process never needs it)."""
+        with self._lock:
+            self._kept.clear()
+            self._by_prefix = {}
+            self._chars = 0
+
+    def found_in(self, text: str) -> set[str]:
+        """The kept values that occur in ``text``."""
+        by_prefix = self._by_prefix
+        if not by_prefix:
+            return set()
+        found: set[str] = set()
+        width = MIN_KNOWN_SECRET_LENGTH
+        for start in range(len(text) - width + 1):
+            group = by_prefix.get(text[start:start + width])
+            if group:
+                found.update(value for value in group if text.startswith(value, start))
+        return found
+
+    def _drop(self, value: str) -> None:
+        del self._kept[value]
+        self._chars -= len(value)
+        prefix = value[:MIN_KNOWN_SECRET_LENGTH]
+        group = tuple(kept for kept in self._by_prefix.get(prefix, ()) if kept != value)
+        if group:
+            self._by_prefix[prefix] = group
+        else:
+            self._by_prefix.pop(prefix, None)
+
+
+#: Shorter values are not remembered process-wide: a caller could otherwise
+#: mask ordinary words in every line of the log by sending them as a key.
+MIN_KNOWN_SECRET_LENGTH = 8
+#: The process's known secrets (:class:`KnownSecrets`).
+KNOWN_SECRETS = KnownSecrets()
+
+
 def scrub(text: str, values: Iterable[str | None] = ()) -> str:
-    """``text`` with ``values`` (and the current request's secrets) replaced by ``***``."""
-    for value in (*values, *_REQUEST_SECRETS.get()):
-        if value and len(value) >= MIN_SECRET_LENGTH and value in text:
-            text = text.replace(value, "***")
+    """``text`` with ``values``, the current request's secrets and every
+    secret this process knows (:data:`KNOWN_SECRETS`) replaced by ``***``
+    (the longest first, so that no part of one is left shown)."""
+    found = KNOWN_SECRETS.found_in(text)
+    found.update(value for value in (*values, *_REQUEST_SECRETS.get())
+                 if value and len(value) >= MIN_SECRET_LENGTH and value in text)
+    for value in sorted(found, key=len, reverse=True):
+        text = text.replace(value, "***")
     return text
 
 
@@ -131,17 +217,24 @@ def _key_values(fields: Mapping[str, Any]) -> str:
 
 
 class KeyValueFormatter(logging.Formatter):
-    """``time level logger: message key=value ...``, on one line (a traceback follows it)."""
+    """``time level logger: message key=value ...``, on one line (a
+    traceback, redacted, follows it)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return one_line(super().formatMessage(record))
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        record.message = record.getMessage()
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        line = self.formatMessage(record)
         # A log_fields message holds its fields already.
         fields = {} if hasattr(record, "event") else dict(getattr(record, "fields", None) or {})
         extra = _key_values({**fields, **_trace_ids(record)})
-        return f"{line} {extra}" if extra else line
+        if extra:
+            line = f"{line} {extra}"
+        trace = redacted_traceback(self, record)
+        return f"{line}\n{trace}" if trace else line
 
 
 class JsonFormatter(logging.Formatter):
@@ -157,10 +250,27 @@ class JsonFormatter(logging.Formatter):
         fields = getattr(record, "fields", None) or {}
         entry.update((key, value) for key, value in fields.items() if value is not None)
         entry.update(_trace_ids(record))
-        if record.exc_info:
-            entry["exception"] = redact(self.formatException(record.exc_info))
+        trace = redacted_traceback(self, record)
+        if trace:
+            entry["exception"] = trace
         # json.dumps escapes the C0 controls; not U+2028, U+2029 or the C1 controls.
         return one_line(json.dumps(entry, ensure_ascii=False, default=str))
+
+
+def redacted_traceback(formatter: logging.Formatter, record: logging.LogRecord) -> str:
+    """The record's traceback and stack, as ``formatter`` writes them, redacted
+    (the filter only sees the message: a traceback quotes what the failing
+    code held, a runtime's error with the request's key in it included).
+    Formatted here, never taken from ``record.exc_text``, which another
+    handler may have filled unredacted."""
+    parts = []
+    if record.exc_info:
+        parts.append(formatter.formatException(record.exc_info))
+    elif record.exc_text:
+        parts.append(record.exc_text)
+    if record.stack_info:
+        parts.append(formatter.formatStack(record.stack_info))
+    return redact("\n".join(parts)) if parts else ""
 
 
 def configure_logging(level: str, fmt: str = "text", *, trace_ids: bool = False) -> None:

@@ -121,7 +121,9 @@ class Bench:
             argv += ["--heartbeat-seconds", f"{heartbeat:g}"]
         # Tracing only where a measure asks for it, whatever this shell's OTEL_* say.
         env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
-        env.update({"IAC_CODE_AGUI_ALLOWED_CWDS": str(self.ws_root), **(env_extra or {})})
+        # The bench starts thousands of threads a minute, as iac-code agui lets it: no cap on new threads.
+        env.update({"IAC_CODE_AGUI_ALLOWED_CWDS": str(self.ws_root), "IAC_CODE_AGUI_MAX_NEW_THREADS_PER_USER": "0",
+                    **(env_extra or {})})
         return Server(name, argv, port=port, log_path=self.work / "logs" / f"{name}.log", env=env)
 
     def _iac_server(self, port: int, name: str = "iac-code-agui", a2a_url: str | None = None) -> Server:

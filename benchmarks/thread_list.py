@@ -13,7 +13,14 @@ loopback, per call (wall time of the whole request, body read):
   last cursor: after 9,800 of 10,000 threads), each the median of 20 calls;
 - a page with a state filter nothing matches (``state=interrupted``): the
   worst case, it looks at the most entries a call may (2,000);
-- every thread, walked ``limit=200`` at a time (checked: each once).
+- every thread, walked ``limit=200`` at a time (checked: each once);
+- how long the event loop stalls while the first call reads and sorts the
+  user's list: the slowest ``GET /capabilities`` (a constant answer) of a
+  client asking again and again while that first page is built, next to
+  the median of the same request when the server is idle. The file store
+  reads and sorts on its executor, so the two stay close; a list built on
+  the loop (one ``insort`` per thread, as before issue 34) showed 3.4 s at
+  100,000 threads here.
 
 Bytes per page are the body's bytes (``limit=50``).
 """
@@ -42,9 +49,11 @@ if TYPE_CHECKING:
 FILE, REDIS = "list_file", "list_redis"
 TARGETS = (FILE, REDIS)
 TARGET_NAMES = {FILE: "file store", REDIS: "redis store"}
-KEYS = ("cold_first_ms", "first_ms", "deep_ms", "filtered_ms", "walk_s", "page_bytes")
+KEYS = ("cold_first_ms", "stall_ms", "idle_ms", "first_ms", "deep_ms", "filtered_ms", "walk_s", "page_bytes")
 LABELS = {
     "cold_first_ms": "first page, first call after start (ms)",
+    "stall_ms": "another request during that first call, slowest (ms)",
+    "idle_ms": "the same request, server idle (ms)",
     "first_ms": "first page (ms)",
     "deep_ms": "deep page: after the walk's last cursor (ms)",
     "filtered_ms": "state filter matching nothing (ms)",
@@ -110,8 +119,16 @@ async def _one(bench: Bench, results: Results, target: str, state: Path, store_u
         await server.wait_ready(timeout=60)
         async with aiohttp.ClientSession() as session:
             base = f"{server.url}threads?userId={USER}"
-            seconds, _, _ = await _get(session, f"{base}&limit={PAGE}")
+            done = asyncio.Event()
+            poller = asyncio.create_task(_poll(session, f"{server.url}capabilities", done))
+            try:
+                seconds, _, _ = await _get(session, f"{base}&limit={PAGE}")
+            finally:
+                done.set()
             results.add(target, "cold_first_ms", seconds * 1000)
+            results.add(target, "stall_ms", max(await poller) * 1000)
+            idle = [(await _get(session, f"{server.url}capabilities"))[0] for _ in range(CALLS)]
+            results.add(target, "idle_ms", sorted(idle)[len(idle) // 2] * 1000)
             walked, last, walk_s = await _walk(session, base)
             if walked != count:
                 results.note(target, "errors", f"the walk listed {walked} threads once each, not {count}")
@@ -140,6 +157,14 @@ async def _get(session: aiohttp.ClientSession, url: str) -> tuple[float, int, di
             raise RuntimeError(f"GET {url}: {resp.status} {body[:300]!r}")
     seconds = time.perf_counter() - began
     return seconds, len(body), json.loads(body)
+
+
+async def _poll(session: aiohttp.ClientSession, url: str, done: asyncio.Event) -> list[float]:
+    """The time of each call of ``url``, one after the other, until ``done`` (at least one)."""
+    times: list[float] = []
+    while not times or not done.is_set():
+        times.append((await _get(session, url))[0])
+    return times
 
 
 async def _walk(session: aiohttp.ClientSession, base: str) -> tuple[int, str | None, float]:

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from aguiadapter.a2a.client import A2AClient
 from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.i18n import render
 from aguiadapter.service.history_reader import HistoryReader, HistoryUnavailable, read_session_file
 from aguiadapter.threads.record import ThreadRecord
 
@@ -151,3 +153,151 @@ async def test_the_cache_keeps_at_most_max_kept_threads(client: A2AClient) -> No
     assert reader.reads == 3, "the newest is kept"
     await reader.turns(threads[0])
     assert reader.reads == 4, "the oldest was let go"
+
+
+def owned(thread_id: str, principal: str) -> ThreadRecord:
+    return ThreadRecord(thread_id, f"ctx-{thread_id}", "/w", task_id="a", principal=principal, user_id=principal,
+                        namespaced=True)
+
+
+async def test_one_user_cannot_hold_every_read(client: A2AClient) -> None:
+    gate = asyncio.Event()
+
+    class SlowReader(HistoryReader):
+        async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
+            if record.principal == "alice":
+                await gate.wait()
+            return [{"role": "user", "content": record.thread_id}]
+
+    reader = SlowReader(max_reads=4, wait_seconds=0.5)
+    reader.start(client)
+    hers = [asyncio.ensure_future(reader.turns(owned(f"a-{n}", "alice"))) for n in range(6)]
+    await asyncio.sleep(0.01)
+    # Alice's six reads hold two of the four; bob is served at once.
+    bobs = await reader.turns(owned("b-1", "bob"))
+    assert bobs[0].messages[0]["content"] == "b-1"
+    gate.set()
+    assert [turns[0].messages[0]["content"] for turns in await asyncio.gather(*hers)] == [f"a-{n}" for n in range(6)]
+
+
+async def test_a_users_reads_beyond_their_share_wait_and_then_are_refused(client: A2AClient) -> None:
+    gate = asyncio.Event()
+
+    class SlowReader(HistoryReader):
+        async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
+            await gate.wait()
+            return []
+
+    reader = SlowReader(max_reads=4, max_reads_per_user=1, wait_seconds=0.05)
+    reader.start(client)
+    first = asyncio.ensure_future(reader.turns(owned("a-1", "alice")))
+    await asyncio.sleep(0)
+    with pytest.raises(HistoryUnavailable) as refused:
+        await reader.turns(owned("a-2", "alice"))
+    assert refused.value.message_id == "history_busy"
+    gate.set()
+    assert await first == []
+
+
+def rows_of(text: str, count: int) -> list[dict[str, Any]]:
+    return [{"role": "user" if n % 2 == 0 else "assistant", "content": text} for n in range(count)]
+
+
+async def test_the_cache_is_bounded_by_the_bytes_it_holds(client: A2AClient) -> None:
+    class BigReader(HistoryReader):
+        async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
+            return rows_of("x" * 10_000, 10)  # about 100 kB of messages
+
+    reader = BigReader(max_kept_bytes=250_000)
+    reader.start(client)
+    threads = [ThreadRecord(f"t-{n}", f"ctx-{n}", "/w", task_id="a") for n in range(5)]
+    for thread in threads:
+        await reader.turns(thread)
+        assert reader.kept_bytes <= 250_000
+    assert reader.kept_bytes > 150_000, "two conversations kept"
+    reads = reader.reads
+    await reader.turns(threads[-1])
+    assert reader.reads == reads, "the newest is kept"
+    await reader.turns(threads[0])
+    assert reader.reads == reads + 1, "the oldest was let go"
+    alone = BigReader(max_kept_bytes=50_000)  # one conversation is larger than all it may keep
+    alone.start(client)
+    await alone.turns(threads[0])
+    await alone.turns(threads[0])
+    assert (alone.reads, alone.kept_bytes) == (2, 0)
+
+
+async def test_a_kept_conversation_leaves_when_it_expires_not_at_the_next_read(client: A2AClient) -> None:
+    class BigReader(HistoryReader):
+        async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
+            return rows_of("y" * 10_000, 4)
+
+    reader = BigReader(cache_seconds=0.05)
+    reader.start(client)
+    await reader.turns(ThreadRecord("t-1", "ctx-1", "/w", task_id="a"))
+    assert reader.kept_bytes > 40_000
+    for _ in range(100):
+        if not reader.kept_bytes:
+            break
+        await asyncio.sleep(0.02)
+    assert reader.kept_bytes == 0
+
+
+@pytest.fixture
+async def verbose_runtime() -> Any:
+    """A runtime whose transcript route answers 2 MB, with a length and without one (chunked)."""
+    messages = rows_of("z" * 1000, 2000)
+
+    async def state(request: web.Request) -> web.Response:
+        return web.json_response({"executionId": "exec-1"})
+
+    async def recovery(request: web.Request) -> web.StreamResponse:
+        body = json.dumps({"messages": messages}).encode()
+        if request.query["contextId"] == "ctx-sized":
+            return web.Response(body=body, content_type="application/json")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(body), 64 * 1024):
+            await response.write(body[start:start + 64 * 1024])
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/iac-code/execution/state", state)
+    app.router.add_get("/iac-code/session/recovery", recovery)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with A2AClient(f"http://127.0.0.1:{port}/") as a2a:
+            yield a2a
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize("context_id", ["ctx-sized", "ctx-chunked"])
+async def test_a_transcript_longer_than_the_cap_is_refused_not_read_whole(
+    verbose_runtime: A2AClient, context_id: str
+) -> None:
+    thread = ThreadRecord("t-1", context_id, "/w", task_id="a")
+    small = HistoryReader(max_reply_bytes=1024 * 1024)
+    small.start(verbose_runtime)
+    with pytest.raises(HistoryUnavailable) as refused:
+        await small.turns(thread)
+    assert refused.value.message_id == "history_too_large" and refused.value.response_headers() == {}
+    assert "--history-max-bytes" in render("history_too_large", "en")
+    large = HistoryReader(max_reply_bytes=4 * 1024 * 1024)
+    large.start(verbose_runtime)
+    assert len(await large.turns(thread)) == 1000
+
+
+async def test_a_session_file_longer_than_the_cap_is_not_read(client: A2AClient, tmp_path: Path) -> None:
+    write_session(tmp_path, rows_of("w" * 1000, 2000))
+    reader = HistoryReader(transcripts_dir=tmp_path, max_reply_bytes=1024 * 1024)
+    reader.start(client)
+    with pytest.raises(HistoryUnavailable) as refused:
+        await reader.turns(record())
+    assert refused.value.message_id == "history_too_large"

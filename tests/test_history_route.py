@@ -65,7 +65,7 @@ async def test_pages_go_back_turn_by_turn_to_the_first(adapter: RunningAdapter, 
 
 
 async def test_bad_limits_and_cursors_are_refused_in_the_callers_language(adapter: RunningAdapter) -> None:
-    for query in ("?limit=0", "?limit=abc", "?limit=100000", "?before=nonsense", "?before=t0"):
+    for query in ("?limit=0", "?limit=abc", "?limit=100000", "?limit=" + "9" * 5000, "?before=nonsense", "?before=t0"):
         status, body = await messages(adapter, "t-any", query)
         assert status == 400 and body["error"]["code"] == "INVALID_INPUT", (query, body)
     status, body = await messages(adapter, "t-any", "?limit=-1", **{"Accept-Language": "zh-CN"})

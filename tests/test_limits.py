@@ -235,6 +235,38 @@ async def test_a_user_minting_thread_ids_is_refused_with_429_and_retry_after(
         await running.close()
 
 
+@pytest.mark.parametrize("mode", ["open", "shared token"])
+async def test_unverified_callers_new_threads_are_counted_by_the_list_they_grow(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, mode: str
+) -> None:
+    token = "shared-token-for-limits"
+    running = await start_adapter(
+        tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),), max_new_threads_per_user=2,
+        auth_token=token if mode == "shared token" else None,
+    )
+    headers = {"Authorization": f"Bearer {token}"} if mode == "shared token" else None
+    try:
+        for index in range(2):
+            body = run_body(thread_id=f"a-{index}", text="hi", cwd=str(workspace), userId="alice")
+            assert (await running.run(body, headers)).status == 200
+        refused = await running.run(run_body(thread_id="a-2", text="hi", cwd=str(workspace), userId="alice"), headers)
+        assert refused.status == 429 and refused.json()["error"]["code"] == "TOO_MANY_THREADS"
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        assert await no_record(running, "a-2")
+        # Another list has its own allowance; threads without a userId share one.
+        assert (await running.run(run_body(thread_id="b-0", text="hi", cwd=str(workspace), userId="bob"),
+                                  headers)).status == 200
+        for index in range(2):
+            assert (await running.run(run_body(thread_id=f"n-{index}", text="hi", cwd=str(workspace)),
+                                      headers)).status == 200
+        refused = await running.run(run_body(thread_id="n-2", text="hi", cwd=str(workspace)), headers)
+        assert refused.status == 429 and refused.json()["error"]["code"] == "TOO_MANY_THREADS"
+        again = await running.run(run_body(thread_id="a-0", text="more", cwd=str(workspace), userId="alice"), headers)
+        assert again.events()[-1]["type"] == "RUN_FINISHED", "existing threads go on"
+    finally:
+        await running.close()
+
+
 async def test_re_attached_streams_are_bounded_per_user(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
     """One user cannot hold more re-attached streams open than --max-active-runs-per-user;
     their own run's re-attach still gets in while that run counts."""

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.logs import JsonFormatter, KeyValueFormatter, RedactingFilter, redact
+from aguiadapter.logs import (
+    KNOWN_SECRETS,
+    JsonFormatter,
+    KeyValueFormatter,
+    KnownSecrets,
+    RedactingFilter,
+    redact,
+    secrets_hidden,
+)
 from tests.support.adapter import run_body, start_adapter
 from tests.support.agui import check_stream, interrupts_of
 
@@ -101,3 +110,56 @@ async def test_under_plain_logging_the_fields_show_and_the_happy_resume_logs_no_
     assert len(ended) == 2 and all("thread=plain" in line and "outcome=" in line for line in ended), ended
     assert not any("None" in line for line in lines), lines
     assert not any("not read" in line for line in lines), lines
+
+
+def _failing_record(message: str) -> logging.LogRecord:
+    try:
+        raise RuntimeError(message)
+    except RuntimeError:
+        return logging.LogRecord("aguiadapter.test", logging.ERROR, __file__, 1, "the runtime failed", None,
+                                 sys.exc_info())
+
+
+@pytest.mark.parametrize("formatter", [KeyValueFormatter("%(levelname)s %(name)s: %(message)s"), JsonFormatter()],
+                         ids=["text", "json"])
+def test_a_traceback_is_redacted_in_both_formats(formatter: logging.Formatter) -> None:
+    key = "provider-key-5e1d0c77"
+    with secrets_hidden([key]):
+        record = _failing_record(f"provider refused {key}; retry with api_key=sk_live_abcdef")
+        other = logging.Formatter()
+        other.format(record)  # another handler first: record.exc_text now holds the traceback as it is
+        formatted = formatter.format(record)
+    assert "RuntimeError: provider refused ***" in formatted and "Traceback" in formatted
+    assert key not in formatted and "sk_live_abcdef" not in formatted
+
+
+@pytest.mark.parametrize("formatter", [KeyValueFormatter("%(levelname)s %(name)s: %(message)s"), JsonFormatter()],
+                         ids=["text", "json"])
+def test_a_secret_the_process_was_given_is_masked_outside_the_request_that_gave_it(
+    formatter: logging.Formatter,
+) -> None:
+    key, short = "cloud-secret-9a8b7c6d", "abc1234"  # the short one: too common to mask process-wide
+    KNOWN_SECRETS.remember([key, short])
+    try:
+        record = _failing_record(f"expiry: the runtime quoted {key} and {short}")
+        record.msg = f"interrupt expired; cancel answered {key}"
+        RedactingFilter().filter(record)
+        formatted = formatter.format(record)
+    finally:
+        KNOWN_SECRETS.forget_all()
+    assert key not in formatted and "cancel answered ***" in formatted and "quoted *** and abc1234" in formatted
+
+
+def test_the_known_secrets_are_bounded_and_the_most_recent_kept() -> None:
+    known = KnownSecrets(max_values=3, max_chars=1000)
+    known.remember(f"secret-value-{n:04d}" for n in range(10))
+    known.remember(["secret-value-0007"])  # given again: kept longer
+    known.remember(["secret-value-xyz1"])
+    assert len(known) == 3
+    text = " ".join(f"secret-value-{n:04d}" for n in range(10)) + " secret-value-xyz1"
+    assert known.found_in(text) == {"secret-value-0007", "secret-value-0009", "secret-value-xyz1"}
+    by_size = KnownSecrets(max_values=100, max_chars=50)
+    by_size.remember(["x" * 20 + str(n) for n in range(5)])
+    assert len(by_size) == 2
+    by_size.remember(["y" * 51])  # longer than everything kept: never kept
+    assert len(by_size) == 2

@@ -91,3 +91,56 @@ async def test_credentials_quoted_by_the_runtime_reach_no_log_line_and_no_run_er
     assert KEY not in output and CLOUD_SECRET not in output
     stored = b"".join(path.read_bytes() for path in (tmp_path / "state").rglob("*") if path.is_file())
     assert KEY.encode() not in stored and CLOUD_SECRET.encode() not in stored
+
+
+@pytest.fixture
+async def remembering_runtime() -> AsyncIterator[str]:
+    """An A2A endpoint whose every call fails quoting every credential it was ever sent (a runtime whose
+    error text holds a key from an earlier turn, as a provider's cached client would)."""
+    seen: list[str] = []
+
+    async def rpc(request: web.Request) -> web.Response:
+        call = await request.json()
+        metadata = json.dumps(call)
+        seen.extend(value for value in (KEY, CLOUD_SECRET) if value in metadata and value not in seen)
+        message = f"provider refused the credentials {' and '.join(seen)}: 401 Unauthorized"
+        # Invalid params: the run error passes the runtime's words on.
+        return web.json_response({"jsonrpc": "2.0", "id": call.get("id"), "error": {"code": -32602,
+                                                                                   "message": message}})
+
+    app = web.Application()
+    app.router.add_post("/", rpc)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+async def test_a_key_quoted_in_a_later_turn_that_did_not_send_it_is_masked_too(
+    tmp_path: Path, remembering_runtime: str, log_format: str
+) -> None:
+    process, url = await start_server(tmp_path, remembering_runtime, log_format)
+    try:
+        async with aiohttp.ClientSession() as session:
+            first = run_body(thread_id="t-1", text="hello", cwd=str(tmp_path), llmApiKey=KEY,
+                             alibabaCloud={"accessKeyId": "LTAI-id-123456", "accessKeySecret": CLOUD_SECRET})
+            async with session.post(url, json=first) as resp:
+                assert check_stream(await resp.read())[-1]["type"] == "RUN_ERROR"
+            # Another request, without credentials: outside the first one's context.
+            later = run_body(thread_id="t-2", text="hello again", cwd=str(tmp_path))
+            async with session.post(url, json=later) as resp:
+                raw = await resp.read()
+            events = check_stream(raw)
+            assert events[-1]["type"] == "RUN_ERROR" and "provider refused the credentials ***" in events[-1]["message"]
+            assert KEY.encode() not in raw and CLOUD_SECRET.encode() not in raw
+    finally:
+        process.send_signal(signal.SIGINT)
+        output = (await process.communicate())[0].decode()
+    assert output.count("provider refused the credentials") >= 2, output
+    assert KEY not in output and CLOUD_SECRET not in output

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -161,6 +163,7 @@ async def test_an_embedding_hooks_user_lists_their_own_threads(
         ("limit=0", "limit must be a whole number from 1 to 200.", "limit 必须是 1 到 200 之间的整数。"),
         ("limit=201", "limit must be a whole number from 1 to 200.", "limit 必须是 1 到 200 之间的整数。"),
         ("limit=ten", "limit must be a whole number from 1 to 200.", "limit 必须是 1 到 200 之间的整数。"),
+        ("limit=" + "9" * 5000, "limit must be a whole number from 1 to 200.", "limit 必须是 1 到 200 之间的整数。"),
         ("cursor=not-a-cursor", "cursor must be a nextCursor", "cursor 必须原样使用"),
         ("cursor=WzEsMl0", "cursor must be a nextCursor", "cursor 必须原样使用"),
         ("state=paused", "state must be one or more of idle, running, interrupted, terminal",
@@ -181,3 +184,31 @@ async def test_bad_parameters_get_invalid_input_in_the_callers_language(
 async def test_the_capabilities_name_the_thread_list(adapter: RunningAdapter) -> None:
     document = json.loads((await adapter.get("/capabilities")).body)
     assert document["custom"]["iacCode"]["threadList"] == "/threads"
+
+
+def _cursor_of(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+#: Cursors an attacker writes: each one once made the adapter fail (500 and a
+#: traceback, or a false 503 on Redis) instead of refusing it.
+HOSTILE_CURSORS = {
+    "nested": _cursor_of(b"[" * 3000),
+    "nested after a number": _cursor_of(b"[1," + b"[" * 3000),
+    "400 digits": _cursor_of(b"[" + b"9" * 400 + b',"k"]'),
+    "NaN": _cursor_of(b'[NaN,"k"]'),
+    "Infinity": _cursor_of(b'[-Infinity,"k"]'),
+    "1e999": _cursor_of(b'[1e999,"k"]'),
+}
+
+
+@pytest.mark.parametrize("cursor", HOSTILE_CURSORS.values(), ids=HOSTILE_CURSORS.keys())
+async def test_a_hostile_cursor_is_invalid_input_with_one_log_line_at_most(
+    adapter: RunningAdapter, workspace: Path, cursor: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await start_run(adapter, "t-1", workspace)
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    status, code, message = error_of(await adapter.get(f"/threads?cursor={cursor}"))
+    assert (status, code) == (400, "INVALID_INPUT") and message.startswith("cursor must be a nextCursor")
+    assert len(caplog.records) <= 1 and not any(record.exc_info for record in caplog.records), caplog.text

@@ -5,14 +5,16 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from aguiadapter.store.file import index as file_index
 from aguiadapter.store.file.store import FileThreadStore
-from aguiadapter.threads.listing import ListCursor, ThreadPage, list_owner
+from aguiadapter.threads.listing import ListCursor, SortedSummaries, ThreadPage, list_owner, owner_id
 from aguiadapter.threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json, thread_key
 
 ALICE = list_owner("alice", None)
@@ -190,3 +192,79 @@ async def test_retention_removes_the_entry_with_the_record_and_entries_whose_rec
         assert entries == [store.path_for(thread_key("t-fresh", "alice")).name]
     finally:
         await store.close()
+
+
+async def test_a_large_owner_keeps_only_its_newest_threads_in_memory_and_still_pages_through_all(
+    store: FileThreadStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_index, "MAX_KEPT_PER_OWNER", 5)
+    for n in range(23):
+        await store.save(record(f"t-{n:02d}", state=ThreadState.TERMINAL if n % 3 == 0 else ThreadState.IDLE))
+    newest_first = [f"t-{n:02d}" for n in reversed(range(23))]
+    assert ids(await walk(store, ALICE, 3)) == newest_first
+    assert ids(await walk(store, ALICE, 200)) == newest_first
+    terminal = await walk(store, ALICE, 2, states=frozenset({ThreadState.TERMINAL}))
+    assert ids(terminal) == [f"t-{n:02d}" for n in reversed(range(0, 23, 3))]
+    assert len(store.index._kept[owner_id(ALICE)]) == 5, "the newest 5, not 23"
+    # An old thread saved again during a walk moves to the front: never shown twice.
+    first = await store.list_threads(ALICE, None, 4)
+    older = await store.load(thread_key("t-01", "alice"))
+    assert older is not None
+    await store.save(older)
+    rest = await walk_from(store, first.next_cursor)
+    assert ids([first]) + rest == newest_first[:4] + [name for name in newest_first[4:] if name != "t-01"]
+    assert ids(await walk(store, ALICE, 7))[0] == "t-01"
+
+
+async def walk_from(store: FileThreadStore, cursor: ListCursor | None) -> list[str]:
+    found: list[str] = []
+    while cursor is not None:
+        page = await store.list_threads(ALICE, cursor, 4)
+        found += [summary.thread_id for summary in page.threads]
+        cursor = page.next_cursor
+    return found
+
+
+async def test_listing_made_up_owners_evicts_no_real_list(
+    store: FileThreadStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(3):
+        await store.save(record(f"t-{n}"))
+    assert len(ids(await walk(store, ALICE, 50))) == 3
+    reads: list[str] = []
+    real_open = builtins.open
+
+    def counting(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if "threads" in str(path):
+            reads.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    for n in range(file_index.MAX_OWNERS_KEPT + 50):  # ?userId=<random>, again and again
+        assert (await store.list_threads(list_owner(None, f"nobody-{n}"), None, 50)).threads == []
+    assert len(ids(await walk(store, ALICE, 50))) == 3
+    assert reads == [], "alice's list was still kept: none of her records read again"
+
+
+async def test_an_owners_list_is_read_and_sorted_off_the_event_loop(
+    store: FileThreadStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(30):
+        await store.save(record(f"t-{n:02d}"))
+    await store.close()
+    reopened = FileThreadStore(store.state_dir, retention_days=0)
+    await reopened.start()
+    loop_thread = threading.get_ident()
+    sorted_on: list[int] = []
+
+    class Spied(SortedSummaries):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            sorted_on.append(threading.get_ident())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(file_index, "SortedSummaries", Spied)
+    try:
+        assert len(ids(await walk(reopened, ALICE, 7))) == 30
+    finally:
+        await reopened.close()
+    assert sorted_on and loop_thread not in sorted_on

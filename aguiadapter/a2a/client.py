@@ -391,8 +391,10 @@ class A2AClient:
             resp = await self._send(url, body, self._json_headers, self._unary_timeout, path, call)
             return await self._json_object(resp, path)
 
-    async def get_json(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        """GET an extra route of the runtime (e.g. the pipeline state)."""
+    async def get_json(self, path: str, params: dict[str, str], *, max_bytes: int | None = None) -> dict[str, Any]:
+        """GET an extra route of the runtime (e.g. the pipeline state); a reply
+        longer than ``max_bytes`` raises :class:`A2AReplyTooLarge` before more
+        of it is read."""
         url = f"{self._base}/{path.lstrip('/')}"
         headers = {key: value for key, value in self._json_headers.items() if key != "Content-Type"}
         with self._endpoint.call("/" + path.lstrip("/"), http="GET") as call:
@@ -403,12 +405,14 @@ class A2AClient:
             except _TRANSPORT_ERRORS as exc:
                 raise A2AUnavailable(f"{path}: A2A runtime unreachable ({type(exc).__name__})") from exc
             call.answered(resp.status)
-            return await self._json_object(resp, path)
+            return await self._json_object(resp, path, max_bytes)
 
-    async def _json_object(self, resp: aiohttp.ClientResponse, path: str) -> dict[str, Any]:
+    async def _json_object(
+        self, resp: aiohttp.ClientResponse, path: str, max_bytes: int | None = None
+    ) -> dict[str, Any]:
         """A plain (non-JSON-RPC) JSON object reply, or the matching error."""
         async with resp:
-            obj = await self._read_reply(resp, path)
+            obj = await self._read_reply(resp, path, max_bytes)
         if not 200 <= resp.status < 300:
             raise A2AHttpError(resp.status, obj)
         if not isinstance(obj, dict):
@@ -454,13 +458,13 @@ class A2AClient:
         call.answered(resp.status)
         return resp
 
-    async def _read_reply(self, resp: aiohttp.ClientResponse, what: str) -> Any:
+    async def _read_reply(self, resp: aiohttp.ClientResponse, what: str, max_bytes: int | None = None) -> Any:
         """Decode a JSON reply; the statuses meaning "unavailable" raise first."""
         status = resp.status
         if status in (401, 403) or status >= 500:
             raise A2AUnavailable(f"{what}: A2A runtime answered HTTP {status}", status=status)
         try:
-            raw = await resp.read()
+            raw = await resp.read() if max_bytes is None else await _read_at_most(resp, what, max_bytes)
         except _TRANSPORT_ERRORS as exc:
             raise A2AUnavailable(f"{what}: reply cut off ({type(exc).__name__})") from exc
         return _loads_reply(raw, status)
@@ -549,3 +553,22 @@ class A2AClient:
             raise
         finally:
             call.end(failure)
+
+
+class A2AReplyTooLarge(A2AUnavailable):
+    """The runtime's reply is longer than the caller reads."""
+
+
+async def _read_at_most(resp: aiohttp.ClientResponse, what: str, max_bytes: int) -> bytes:
+    """The body, refused as soon as it is known to be longer than ``max_bytes``
+    (by its ``Content-Length``, else while it arrives): never held whole."""
+    if resp.content_length is not None and resp.content_length > max_bytes:
+        raise A2AReplyTooLarge(f"{what}: reply of {resp.content_length} bytes, more than {max_bytes}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_any():
+        size += len(chunk)
+        if size > max_bytes:
+            raise A2AReplyTooLarge(f"{what}: reply of more than {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)

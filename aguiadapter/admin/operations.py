@@ -96,7 +96,7 @@ class NoRuntime(A2AClient):
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self._refuse()
 
-    async def get_json(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+    async def get_json(self, path: str, params: dict[str, str], *, max_bytes: int | None = None) -> dict[str, Any]:
         return await self._refuse()
 
 

@@ -169,6 +169,10 @@ MESSAGES: dict[str, str] = {
         " transcript; GET /threads/{{threadId}} and the pipeline events show where it stands."
     ),
     "history_busy": "Too many conversations are being read at once; try again after Retry-After seconds.",
+    "history_too_large": (
+        "This thread's conversation is larger than this server reads at once (--history-max-bytes);"
+        " GET /threads/{{threadId}} still shows its state and pending interrupts."
+    ),
     "invalid_history_limit": "limit must be a whole number of turns from 1 to {max}.",
     "invalid_history_cursor": "before must be a cursor this route returned (the before of an earlier page).",
     # GET /threads (the thread list).

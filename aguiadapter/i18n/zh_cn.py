@@ -146,6 +146,10 @@ MESSAGES: dict[str, str] = {
         "请通过 GET /threads/{{threadId}} 和 pipeline 事件查看其进度。"
     ),
     "history_busy": "同时读取的会话过多；请在 Retry-After 秒后重试。",
+    "history_too_large": (
+        "该 thread 的对话超过了本服务器一次读取的上限（--history-max-bytes）；"
+        "GET /threads/{{threadId}} 仍会显示其状态和待处理的中断。"
+    ),
     "invalid_history_limit": "limit 必须是 1 到 {max} 之间的整数（按轮次计）。",
     "invalid_history_cursor": "before 必须是本接口返回的游标（上一页的 before）。",
     # GET /threads（线程列表）。

@@ -22,7 +22,7 @@ PERMISSION_SCHEMA: dict[str, Any] = {
 _METADATA_KEYS = (
     "toolName", "title", "purpose", "effect", "target", "isReadOnly", "safeSummary",
     "deploymentSummary", "scope", "subPipelineId", "operation", "displayParameters",
-    "allowFreeText", "freeTextPrompt", "language", "requestTaskId", "toolUseId",
+    "allowFreeText", "freeTextPrompt", "language", "requestTaskId", "toolUseId", "rebuilt",
 )
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .envelope import InputEnvelope, envelope_of
+from .tool_summary import question_subject, safe_summary
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 _SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 #: At most this many checkpoint files are read per look (a session keeps one per permission).
 MAX_CHECKPOINTS: Final = 256
-_SUMMARY_LIMIT: Final = 300
 _OPTIONS: Final = ({"id": "allow_once", "label": "Allow once"}, {"id": "deny", "label": "Deny"})
 
 
@@ -63,7 +63,8 @@ def waiting_permission(
     """The envelope of the permission that waits for the transcript's tool
     call ``tool_use`` (``{id, name, input}``), as iac-code would have
     announced it: the ids an answer must echo, and a prompt built from the
-    call (its own words were in the update nobody read)."""
+    call (its own words were in the update nobody read; see
+    :mod:`.tool_summary`), marked ``rebuilt``."""
     tool_use_id = tool_use.get("id")
     for record in checkpoints:
         if (
@@ -74,7 +75,9 @@ def waiting_permission(
             and isinstance(record.get("inputId"), str)
         ):
             tool_name = str(record.get("toolName") or tool_use.get("name") or "tool")
-            summary = _summary(tool_name, tool_use.get("input"))
+            tool_input = tool_use.get("input")
+            summary = safe_summary(tool_name, tool_input)
+            subject = question_subject(tool_name, tool_input)
             fields = {
                 "schemaVersion": 1,
                 "kind": "permission",
@@ -85,17 +88,12 @@ def waiting_permission(
                 "toolName": tool_name,
                 "required": True,
                 "title": f"Run {tool_name}",
-                "prompt": f"{summary} Allow once?",
+                "prompt": f"Allow once? {subject}" if subject else f"{summary} Allow once?",
                 "safeSummary": summary,
                 "options": [dict(option) for option in _OPTIONS],
+                # The runtime's own words were never read: these are the adapter's.
+                "rebuilt": True,
             }
             return envelope_of(fields)
     return None
 
-
-def _summary(tool_name: str, tool_input: Any) -> str:
-    if isinstance(tool_input, Mapping) and isinstance(tool_input.get("command"), str):
-        text = f"{tool_name}: {tool_input['command']}"
-    else:
-        text = f"{tool_name}: {json.dumps(tool_input, ensure_ascii=False, sort_keys=True)}"
-    return text if len(text) <= _SUMMARY_LIMIT else text[: _SUMMARY_LIMIT - 1] + "…"

@@ -11,9 +11,16 @@ few seconds, so that a reload storm costs the runtime little:
   asked for after a turn ended (the record was written) reads afresh;
 - a single flight per thread: concurrent reads of one thread share one
   runtime call (a caller that leaves does not cancel it for the others);
-- a bound on the transcript reads in flight in this process (``max_reads``);
-  a read that waits longer than ``wait_seconds`` for its turn is refused
-  (:class:`HistoryUnavailable`, ``history_busy``).
+- a bound on the transcript reads in flight in this process (``max_reads``),
+  and a smaller one per user (``max_reads_per_user``, the owner of the
+  thread's list): one user's reads wait for each other, never hold every
+  read; a read that waits longer than ``wait_seconds`` for its turn is
+  refused (:class:`HistoryUnavailable`, ``history_busy``);
+- the cache is bounded by count (``max_kept``) and by the bytes of the
+  messages it holds (``max_kept_bytes``, images included), and a
+  conversation leaves it when it expires, not at the next read;
+- the runtime's reply (or the session file) is read up to ``max_reply_bytes``
+  and refused beyond (``history_too_large``, not retried), never held whole.
 
 Interface (what ``GET /threads/{id}/messages`` and ``POST /connect`` call)::
 
@@ -56,20 +63,26 @@ import logging
 import os
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from ..a2a.client import A2AClient, A2AError, A2AHttpError
+from ..a2a.client import A2AClient, A2AError, A2AHttpError, A2AReplyTooLarge
 from ..errors import AdapterError, ErrorCode
 from ..runtime.history import Page, Turn, page, project
 from ..runtime.iac_code import EXECUTION_STATE_PATH, SESSION_RECOVERY_PATH
+from ..threads.listing import owner_of
 from ..threads.record import ThreadRecord
 
 log = logging.getLogger(__name__)
 
 #: ``Retry-After`` of a refusal: the runtime may serve again by then (or the cache has it).
 RETRY_AFTER_SECONDS: Final = 5
+#: The bytes of messages the cache holds at most, for all threads (images included).
+DEFAULT_KEPT_BYTES: Final = 64 * 1024 * 1024
+#: The longest transcript reply (or session file) read (``--history-max-bytes``).
+DEFAULT_REPLY_BYTES: Final = 32 * 1024 * 1024
 #: What an iac-code session id looks like (anything else is never a path part).
 _SESSION_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _SAFE_MODE_ENV: Final = "IAC_CODE_A2A_SAFE_MODE"
@@ -97,6 +110,10 @@ class _NotServed(Exception):
     """The runtime's route did not serve the transcript (the disk may)."""
 
 
+class _TooLarge(Exception):
+    """The transcript is longer than the reader reads (``max_reply_bytes``)."""
+
+
 class HistoryReader:
     """Reads, projects and briefly keeps threads' conversations."""
 
@@ -105,21 +122,34 @@ class HistoryReader:
         *,
         cache_seconds: float = 5.0,
         max_reads: int = 4,
+        max_reads_per_user: int | None = None,
         wait_seconds: float = 10.0,
         max_kept: int = 64,
+        max_kept_bytes: int = DEFAULT_KEPT_BYTES,
+        max_reply_bytes: int = DEFAULT_REPLY_BYTES,
         transcripts_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if cache_seconds < 0 or max_reads < 1 or wait_seconds < 0 or max_kept < 1:
-            raise ValueError("cache_seconds and wait_seconds must not be negative, max_reads and max_kept at least 1")
+        per_user = max_reads_per_user if max_reads_per_user is not None else max(1, max_reads // 2)
+        if (cache_seconds < 0 or max_reads < 1 or per_user < 1 or wait_seconds < 0 or max_kept < 1
+                or max_kept_bytes < 1 or max_reply_bytes < 1):
+            raise ValueError("cache_seconds and wait_seconds must not be negative; max_reads, max_reads_per_user, "
+                             "max_kept, max_kept_bytes and max_reply_bytes at least 1")
         self.cache_seconds = cache_seconds
         self.max_kept = max_kept
+        self.max_kept_bytes = max_kept_bytes
+        self.max_reply_bytes = max_reply_bytes
+        self.max_reads_per_user = min(per_user, max_reads)
         self.wait_seconds = wait_seconds
         #: The runtime's config folder, read when its route cannot serve (``--spawn-iac-code``).
         self.transcripts_dir = transcripts_dir
         self._clock = clock
         self._reads = asyncio.Semaphore(max_reads)
-        self._cache: dict[str, tuple[float, list[Turn]]] = {}
+        #: owner -> [its reads' semaphore, how many reads hold or wait for it].
+        self._user_reads: dict[str, tuple[asyncio.Semaphore, list[int]]] = {}
+        #: key -> (expires at, turns, bytes), the oldest first.
+        self._cache: OrderedDict[str, tuple[float, list[Turn], int]] = OrderedDict()
+        self._kept_bytes = 0
         self._flights: dict[str, asyncio.Future[list[Turn]]] = {}
         self._client: A2AClient | None = None
         #: Transcript reads that reached the runtime or the disk (for tests and benchmarks).
@@ -134,6 +164,12 @@ class HistoryReader:
         """Forget the client and everything kept."""
         self._client = None
         self._cache.clear()
+        self._kept_bytes = 0
+
+    @property
+    def kept_bytes(self) -> int:
+        """The bytes of the messages kept (for tests and benchmarks)."""
+        return self._kept_bytes
 
     # ----------------------------------------------------------------- reads
     async def page(
@@ -170,40 +206,87 @@ class HistoryReader:
 
     def forget(self, record: ThreadRecord) -> None:
         """Drop what is kept of the thread (a turn just ended: read afresh)."""
-        self._cache.pop(_cache_key(record), None)
+        self._drop(_cache_key(record))
 
     async def _read(self, key: str, record: ThreadRecord) -> list[Turn]:
+        owner = owner_of(record)
+        gate = self._user_reads.get(owner)
+        if gate is None:
+            gate = self._user_reads[owner] = (asyncio.Semaphore(self.max_reads_per_user), [0])
+        gate[1][0] += 1
         try:
-            await asyncio.wait_for(self._reads.acquire(), self.wait_seconds)
-        except asyncio.TimeoutError:
-            raise HistoryUnavailable("too many transcript reads at once", "history_busy") from None
-        try:
-            self.reads += 1
-            rows = await self._transcript(record)
-            # Off the event loop: a long session takes tens of ms to project,
-            # which the streams this process serves must not wait for.
-            turns = await asyncio.to_thread(project, rows) if len(rows) > _INLINE_ROWS else project(rows)
+            turns = await self._read_as(gate[0], record)
         finally:
-            self._reads.release()
-        if self.cache_seconds > 0:
-            self._evict()
-            self._cache[key] = (self._clock() + self.cache_seconds, turns)
+            gate[1][0] -= 1
+            if not gate[1][0]:
+                self._user_reads.pop(owner, None)
+        self._keep(key, turns)
         return turns
 
-    def _evict(self) -> None:
-        now = self._clock()
-        for stale in [key for key, (expires, _) in self._cache.items() if expires <= now]:
-            del self._cache[stale]
-        while len(self._cache) >= self.max_kept:
-            del self._cache[next(iter(self._cache))]  # the oldest kept
+    async def _read_as(self, user_reads: asyncio.Semaphore, record: ThreadRecord) -> list[Turn]:
+        """Read once this user's turn, then the process's, has come (both
+        within ``wait_seconds``): a user's own reads queue behind each other."""
+        deadline = time.monotonic() + self.wait_seconds
+        try:
+            await asyncio.wait_for(user_reads.acquire(), self.wait_seconds)
+        except asyncio.TimeoutError:
+            raise HistoryUnavailable("too many transcript reads of one user at once", "history_busy") from None
+        try:
+            try:
+                await asyncio.wait_for(self._reads.acquire(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise HistoryUnavailable("too many transcript reads at once", "history_busy") from None
+            try:
+                self.reads += 1
+                rows = await self._transcript(record)
+                # Off the event loop: a long session takes tens of ms to project,
+                # which the streams this process serves must not wait for.
+                return await asyncio.to_thread(project, rows) if len(rows) > _INLINE_ROWS else project(rows)
+            finally:
+                self._reads.release()
+        finally:
+            user_reads.release()
+
+    def _keep(self, key: str, turns: list[Turn]) -> None:
+        """Keep a projection for ``cache_seconds``, within the count and the
+        bytes kept (one larger than all the bytes allowed is not kept)."""
+        size = sum(turn.size for turn in turns)
+        if self.cache_seconds <= 0 or size > self.max_kept_bytes:
+            return
+        self._drop(key)
+        while self._cache and (len(self._cache) >= self.max_kept or self._kept_bytes + size > self.max_kept_bytes):
+            self._drop(next(iter(self._cache)))  # the oldest kept
+        expires = self._clock() + self.cache_seconds
+        self._cache[key] = (expires, turns, size)
+        self._kept_bytes += size
+        # Gone when it expires, not when the next read happens to look.
+        asyncio.get_running_loop().call_later(self.cache_seconds, self._expire, key, expires)
+
+    def _expire(self, key: str, expires: float) -> None:
+        kept = self._cache.get(key)
+        if kept is not None and kept[0] == expires:
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        kept = self._cache.pop(key, None)
+        if kept is not None:
+            self._kept_bytes -= kept[2]
 
     async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
         try:
             return await self._from_runtime(record.context_id)
         except _NotServed as exc:
             reason = str(exc)
+        except _TooLarge as exc:
+            log.warning("thread %s: history not read: %s", record.thread_id, exc)
+            raise HistoryUnavailable(str(exc), "history_too_large", retry=False) from None
         if self.transcripts_dir is not None and record.session_id is not None and not _safe_mode():
-            rows = await asyncio.to_thread(read_session_file, self.transcripts_dir, record.session_id)
+            try:
+                rows = await asyncio.to_thread(read_session_file, self.transcripts_dir, record.session_id,
+                                               self.max_reply_bytes)
+            except _TooLarge as exc:
+                log.warning("thread %s: history not read: %s", record.thread_id, exc)
+                raise HistoryUnavailable(str(exc), "history_too_large", retry=False) from None
             if rows is not None:
                 log.info("thread %s: history read from the runtime's folder (%s)", record.thread_id, reason)
                 return rows
@@ -218,13 +301,17 @@ class HistoryReader:
         # (409: not the current execution): ask again, once.
         for attempt in (1, 2):
             try:
-                execution = await client.get_json(EXECUTION_STATE_PATH, {"contextId": context_id})
+                execution = await client.get_json(EXECUTION_STATE_PATH, {"contextId": context_id},
+                                                  max_bytes=self.max_reply_bytes)
                 execution_id = execution.get("executionId")
                 if not isinstance(execution_id, str) or not execution_id:
                     raise _NotServed("the execution state names no execution")
                 document = await client.get_json(
-                    SESSION_RECOVERY_PATH, {"contextId": context_id, "executionId": execution_id}
+                    SESSION_RECOVERY_PATH, {"contextId": context_id, "executionId": execution_id},
+                    max_bytes=self.max_reply_bytes,
                 )
+            except A2AReplyTooLarge as exc:
+                raise _TooLarge(f"the runtime's transcript is longer than {self.max_reply_bytes} bytes") from exc
             except A2AHttpError as exc:
                 if exc.status == 409 and attempt == 1:
                     continue
@@ -259,16 +346,21 @@ def session_file(config_dir: Path, session_id: str) -> Path | None:
     return max(files, key=lambda path: path.stat().st_mtime)
 
 
-def read_session_file(config_dir: Path, session_id: str) -> list[dict[str, Any]] | None:
+def read_session_file(
+    config_dir: Path, session_id: str, max_bytes: int | None = None
+) -> list[dict[str, Any]] | None:
     """The session's message rows read from disk (blocking: call it off the
     event loop); ``None`` when there is no such file. Lines that are not a
     JSON object with a ``role`` (the session's own notes, a line being
-    written) are skipped, as iac-code skips them."""
+    written) are skipped, as iac-code skips them. A file longer than
+    ``max_bytes`` is not read (``_TooLarge``)."""
     path = session_file(config_dir, session_id)
     if path is None:
         return None
     rows: list[dict[str, Any]] = []
     try:
+        if max_bytes is not None and path.stat().st_size > max_bytes:
+            raise _TooLarge(f"the session file is longer than {max_bytes} bytes")
         with path.open(encoding="utf-8") as lines:
             for line in lines:
                 try:

@@ -138,14 +138,20 @@ class AdmissionLimits:
         self.held_reattaches[slot.slot_id] = slot
         return slot
 
-    async def new_thread(self, principal: str | None) -> None:
-        """Count a new thread of a verified user; ``LimitReached`` (``TOO_MANY_THREADS``)
-        beyond ``new_threads_per_user`` in the window. Unverified callers are
-        not counted: a body ``userId`` proves nothing and would only be rotated."""
-        if principal is None or not self.new_threads_per_user:
+    async def new_thread(self, owner: str) -> None:
+        """Count a new thread of ``owner`` (the list it joins:
+        :func:`~.listing.list_owner`); ``LimitReached`` (``TOO_MANY_THREADS``)
+        beyond ``new_threads_per_user`` in the window.
+
+        Unverified callers are counted too, by the ``userId`` their body
+        names (or none): a caller may rotate it, but then each list it grows
+        is a list of its own, bounded as any other, and no list grows faster
+        than the limit (the file store keeps each in memory, the Redis store
+        pages through each)."""
+        if not self.new_threads_per_user:
             return
         try:
-            wait = await self.slots.new_thread(principal, self.new_threads_per_user, self.new_threads_window_seconds)
+            wait = await self.slots.new_thread(owner, self.new_threads_per_user, self.new_threads_window_seconds)
         except StoreUnavailable as exc:
             raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
         if wait > 0:

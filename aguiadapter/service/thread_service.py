@@ -38,6 +38,7 @@ from ..threads.access import may_read
 from ..runs.driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
+from ..threads.listing import owner_of
 from ..threads.record import RunKind, ThreadRecord, thread_key
 from ..store.run_log import LogBounds, LogBroken, RunLogs, Truncated
 from ..runs.shell import EventSink, ThreadShell
@@ -110,9 +111,9 @@ class ThreadService:
         self._sweeper: asyncio.Task[None] | None = None
         #: Re-attaches that look for the run's holder, and adopted runs.
         self._background: set[asyncio.Task[None]] = set()
-        #: Asked before a new thread is made for a verified user (the app's
-        #: cap on new threads per user); raises to refuse.
-        self.new_thread_gate: Callable[[str | None], Awaitable[None]] | None = None
+        #: Asked before a new thread is made, with the owner of the list it
+        #: joins (the app's cap on new threads per user); raises to refuse.
+        self.new_thread_gate: Callable[[str], Awaitable[None]] | None = None
 
     @property
     def resumable(self) -> bool:
@@ -180,7 +181,8 @@ class ThreadService:
             await self._recover(shell)
             plan = tm.admit(record, request, self.clock())
             if known is None and plan.kind is tm.PlanKind.TURN and self.new_thread_gate is not None:
-                await self.new_thread_gate(principal)  # before anything of the thread is written
+                # Before anything of the thread is written.
+                await self.new_thread_gate(owner_of(record))
             view: TaskView | None = None
             if plan.kind is tm.PlanKind.EXPIRE:
                 await self._expire(shell)

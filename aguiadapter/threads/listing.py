@@ -18,7 +18,10 @@ import base64
 import binascii
 import bisect
 import hashlib
+import heapq
 import json
+import math
+import re
 from collections.abc import Collection, Iterable, Sequence
 
 import attrs
@@ -131,15 +134,38 @@ class ListCursor:
 
     @classmethod
     def decode(cls, text: str) -> ListCursor:
-        """A cursor from :meth:`encode`; ``ValueError`` for anything else."""
-        try:
-            raw = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        except (ValueError, binascii.Error) as exc:
-            raise ValueError("not a thread list cursor") from exc
-        if (not isinstance(raw, list) or len(raw) != 2 or not isinstance(raw[0], (int, float))
-                or isinstance(raw[0], bool) or not isinstance(raw[1], str)):
+        """A cursor from :meth:`encode`; ``ValueError`` for anything else.
+
+        A client writes the cursor, so the work of refusing one is bounded
+        before any is done: the text's length; the shape (a list whose first
+        item is a number, so no nesting reaches the JSON parser's recursion);
+        numbers read as floats (a 400-digit number is infinite, never an
+        ``OverflowError``) that must be finite (``NaN`` and ``Infinity`` are
+        no positions, and a store would fail on them as if it were down)."""
+        if len(text) > MAX_CURSOR_CHARS:
             raise ValueError("not a thread list cursor")
-        return cls(float(raw[0]), raw[1])
+        try:
+            data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            if not _CURSOR_SHAPE.match(data):
+                raise ValueError("not a thread list cursor")
+            raw = json.loads(data, parse_int=float, parse_float=float, parse_constant=_no_constant)
+        except (ValueError, binascii.Error, RecursionError) as exc:
+            raise ValueError("not a thread list cursor") from exc
+        if (not isinstance(raw, list) or len(raw) != 2 or not isinstance(raw[0], float)
+                or not math.isfinite(raw[0]) or not isinstance(raw[1], str)):
+            raise ValueError("not a thread list cursor")
+        return cls(raw[0], raw[1])
+
+
+#: The longest cursor text taken: a key of the longest thread id and user
+#: namespace, every character escaped, in base64.
+MAX_CURSOR_CHARS = 48 * 1024
+#: What every cursor :meth:`ListCursor.encode` made starts with: ``[`` and a number.
+_CURSOR_SHAPE = re.compile(rb"\[-?[0-9]")
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is no position in a list")
 
 
 @attrs.frozen
@@ -150,27 +176,64 @@ class ThreadPage:
     next_cursor: ListCursor | None
 
 
-class SortedSummaries:
-    """One owner's summaries in memory, ordered for newest-first keyset pages."""
+def _sort_key(summary: ThreadSummary) -> tuple[float, str]:
+    """A summary's place in its list, as :class:`ListCursor` orders it."""
+    return (summary.updated_at, summary.key)
 
-    def __init__(self, summaries: Iterable[ThreadSummary] = ()) -> None:
-        self._by_key: dict[str, ThreadSummary] = {}
-        self._order: list[ListCursor] = []
+
+class SortedSummaries:
+    """One owner's summaries in memory, ordered for newest-first keyset pages.
+
+    Bounded: at most ``keep`` of them, the newest. When an owner has more,
+    the list is not :attr:`complete`: it ends at :attr:`oldest`, and what is
+    older is read again from the store when a page reaches it.
+    """
+
+    def __init__(self, summaries: Iterable[ThreadSummary] = (), *, keep: int | None = None) -> None:
+        self.keep = keep
+        # The newest summary of each key, sorted once (never one insertion each).
+        newest: dict[str, ThreadSummary] = {}
         for summary in summaries:
-            self.put(summary)
+            old = newest.get(summary.key)
+            if old is None or old.updated_at <= summary.updated_at:
+                newest[summary.key] = summary
+        chosen: Collection[ThreadSummary] = newest.values()
+        #: Whether every thread of the owner is here.
+        self.complete = keep is None or len(newest) <= keep
+        if keep is not None and not self.complete:
+            chosen = heapq.nlargest(keep, chosen, key=_sort_key)
+        # Compared as plain tuples: ListCursor's own ordering costs several times more.
+        self._order: list[ListCursor] = [summary.position for summary in sorted(chosen, key=_sort_key)]
+        self._by_key: dict[str, ThreadSummary] = {summary.key: summary for summary in chosen}
 
     def __len__(self) -> int:
         return len(self._by_key)
 
+    @property
+    def oldest(self) -> ListCursor | None:
+        """The position of the oldest thread kept."""
+        return self._order[0] if self._order else None
+
+    def keys(self) -> list[str]:
+        """The keys of the threads kept."""
+        return list(self._by_key)
+
     def put(self, summary: ThreadSummary) -> None:
-        """Add or replace a thread's summary (an older one than kept is ignored)."""
+        """Add or replace a thread's summary (an older one than kept is ignored,
+        and so is one older than what an incomplete list holds)."""
         old = self._by_key.get(summary.key)
         if old is not None:
             if old.updated_at > summary.updated_at:
                 return
             self._remove_position(old.position)
+        elif not self.complete and self._order and summary.position < self._order[0]:
+            return
         self._by_key[summary.key] = summary
         bisect.insort(self._order, summary.position)
+        if self.keep is not None and len(self._order) > self.keep:
+            dropped = self._order.pop(0)
+            del self._by_key[dropped.key]
+            self.complete = False
 
     def drop(self, key: str) -> None:
         """Forget a thread."""

@@ -166,6 +166,7 @@ def _history_reader(config: Config) -> HistoryReader:
     return HistoryReader(
         cache_seconds=config.history_cache_seconds,
         max_reads=config.max_history_reads,
+        max_reply_bytes=config.history_max_bytes,
         transcripts_dir=config.runtime_config_dir if config.spawned_runtime else None,
     )
 

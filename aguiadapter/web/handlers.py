@@ -13,7 +13,7 @@ from aiohttp import web
 
 from ..version import __version__
 from ..errors import AdapterError, ErrorCode
-from ..logs import mask_url, secrets_hidden
+from ..logs import KNOWN_SECRETS, mask_url, secrets_hidden
 from ..protocol.digest import canonical_digest
 from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
@@ -225,6 +225,9 @@ async def run(request: web.Request) -> web.StreamResponse:
                 # Before admission: a refused run never touches its thread or the runtime.
                 slot = await limits.acquire(run_input.iac_code.user_id)
                 ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
+                # Admitted: the runtime has them now, and may quote them later,
+                # outside this request (an expiry, a later turn).
+                KNOWN_SECRETS.remember(run_input.iac_code.secret_values())
             except AdapterError as exc:
                 return error_response(exc, language, request)
             # The ticket holds what the run needs; the decoded body is not kept for

@@ -38,7 +38,7 @@ MAX_LIMIT: Final = 200
 def _limit(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_LIMIT
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 6 or not 1 <= int(raw) <= MAX_LIMIT:
         raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_history_limit", max=MAX_LIMIT)
     return int(raw)
 

@@ -95,7 +95,7 @@ def _owner(principal: str | None, user_id: str | None, shared_token: bool) -> st
 def _limit(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_LIMIT
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 6 or not 1 <= int(raw) <= MAX_LIMIT:
         raise AdapterError(ErrorCode.INVALID_INPUT, "thread_list_bad_limit", most=MAX_LIMIT)
     return int(raw)
 

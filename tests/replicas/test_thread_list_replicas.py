@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,9 @@ from aguiadapter.store.redis import store as rs
 from aguiadapter.threads.listing import ListCursor, ThreadPage, list_owner, owner_id
 from aguiadapter.threads.record import ThreadRecord, ThreadState, thread_key
 from aguiadapter.store.contract import PersistenceError
-from tests.support.adapter import run_body
+from tests.support.adapter import run_body, start_adapter
 from tests.support.tokens import bearer
+from tests.test_thread_list import HOSTILE_CURSORS
 
 from .conftest import StartReplicas
 from .redis_server import RedisServer
@@ -126,3 +128,24 @@ async def test_a_thread_made_on_one_replica_is_listed_on_the_other_to_its_user_o
     assert (await page(second.url, bob))["threads"] == []
     narrowed = await page(first.url, alice, "?state=interrupted&limit=1")
     assert [t["threadId"] for t in narrowed["threads"]] == ["thread-1"]
+
+
+@pytest.mark.parametrize("cursor", HOSTILE_CURSORS.values(), ids=HOSTILE_CURSORS.keys())
+async def test_a_hostile_cursor_on_redis_is_invalid_input_not_a_store_outage(
+    redis_server: RedisServer, demo: DemoRuntime, workspace: Path, tmp_path: Path, cursor: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    adapter = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(workspace),),
+                                  store_url=redis_server.url)
+    try:
+        done = await adapter.run(run_body(thread_id="t-1", text="hi", cwd=str(workspace)))
+        assert done.events()[-1]["type"] == "RUN_FINISHED"
+        caplog.clear()
+        caplog.set_level(logging.DEBUG)
+        reply = await adapter.get(f"/threads?cursor={cursor}")
+        assert (reply.status, reply.json()["error"]["code"]) == (400, "INVALID_INPUT")
+        assert len(caplog.records) <= 1 and not any(record.exc_info for record in caplog.records), caplog.text
+        listed = await adapter.get("/threads")
+        assert [thread["threadId"] for thread in listed.json()["threads"]] == ["t-1"]
+    finally:
+        await adapter.close()

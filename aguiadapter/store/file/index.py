@@ -12,12 +12,16 @@ be behind them; a marker that a power cut took is made again by the
 thread's next save.
 
 Nothing is read at startup. The first list call for an owner reads that
-owner's markers and their records (not the other owners' records) and keeps
-the list in memory, sorted; later saves and removals update the copy in
-memory, so further pages are answered from memory. Only so many owners are
-kept at once (the least recently listed are forgotten and read again when
-listed). Every file operation is aiofiles on the store's executor, as the
-store's own.
+owner's markers and their records (not the other owners' records) and
+sorts them once, all of it on the store's executor (never on the event
+loop), and keeps the newest :data:`MAX_KEPT_PER_OWNER` in memory; later
+saves and removals update the copy in memory, so further pages are
+answered from memory. A page past what is kept of a larger owner is read
+from the records again (bounded as the first call is, and not kept). Only
+so many owners, and so many threads in all, are kept at once (the least
+recently listed are forgotten and read again when listed); an owner with
+no thread is never kept, so listing made-up owners evicts nobody. Every
+file operation is aiofiles on the store's executor, as the store's own.
 """
 
 from __future__ import annotations
@@ -33,13 +37,26 @@ from pathlib import Path
 
 import aiofiles.os
 
-from ...threads.listing import ListCursor, SortedSummaries, ThreadPage, ThreadSummary, owner_id, owner_of, summary_of
+from ...threads.listing import (
+    SCAN_BUDGET,
+    ListCursor,
+    SortedSummaries,
+    ThreadPage,
+    ThreadSummary,
+    owner_id,
+    owner_of,
+    summary_of,
+)
 from ...threads.record import ThreadRecord, ThreadState, record_from_json
 
 log = logging.getLogger(__name__)
 
 #: Owners whose list is kept in memory at once.
 MAX_OWNERS_KEPT = 256
+#: Threads of one owner kept in memory (the newest).
+MAX_KEPT_PER_OWNER = 10_000
+#: Threads kept in memory for all owners together.
+MAX_KEPT = 100_000
 #: Threads whose marker this process remembers having seen or made.
 MAX_MARKED = 100_000
 
@@ -107,8 +124,22 @@ class FileThreadIndex:
         self, owner: str, after: ListCursor | None, limit: int, states: Collection[ThreadState] | None
     ) -> ThreadPage:
         """A page of ``owner``'s list (see :mod:`.listing`)."""
-        kept = await self._list_of(owner_id(owner))
-        return kept.page(after, limit, states)
+        folder = owner_id(owner)
+        kept = await self._list_of(folder)
+        oldest = kept.oldest
+        if kept.complete or (oldest is not None and (after is None or oldest < after)):
+            page = kept.page(after, limit, states)
+            if kept.complete or page.next_cursor is not None:
+                return page
+            # Ran past what is kept: the rest is older than its oldest.
+            after, found = oldest, list(page.threads)
+            if len(found) == limit:
+                return ThreadPage(found, after)
+        else:
+            found = []
+        older = await _older_page_async(self.folder / folder, self.records, after, limit - len(found), states,
+                                        executor=self._executor)
+        return ThreadPage([*found, *older.threads], older.next_cursor)
 
     async def drop_orphans(self, record_names: Collection[str], older_than: float) -> int:
         """Remove the entries whose record file is not in ``record_names`` (a
@@ -155,17 +186,19 @@ class FileThreadIndex:
                 return kept
             self._reading[owner] = []
             try:
-                summaries = await _read_owner_async(self.folder / owner, self.records, executor=self._executor)
+                kept = await _load_owner_async(self.folder / owner, self.records, executor=self._executor)
             finally:
                 changes = self._reading.pop(owner)
                 self._locks.pop(owner, None)
-            self._marked.update(summary.key for summary in summaries)
-            kept = SortedSummaries(summaries)
             for change in changes:
                 kept.drop(change) if isinstance(change, str) else kept.put(change)
+            if not len(kept) and kept.complete:
+                return kept  # nobody's list: not worth a place (a made-up userId)
+            self._marked.update(kept.keys())
             self._kept[owner] = kept
-            while len(self._kept) > MAX_OWNERS_KEPT:
-                self._kept.popitem(last=False)
+            total = sum(len(each) for each in self._kept.values())
+            while len(self._kept) > 1 and (len(self._kept) > MAX_OWNERS_KEPT or total > MAX_KEPT):
+                total -= len(self._kept.popitem(last=False)[1])
         return kept
 
 
@@ -190,10 +223,33 @@ def _read_owner(folder: Path, records: Path) -> list[ThreadSummary]:
     return found
 
 
+def _load_owner(folder: Path, records: Path) -> SortedSummaries:
+    """An owner's list as kept in memory (off the event loop: reading and
+    sorting 100,000 threads takes seconds)."""
+    return SortedSummaries(_read_owner(folder, records), keep=MAX_KEPT_PER_OWNER)
+
+
+def _older_page(
+    folder: Path, records: Path, after: ListCursor | None, limit: int, states: Collection[ThreadState] | None
+) -> ThreadPage:
+    """A page of the threads older than ``after``, read from the records
+    (past what is kept of an owner): at most ``SCAN_BUDGET`` of them are
+    sorted, never all."""
+    older = SortedSummaries(
+        (summary for summary in _read_owner(folder, records) if after is None or summary.position < after),
+        keep=SCAN_BUDGET,
+    )
+    page = older.page(None, limit, states)
+    if page.next_cursor is None and not older.complete:
+        return ThreadPage(page.threads, older.oldest)
+    return page
+
+
 def _make_private_dir(path: Path) -> None:
     path.parent.mkdir(mode=0o700, exist_ok=True)
     path.mkdir(mode=0o700, exist_ok=True)
 
 
-_read_owner_async = aiofiles.os.wrap(_read_owner)
+_load_owner_async = aiofiles.os.wrap(_load_owner)
+_older_page_async = aiofiles.os.wrap(_older_page)
 _make_private_dir_async = aiofiles.os.wrap(_make_private_dir)
