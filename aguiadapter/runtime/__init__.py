@@ -6,5 +6,5 @@ async edge that talks to the runtime (sending answers, looking at a task,
 session restore, the pipeline state route); a run follows its task through
 it (:mod:`aguiadapter.runs.follow`).
 
-May import: errors, fastjson, a2a, protocol.
+May import: errors, fastjson, logs (masking credentials), a2a, protocol.
 """

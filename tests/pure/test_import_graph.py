@@ -110,7 +110,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "protocol": BASE,
     "images": BASE | {"protocol"},
     "a2a": BASE | {"protocol", "telemetry"},
-    "runtime": BASE | {"a2a", "protocol"},
+    "runtime": BASE | {"a2a", "logs", "protocol"},
     "translate": BASE | {"a2a", "protocol", "runtime"},
     "threads": BASE | {"protocol", "runtime", "translate"},
     "store": BASE | {"protocol", "threads"},
