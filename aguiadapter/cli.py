@@ -66,7 +66,7 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="allowed workspace root (repeatable; default: the working directory and the "
                         "temporary directory, as iac-code agui; with --demo any absolute path)")
     parser.add_argument("--allowed-host", action="append", default=None, metavar="NAME",
-                        help="Host name accepted besides loopback names when listening on loopback without "
+                        help="Host name accepted besides loopback names on every listener of a server without "
                         "auth (repeatable; the variable takes a comma-separated list; default: loopback names only)")
     parser.add_argument("--allowed-origin", action="append", default=None, metavar="ORIGIN",
                         type=_option(cfg.normalise_origin),
@@ -313,6 +313,7 @@ async def serve(
         # tenth of the CPU per relayed event, more with OpenTelemetry loaded).
         gc.freeze()
         _print_banner(app, site, config)
+        _warn_open_beyond_loopback(site, config)
         signals = _Signals()
         try:
             await signals.next()
@@ -357,6 +358,28 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     metrics += started.metrics_urls
     if metrics:
         print(f"  metrics: {', '.join(metrics)}", flush=True)
+
+
+def _warn_open_beyond_loopback(site: web.TCPSite, config: cfg.Config) -> None:
+    """One warning when open mode listens where more than local processes reach it.
+
+    Such a server still serves only loopback ``Host`` names and
+    ``--allowed-host`` (a rebound page is refused), but anyone who reaches the
+    address and sends one of those names runs the agent.
+    """
+    from .web.guard import is_loopback_host
+
+    if config.auth_token or config.jwt is not None:
+        return
+    sockets = getattr(site._server, "sockets", None) or ()
+    names = (sock.getsockname() for sock in sockets)
+    exposed = sorted({str(name[0]) for name in names if isinstance(name, tuple) and not is_loopback_host(str(name[0]))})
+    if exposed:
+        log.warning(
+            "open mode (no token, no JWKS file) listens on %s, beyond loopback: anyone who reaches it runs the "
+            "agent; only Host names localhost, 127.x.x.x, [::1] and --allowed-host are served. Set "
+            "IAC_CODE_AGUI_AUTH_TOKEN or --jwt-jwks-file, or listen on 127.0.0.1", ", ".join(exposed),
+        )
 
 
 def _auth_summary(config: cfg.Config) -> str:
