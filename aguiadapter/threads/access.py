@@ -53,9 +53,11 @@ def is_legacy_of(record: ThreadRecord, thread_id: str, principal: str | None) ->
     )
 
 
-def may_read(record: ThreadRecord, principal: str | None) -> bool:
-    """Whether the caller named ``principal`` may see or act on the thread."""
-    return record.principal == principal
+def may_read(record: ThreadRecord, principal: str | None, user_id: str | None = None) -> bool:
+    """Whether the caller named ``principal`` may see or act on the thread;
+    with a ``userId`` the caller named (shared token, open mode), only a
+    thread started with that ``userId``."""
+    return record.principal == principal and (user_id is None or record.user_id == user_id)
 
 
 def check_owner(record: ThreadRecord, principal: str | None) -> None:

@@ -374,11 +374,14 @@ class ThreadService:
         await self._drive(driver)
 
     # ------------------------------------------------------------ re-attach
-    async def thread(self, thread_id: str, principal: str | None = None) -> ThreadRecord | None:
+    async def thread(
+        self, thread_id: str, principal: str | None = None, user_id: str | None = None
+    ) -> ThreadRecord | None:
         """A thread's record (``None`` for an unknown thread and for someone
-        else's alike), once a run that died with its process is settled."""
+        else's alike, another ``user_id``'s included), once a run that died
+        with its process is settled."""
         _, record = await self._locate(thread_id, principal)
-        if record is None or not may_read(record, principal):
+        if record is None or not may_read(record, principal, user_id):
             return None
         if tm.holds_a_run(record) and record.execution_id not in self.active:
             return await self._settled(record)
@@ -403,7 +406,7 @@ class ThreadService:
             await self.store.release(claim)
 
     async def attach(
-        self, thread_id: str, run_id: str, cursor: int, principal: str | None = None
+        self, thread_id: str, run_id: str, cursor: int, principal: str | None = None, user_id: str | None = None
     ) -> AsyncIterator[bytes]:
         """A client re-attaches to a run: its events after ``cursor``, then
         live until its end. Refusals raise before anything is read (someone
@@ -411,7 +414,7 @@ class ThreadService:
         that no process relays is adopted (handed off) or settled (dead)."""
         if self.draining:
             raise Draining()
-        record = await self.thread(thread_id, principal)
+        record = await self.thread(thread_id, principal, user_id)
         if record is None:
             raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
         logs = self.logs
@@ -533,13 +536,14 @@ class ThreadService:
 
     # ---------------------------------------------------------- cancellation
     async def cancel_execution(
-        self, execution_id: str, thread_id: str, ros_invocation_id: str, principal: str | None = None
+        self, execution_id: str, thread_id: str, ros_invocation_id: str, principal: str | None = None,
+        user_id: str | None = None,
     ) -> CancelStatus:
         """The cancel extension: stop an execution and clear its interrupts."""
         key, record = await self._locate(thread_id, principal)
         if (
             record is None
-            or not may_read(record, principal)
+            or not may_read(record, principal, user_id)
             or record.execution_id != execution_id
             or record.ros_invocation_id != ros_invocation_id
         ):
