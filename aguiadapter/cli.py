@@ -136,6 +136,10 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="address of the --metrics-port listener (default: --host)")
     parser.add_argument("--spawn-iac-code", action="store_true",
                         help="start and supervise a local `iac-code a2a` child (what iac-code agui does without a URL)")
+    parser.add_argument("--spawn-env", action="append", default=None, metavar="NAME",
+                        help="with --spawn-iac-code: one more environment variable the child gets (repeatable; "
+                        "the variable takes a comma-separated list; default: only what iac-code reads, never "
+                        "IAC_CODE_AGUI_*)")
     parser.add_argument("--demo", action="store_true",
                         help="serve the embedded scripted demo agent (canned answers; to try the server)")
     parser.add_argument("--write", metavar="FILE", default=None,
@@ -260,13 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(args)
     except ValueError as exc:
         return usage_error(str(exc))
+    spawn_env = tuple(args.spawn_env or cfg.split_list(os.environ.get(cfg.ENV_SPAWN_ENV)))
     provider = None
     try:
         # Tracing as the OTEL_* variables say (see aguiadapter.telemetry.tracing_wanted).
         provider = tracer_provider_from_env(os.environ)
         configure_logging(args.log_level, args.log_format, trace_ids=provider is not None)
         asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code,
-                          tracer_provider=provider))
+                          tracer_provider=provider, spawn_env=spawn_env))
     except KeyboardInterrupt:
         pass
     except (OSError, RuntimeError) as exc:
@@ -288,6 +293,7 @@ async def serve(
     *,
     spawn_iac_code: bool = False,
     tracer_provider: TracerProvider | None = None,
+    spawn_env: tuple[str, ...] = (),
 ) -> None:
     """Run the server until SIGINT or SIGTERM."""
     from .web.app import create_app
@@ -298,7 +304,14 @@ async def serve(
     if spawn_iac_code:
         from .iac_process import IacCodeProcess
 
-        child = IacCodeProcess(allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir)
+        refusals, warnings = _child_separation(config)
+        if refusals:
+            raise RuntimeError(refusals[0])
+        for warning in warnings:
+            log.warning("%s", warning)
+        child = IacCodeProcess(
+            allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir, extra_env=spawn_env
+        )
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
     app = create_app(config, tracer_provider=tracer_provider)
@@ -358,6 +371,17 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     metrics += started.metrics_urls
     if metrics:
         print(f"  metrics: {', '.join(metrics)}", flush=True)
+
+
+def _child_separation(config: cfg.Config) -> tuple[list[str], list[str]]:
+    """What of the adapter's lies in the spawned child's config folder (see iac_process)."""
+    from .iac_process import separation_problems
+
+    return separation_problems(
+        config.runtime_config_dir or cfg.default_config_dir(),
+        state_dir=config.state_dir if config.store_url is None else None,
+        jwks_file=None if config.jwt is None else config.jwt.jwks_file,
+    )
 
 
 def _warn_open_beyond_loopback(site: web.TCPSite, config: cfg.Config) -> None:
