@@ -68,6 +68,7 @@ ATTACKS = [
     ("localhost with a trailing dot and port", {"Host": "localhost.:{port}"}, "POST /"),
     ("a name under localhost with a trailing dot", {"Host": "app.localhost.:{port}"}, "POST /"),
     ("loopback name with a port that is not one", {"Host": "localhost:80@evil.example"}, "POST /"),
+    ("a path that ends in localhost", {"Host": "evil.example/.localhost"}, "POST /"),
     ("foreign origin", {"Origin": "http://evil.example"}, "POST /"),
     ("foreign origin on a loopback port", {"Origin": "http://127.0.0.1:1"}, "POST /"),
     ("null origin", {"Origin": "null"}, "POST /"),

@@ -32,6 +32,7 @@ the answers to that origin's requests carry ``Access-Control-Allow-Origin``
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -55,12 +56,14 @@ ALLOWED_HEADERS = (
 #: Response headers a listed origin's page may read.
 EXPOSED_HEADERS = "Retry-After, WWW-Authenticate, Content-Language"
 PREFLIGHT_MAX_AGE = "600"
+#: A DNS name: dot-separated labels of letters, digits and hyphens (no empty label, no trailing dot).
+_LABELS = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*")
 
 
 def is_loopback_host(name: str) -> bool:
     """``localhost``, ``*.localhost`` or a loopback address literal (no trailing dot)."""
     name = name.lower()
-    if name == "localhost" or (name.endswith(".localhost") and ".." not in name and not name.startswith(".")):
+    if name == "localhost" or (name.endswith(".localhost") and _LABELS.fullmatch(name) is not None):
         return True
     try:
         address = ipaddress.ip_address(name.strip("[]"))
