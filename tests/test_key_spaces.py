@@ -107,12 +107,13 @@ async def test_a_bare_id_spelling_a_users_key_is_a_thread_of_the_shared_namespac
 
 
 async def test_open_threads_made_before_keep_their_place(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
-    """An upgrade loses no pending interrupt: a plain id, and an ``o/`` id kept under itself, both resume."""
+    """An upgrade loses no pending interrupt: a plain id, an ``o/`` id kept under itself and a ``u/`` id
+    that is no user's key all resume."""
     # As the previous version kept them: every open thread under its bare id.
     first = await start(tmp_path, demo, "open")
     interrupts = {}
     try:
-        for thread_id in ("t-1", "t-2"):
+        for thread_id in ("t-1", "t-2", "u/t-3"):
             reply = await first.run(run_body(thread_id=thread_id, text="permission a.txt", cwd=str(workspace)))
             interrupts[thread_id] = interrupted(reply)[0]
     finally:
@@ -126,15 +127,16 @@ async def test_open_threads_made_before_keep_their_place(tmp_path: Path, demo: D
     files.path_for("t-2").unlink()
     interrupts["o/t-2"] = interrupts.pop("t-2")
     assert files.path_for("o/t-2").exists() and thread_key("o/t-2", None) != "o/t-2"
+    assert thread_key("u/t-3", None) == "u/t-3", "an id that is no user's key keeps its key"
 
     second = await start(tmp_path, demo, "open")
     try:
-        for thread_id in ("t-1", "o/t-2"):
+        for thread_id in ("t-1", "o/t-2", "u/t-3"):
             view = await second.get(f"threads/{quote(thread_id, safe='')}")
             assert view.status == 200 and view.json()["pendingInterrupts"] == [interrupts[thread_id]]
             done = await second.run(resume_body(thread_id, workspace, interrupts[thread_id]))
             assert done.events()[-1]["outcome"] == {"type": "success"}, (thread_id, done.body[-300:])
-        assert sum(demo.state.tool_runs.values()) == 2
+        assert sum(demo.state.tool_runs.values()) == 3
         loaded = await files.load("o/t-2")
         assert loaded is not None and loaded.thread_id == "o/t-2", "it stays where it was"
     finally:

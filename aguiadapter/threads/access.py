@@ -27,21 +27,23 @@ check, and read routes answer as for an unknown thread).
 from __future__ import annotations
 
 from ..errors import AdapterError, ErrorCode
-from .record import NAMESPACE_PREFIXES, OPEN_PREFIX, ThreadRecord
+from .record import OPEN_PREFIX, ThreadRecord, is_user_key
 
 
 def legacy_key(thread_id: str, principal: str | None) -> str | None:
     """Where an earlier version may have kept the caller's ``thread_id``, when
     that is not :func:`thread_key` (``None``: nowhere else to look).
 
-    Never a key of a user's namespace: an id beginning with ``u/`` is looked
-    for nowhere but under the caller's own key, so that naming another
-    user's key reads nothing of theirs.
+    Never a key of a user's namespace: an id shaped like one is looked for
+    nowhere but under the caller's own key, so that naming another user's
+    key reads nothing of theirs.
     """
-    if thread_id.startswith(NAMESPACE_PREFIXES):
-        # A bare "o/..." id of an open thread was its own key before.
-        return thread_id if principal is None and thread_id.startswith(OPEN_PREFIX) else None
-    return thread_id if principal is not None else None
+    if is_user_key(thread_id):
+        return None
+    if principal is None:
+        # An open thread's "o/..." id was its own key before; other ids still are.
+        return thread_id if thread_id.startswith(OPEN_PREFIX) else None
+    return thread_id
 
 
 def is_legacy_of(record: ThreadRecord, thread_id: str, principal: str | None) -> bool:

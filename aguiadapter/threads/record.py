@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import re
 import time
 from typing import Any
 
@@ -188,23 +189,33 @@ def thread_key(thread_id: str, principal: str | None) -> str:
     two users' ``thread-1`` are two threads, and no thread id of one user
     reaches the other's. Without one the key is the thread id itself (as it
     always was, so that stored threads stay where they are), except for an id
-    that begins like a key of a namespace (``u/`` or ``o/``): that one is kept
-    under ``o/<threadId>``. No bare id is ever a user's key, whatever it
-    spells (``u/<hash of alice>/z`` is a thread of the shared namespace, not
-    alice's ``z``), and no two ids share a key. The stores turn keys into safe
-    file names and Redis keys as they did thread ids.
+    shaped like a user's key (``u/`` and 32 hex digits and ``/``) or one
+    beginning with ``o/``: that one is kept under ``o/<threadId>``. No bare
+    id is ever a user's key, whatever it spells (``u/<hash of alice>/z`` is a
+    thread of the shared namespace, not alice's ``z``), and no two ids share
+    a key. The stores turn keys into safe file names and Redis keys as they
+    did thread ids.
     """
     if principal is None:
-        return OPEN_PREFIX + thread_id if thread_id.startswith(NAMESPACE_PREFIXES) else thread_id
+        return OPEN_PREFIX + thread_id if spells_a_key(thread_id) else thread_id
     return f"{USER_PREFIX}{hashlib.sha256(principal.encode()).hexdigest()[:32]}/{thread_id}"
+
+
+def spells_a_key(thread_id: str) -> bool:
+    """Whether a bare id could be mistaken for a key of a namespace (a user's, or ``o/``)."""
+    return thread_id.startswith(OPEN_PREFIX) or is_user_key(thread_id)
+
+
+def is_user_key(thread_id: str) -> bool:
+    """Whether ``thread_id`` has the shape of a verified user's key."""
+    return _USER_KEY.match(thread_id) is not None
 
 
 #: How a per-user key begins.
 USER_PREFIX = "u/"
 #: How the key of a thread nobody owns begins when its id looks like a key.
 OPEN_PREFIX = "o/"
-#: The beginnings a bare thread id is never its own key with.
-NAMESPACE_PREFIXES = (USER_PREFIX, OPEN_PREFIX)
+_USER_KEY = re.compile(r"u/[0-9a-f]{32}/")
 
 _converter = cattrs.Converter(forbid_extra_keys=False)
 
