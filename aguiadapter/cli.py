@@ -66,7 +66,7 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="allowed workspace root (repeatable; default: the working directory and the "
                         "temporary directory, as iac-code agui; with --demo any absolute path)")
     parser.add_argument("--allowed-host", action="append", default=None, metavar="NAME",
-                        help="Host name accepted besides loopback names when listening on loopback without "
+                        help="Host name accepted besides loopback names on every listener of a server without "
                         "auth (repeatable; the variable takes a comma-separated list; default: loopback names only)")
     parser.add_argument("--allowed-origin", action="append", default=None, metavar="ORIGIN",
                         type=_option(cfg.normalise_origin),
@@ -139,6 +139,10 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="address of the --metrics-port listener (default: --host)")
     parser.add_argument("--spawn-iac-code", action="store_true",
                         help="start and supervise a local `iac-code a2a` child (what iac-code agui does without a URL)")
+    parser.add_argument("--spawn-env", action="append", default=None, metavar="NAME",
+                        help="with --spawn-iac-code: one more environment variable the child gets (repeatable; "
+                        "the variable takes a comma-separated list; default: only what iac-code reads, never "
+                        "IAC_CODE_AGUI_*)")
     parser.add_argument("--demo", action="store_true",
                         help="serve the embedded scripted demo agent (canned answers; to try the server)")
     parser.add_argument("--write", metavar="FILE", default=None,
@@ -269,13 +273,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(args)
     except ValueError as exc:
         return usage_error(str(exc))
+    spawn_env = tuple(args.spawn_env or cfg.split_list(os.environ.get(cfg.ENV_SPAWN_ENV)))
     provider = None
     try:
         # Tracing as the OTEL_* variables say (see aguiadapter.telemetry.tracing_wanted).
         provider = tracer_provider_from_env(os.environ)
         configure_logging(args.log_level, args.log_format, trace_ids=provider is not None)
         asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code,
-                          tracer_provider=provider))
+                          tracer_provider=provider, spawn_env=spawn_env))
     except KeyboardInterrupt:
         pass
     except (OSError, RuntimeError) as exc:
@@ -297,6 +302,7 @@ async def serve(
     *,
     spawn_iac_code: bool = False,
     tracer_provider: TracerProvider | None = None,
+    spawn_env: tuple[str, ...] = (),
 ) -> None:
     """Run the server until SIGINT or SIGTERM."""
     from .web.app import create_app
@@ -307,7 +313,14 @@ async def serve(
     if spawn_iac_code:
         from .iac_process import IacCodeProcess
 
-        child = IacCodeProcess(allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir)
+        refusals, warnings = _child_separation(config)
+        if refusals:
+            raise RuntimeError(refusals[0])
+        for warning in warnings:
+            log.warning("%s", warning)
+        child = IacCodeProcess(
+            allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir, extra_env=spawn_env
+        )
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
     app = create_app(config, tracer_provider=tracer_provider)
@@ -322,6 +335,7 @@ async def serve(
         # tenth of the CPU per relayed event, more with OpenTelemetry loaded).
         gc.freeze()
         _print_banner(app, runner, site, config)
+        _warn_open_beyond_loopback(runner, config)
         signals = _Signals()
         try:
             await signals.next()
@@ -365,6 +379,38 @@ def _print_banner(app: web.Application, runner: web.BaseRunner, site: web.TCPSit
     metrics += started.metrics_urls
     if metrics:
         print(f"  metrics: {', '.join(metrics)}", flush=True)
+
+
+def _child_separation(config: cfg.Config) -> tuple[list[str], list[str]]:
+    """What of the adapter's lies in the spawned child's config folder (see iac_process)."""
+    from .iac_process import separation_problems
+
+    return separation_problems(
+        config.runtime_config_dir or cfg.default_config_dir(),
+        state_dir=config.state_dir if config.store_url is None else None,
+        jwks_file=None if config.jwt is None else config.jwt.jwks_file,
+    )
+
+
+def _warn_open_beyond_loopback(runner: web.BaseRunner, config: cfg.Config) -> None:
+    """One warning when open mode listens where more than local processes reach it.
+
+    Such a server still serves only loopback ``Host`` names and
+    ``--allowed-host`` (a rebound page is refused), but anyone who reaches the
+    address and sends one of those names runs the agent.
+    """
+    from .web.guard import is_loopback_host
+
+    if config.auth_token or config.jwt is not None:
+        return
+    names = runner.addresses
+    exposed = sorted({str(name[0]) for name in names if isinstance(name, tuple) and not is_loopback_host(str(name[0]))})
+    if exposed:
+        log.warning(
+            "open mode (no token, no JWKS file) listens on %s, beyond loopback: anyone who reaches it runs the "
+            "agent; only Host names localhost, 127.x.x.x, [::1] and --allowed-host are served. Set "
+            "IAC_CODE_AGUI_AUTH_TOKEN or --jwt-jwks-file, or listen on 127.0.0.1", ", ".join(exposed),
+        )
 
 
 def _auth_summary(config: cfg.Config) -> str:

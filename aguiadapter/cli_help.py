@@ -22,6 +22,7 @@ ENVIRONMENT: dict[str, str] = {
     "store": cfg.ENV_STORE,
     "allowed_cwd": cfg.ENV_ALLOWED_CWDS,
     "allowed_host": cfg.ENV_ALLOWED_HOSTS,
+    "spawn_env": cfg.ENV_SPAWN_ENV,
     "allowed_origin": cfg.ENV_ALLOWED_ORIGINS,
     "state_retention_days": cfg.ENV_STATE_RETENTION,
     "max_new_threads_per_user": cfg.ENV_MAX_NEW_THREADS,
@@ -43,7 +44,7 @@ _SECRET = frozenset({"a2a_token"})
 
 #: The --help sections, in order; an option in none of them stays under "options".
 GROUPS: dict[str, tuple[str, ...]] = {
-    "runtime (choose exactly one)": ("a2a_url", "spawn_iac_code", "demo", "a2a_token"),
+    "runtime (choose exactly one)": ("a2a_url", "spawn_iac_code", "demo", "a2a_token", "spawn_env"),
     "listening": ("host", "port", "allowed_host", "allowed_origin", "header_timeout_seconds"),
     "state and workspaces": ("config_dir", "state_dir", "store", "state_retention_days", "allowed_cwd"),
     "authentication (or the shared token, environment only)": (

@@ -2,6 +2,15 @@
 
 The child listens on a free loopback port with a random bearer token that
 only this process knows; it is restarted if it dies and stopped with us.
+
+The child runs what a user approves (a shell command included), so it gets
+only what it needs (:func:`child_environment`): never the adapter's own
+variables (``IAC_CODE_AGUI_*``: the shared token, the store URL with its
+password, the A2A token...), only the ones iac-code 0.16 reads (its model
+and provider settings, the cloud credentials it uses, its telemetry), the
+process basics (``PATH``, ``HOME``, locale, proxies, CA bundles) and the
+names the operator adds (``--spawn-env``). And the adapter's secrets on disk
+stay out of the child's config folder (:func:`separation_problems`).
 """
 
 from __future__ import annotations
@@ -13,7 +22,9 @@ import secrets
 import shutil
 import socket
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Final
 
 import aiohttp
 
@@ -21,6 +32,81 @@ log = logging.getLogger(__name__)
 
 _START_TIMEOUT = 60.0
 _RESTART_DELAY = 2.0
+
+#: Variables the child gets by name, when set: the process basics, and those
+#: iac-code 0.16 and the provider SDKs it drives read (found in its package).
+CHILD_VARIABLES: Final = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "LANG", "LANGUAGE",
+    "TMPDIR", "TEMP", "TMP", "PYTHONUTF8", "PYTHONIOENCODING",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "BAILIAN_API_KEY", "DASHSCOPE_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "TIKTOKEN_CACHE_DIR",
+    "QWENPAW_SECRET_DIR", "COPAW_SECRET_DIR", "IACCODE_A2A_ALLOWED_CWDS",
+})
+#: Families the child gets whole: locale, iac-code's own settings (provider,
+#: model, API key, telemetry...), Alibaba Cloud credentials, OpenTelemetry.
+CHILD_PREFIXES: Final = ("LC_", "IAC_CODE_", "ALIBABA_CLOUD_", "OTEL_")
+#: Never passed, whatever the lists above or the operator say: the adapter's
+#: own settings and secrets.
+ADAPTER_PREFIX: Final = "IAC_CODE_AGUI_"
+
+
+def child_environment(
+    parent: Mapping[str, str],
+    *,
+    token: str,
+    allowed_cwds: tuple[str, ...] = (),
+    config_dir: Path | None = None,
+    extra: Iterable[str] = (),
+) -> dict[str, str]:
+    """The child's environment: what it needs of ``parent``, its own token and folders."""
+    wanted = CHILD_VARIABLES | frozenset(extra)
+    env = {
+        name: value for name, value in parent.items()
+        if (name in wanted or name.startswith(CHILD_PREFIXES)) and not name.startswith(ADAPTER_PREFIX)
+    }
+    env["IACCODE_A2A_HTTP_TOKEN"] = token
+    if allowed_cwds and not env.get("IACCODE_A2A_ALLOWED_CWDS"):
+        # The runtime checks workspaces against its own roots: ours.
+        env["IACCODE_A2A_ALLOWED_CWDS"] = os.pathsep.join(allowed_cwds)
+    if config_dir is not None:
+        env["IAC_CODE_CONFIG_DIR"] = str(config_dir)
+    return env
+
+
+def separation_problems(
+    config_dir: Path, *, state_dir: Path | None, jwks_file: Path | None
+) -> tuple[list[str], list[str]]:
+    """What of the adapter's lies in the child's config folder: (refusals, warnings).
+
+    The child reads and writes its config folder, and a command a user
+    approves there can print any file in it. A JWKS file there (its ``oct``
+    keys sign tokens for any user) stops the start; the state folder there
+    (the reference's default, ``<config-dir>/agui``: records hold no secret,
+    but a command could rewrite them) is warned about. Outside the folder a
+    child running as the same OS user can still read them: run the adapter
+    and the runtime as two users (docs/operations.md, "The runtime").
+    """
+    refusals: list[str] = []
+    warnings: list[str] = []
+    if jwks_file is not None and _inside(jwks_file, config_dir):
+        refusals.append(
+            f"the JWKS file {jwks_file} is inside the iac-code child's config folder {config_dir}, where a command "
+            "the runtime runs can read its keys: keep it elsewhere (--jwt-jwks-file), readable by the adapter only"
+        )
+    if state_dir is not None and _inside(state_dir, config_dir):
+        warnings.append(
+            f"the state folder {state_dir} is inside the iac-code child's config folder {config_dir}: a command the "
+            "runtime runs can rewrite thread records; give the adapter a --state-dir of its own"
+        )
+    return refusals, warnings
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    resolved = path.expanduser().resolve()
+    base = folder.expanduser().resolve()
+    return resolved == base or base in resolved.parents
 
 
 class IacCodeProcess:
@@ -32,12 +118,15 @@ class IacCodeProcess:
         *,
         allowed_cwds: tuple[str, ...] = (),
         config_dir: Path | None = None,
+        extra_env: tuple[str, ...] = (),
     ) -> None:
         self.executable = executable or _find_iac_code()
         self.allowed_cwds = allowed_cwds
         #: The runtime's config folder: the adapter reads its permission
         #: checkpoints and session transcripts there, so the child must use it.
         self.config_dir = config_dir
+        #: Names of variables the operator passes on besides :data:`CHILD_VARIABLES`.
+        self.extra_env = extra_env
         self.token = secrets.token_urlsafe(32)
         self.port = 0
         self._process: asyncio.subprocess.Process | None = None
@@ -72,13 +161,10 @@ class IacCodeProcess:
             await process.wait()
 
     async def _spawn(self) -> None:
-        env = dict(os.environ)
-        env["IACCODE_A2A_HTTP_TOKEN"] = self.token
-        if self.allowed_cwds and not env.get("IACCODE_A2A_ALLOWED_CWDS"):
-            # The runtime checks workspaces against its own roots: ours.
-            env["IACCODE_A2A_ALLOWED_CWDS"] = os.pathsep.join(self.allowed_cwds)
-        if self.config_dir is not None:
-            env["IAC_CODE_CONFIG_DIR"] = str(self.config_dir)
+        env = child_environment(
+            os.environ, token=self.token, allowed_cwds=self.allowed_cwds, config_dir=self.config_dir,
+            extra=self.extra_env,
+        )
         self._process = await asyncio.create_subprocess_exec(
             self.executable, "a2a", "--host", "127.0.0.1", "--port", str(self.port),
             "--thinking-exposure", "all",

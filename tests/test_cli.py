@@ -226,6 +226,19 @@ def test_without_a_runtime_the_server_does_not_start_and_names_the_three_ways() 
     assert both.returncode == 2 and "exclude each other" in both.stderr
 
 
+def test_a_jwks_file_in_the_spawned_childs_config_folder_stops_the_start(tmp_path: Path) -> None:
+    """The child runs what users approve: a JWKS file it can read (its oct keys mint anyone's tokens) is refused."""
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "jwks.json").write_text('{"keys": []}')
+    done = run_cli_now("--spawn-iac-code", "--port", "0", "--config-dir", str(config_dir),
+                       "--state-dir", str(tmp_path / "state"), "--jwt-jwks-file", str(config_dir / "jwks.json"),
+                       "--jwt-audience", "aguiadapter")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "JWKS file" in done.stderr and "config folder" in done.stderr
+    assert "listening" not in done.stdout
+
+
 def test_every_bad_setting_exits_2_with_one_line() -> None:
     cases = [
         (("--demo", "--port", "99999"), {}, "--port"),

@@ -8,6 +8,8 @@ with no auth on loopback: what it gets back, and that nothing changed on disk.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,9 @@ import aiohttp
 import pytest
 
 from aguiadapter.cli import build_parser, config_from_args
+from aguiadapter.config import Config
+from aguiadapter.web.app import create_app
+from aguiadapter.web.server import AdapterRunner
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 
@@ -57,6 +62,13 @@ ATTACKS = [
     ("rebound name reads the index", {"Host": "evil.example"}, "GET /"),
     ("foreign origin reads the index", {"Origin": "http://evil.example"}, "GET /"),
     ("name ending in localhost text", {"Host": "evil-localhost.example"}, "POST /"),
+    ("a name after an IPv6 loopback literal", {"Host": "[::1]evil.example"}, "POST /"),
+    ("a name after an IPv6 literal and port", {"Host": "[::1]:{port}evil.example"}, "POST /"),
+    ("localhost with a trailing dot", {"Host": "localhost."}, "POST /"),
+    ("localhost with a trailing dot and port", {"Host": "localhost.:{port}"}, "POST /"),
+    ("a name under localhost with a trailing dot", {"Host": "app.localhost.:{port}"}, "POST /"),
+    ("loopback name with a port that is not one", {"Host": "localhost:80@evil.example"}, "POST /"),
+    ("a path that ends in localhost", {"Host": "evil.example/.localhost"}, "POST /"),
     ("foreign origin", {"Origin": "http://evil.example"}, "POST /"),
     ("foreign origin on a loopback port", {"Origin": "http://127.0.0.1:1"}, "POST /"),
     ("null origin", {"Origin": "null"}, "POST /"),
@@ -119,6 +131,57 @@ async def test_a_listed_origin_gets_its_cors_preflight_answered(open_server: Run
     assert "content-type" in allowed and "authorization" in allowed and "last-event-id" in allowed
     status, headers, _ = await request(open_server, "GET", "health", {"Origin": LISTED})
     assert status == 200 and headers["Access-Control-Allow-Origin"] == LISTED
+
+
+async def test_a_rebound_name_is_refused_on_a_listener_that_is_not_loopback(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    """Open mode checks ``Host`` wherever the connection arrived, not only on a loopback address.
+
+    A Unix socket stands for any listener that is not loopback TCP (a
+    container's address, ``0.0.0.0`` reached from outside): the same app,
+    the same rule.
+    """
+    config = Config(state_dir=tmp_path / "state", a2a_url=demo.url, allowed_cwds=(str(workspace.parent),))
+    runner = AdapterRunner(create_app(config), shutdown_timeout=1.0)
+    await runner.setup()
+    path = str(tmp_path / "adapter.sock")
+    await aiohttp.web.UnixSite(runner, path).start()
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=path)) as session:
+            body = run_body(thread_id="t-unix", text="hello", cwd=str(workspace))
+            async with session.post("http://evil.example/", json=body) as resp:
+                assert resp.status == 403 and (await resp.json())["error"]["code"] == "FORBIDDEN"
+            async with session.get("http://evil.example/health") as resp:
+                assert resp.status == 403
+            async with session.post("http://localhost/", json=body) as resp:
+                assert resp.status == 200 and b"RUN_FINISHED" in await resp.read()
+    finally:
+        await runner.cleanup()
+
+
+async def test_open_mode_beyond_loopback_warns_once_at_start(tmp_path: Path) -> None:
+    """``--host 0.0.0.0`` without a token says so once; a loopback listener says nothing."""
+    said = {}
+    for host in ("0.0.0.0", "127.0.0.1"):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "aguiadapter", "--demo", "--host", host, "--port", "0",
+            "--state-dir", str(tmp_path / host), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env={key: value for key, value in os.environ.items() if not key.startswith("IAC_CODE_AGUI")},
+        )
+        assert process.stdout is not None
+        output = b""
+        while b"state:" not in output:
+            line = await asyncio.wait_for(process.stdout.readline(), 20)
+            assert line, output
+            output += line
+        await asyncio.sleep(0.3)
+        process.send_signal(2)
+        rest, _ = await process.communicate()
+        said[host] = (output + rest).decode()
+    assert said["0.0.0.0"].count("beyond loopback") == 1, said["0.0.0.0"]
+    assert "0.0.0.0" in said["0.0.0.0"] and "--allowed-host" in said["0.0.0.0"]
+    assert "beyond loopback" not in said["127.0.0.1"]
 
 
 async def test_with_a_token_a_rebound_name_brings_nothing_and_is_not_limited(

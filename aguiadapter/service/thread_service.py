@@ -34,7 +34,7 @@ from ..runtime.evidence import Findings, TaskFate, TaskView, assess, input_statu
 from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
 from ..threads import machine as tm
-from ..threads.access import may_read
+from ..threads.access import is_legacy_of, legacy_key, may_read
 from ..runs.driver import RunContext, RunDriver, StopReason, Ticket
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
@@ -196,23 +196,36 @@ class ThreadService:
             raise
 
     async def _key_of(self, thread_id: str, principal: str | None) -> str:
-        """Where the caller's thread ``thread_id`` is kept (:func:`thread_key`).
+        """Where the caller's thread ``thread_id`` is kept (:func:`thread_key`)."""
+        if legacy_key(thread_id, principal) is None:
+            return thread_key(thread_id, principal)  # one place only: nothing to read to find it
+        return (await self._locate(thread_id, principal))[0]
 
-        A verified user's thread made before threads were per user stays
-        under its bare id (it names its owner); any other record there is not
-        theirs, and is none of their business: an unreadable one included.
+    async def _locate(self, thread_id: str, principal: str | None) -> tuple[str, ThreadRecord | None]:
+        """Where the caller's thread ``thread_id`` is kept, and its record there.
+
+        The caller's own key is read first, and only it when it holds a
+        record: a request never reads another namespace's record to find its
+        own (see threads/access.py). A thread an earlier version kept
+        elsewhere (:func:`~.access.legacy_key`: a verified user's under its
+        bare id) is looked for only when the own key holds nothing, and taken
+        only when it is the caller's; any other record there is none of their
+        business, an unreadable one included.
         """
-        if principal is None:
-            return thread_id
+        key = thread_key(thread_id, principal)
+        record = await self._load(key)
+        earlier_key = legacy_key(thread_id, principal)
+        if record is not None or earlier_key is None:
+            return key, record
         try:
-            earlier = await self.store.load(thread_id)
+            earlier = await self.store.load(earlier_key)
         except CorruptRecord:
             earlier = None
         except StoreUnavailable as exc:
             raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
-        if earlier is not None and not earlier.namespaced and earlier.principal == principal:
-            return thread_id
-        return thread_key(thread_id, principal)
+        if earlier is not None and is_legacy_of(earlier, thread_id, principal):
+            return earlier_key, earlier
+        return key, None
 
     async def _load(self, thread_id: str) -> ThreadRecord | None:
         try:
@@ -366,11 +379,14 @@ class ThreadService:
         await self._drive(driver)
 
     # ------------------------------------------------------------ re-attach
-    async def thread(self, thread_id: str, principal: str | None = None) -> ThreadRecord | None:
+    async def thread(
+        self, thread_id: str, principal: str | None = None, user_id: str | None = None
+    ) -> ThreadRecord | None:
         """A thread's record (``None`` for an unknown thread and for someone
-        else's alike), once a run that died with its process is settled."""
-        record = await self._load(await self._key_of(thread_id, principal))
-        if record is None or not may_read(record, principal):
+        else's alike, another ``user_id``'s included), once a run that died
+        with its process is settled."""
+        _, record = await self._locate(thread_id, principal)
+        if record is None or not may_read(record, principal, user_id):
             return None
         if tm.holds_a_run(record) and record.execution_id not in self.active:
             return await self._settled(record)
@@ -395,7 +411,7 @@ class ThreadService:
             await self.store.release(claim)
 
     async def attach(
-        self, thread_id: str, run_id: str, cursor: int, principal: str | None = None
+        self, thread_id: str, run_id: str, cursor: int, principal: str | None = None, user_id: str | None = None
     ) -> AsyncIterator[bytes]:
         """A client re-attaches to a run: its events after ``cursor``, then
         live until its end. Refusals raise before anything is read (someone
@@ -403,7 +419,7 @@ class ThreadService:
         that no process relays is adopted (handed off) or settled (dead)."""
         if self.draining:
             raise Draining()
-        record = await self.thread(thread_id, principal)
+        record = await self.thread(thread_id, principal, user_id)
         if record is None:
             raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
         logs = self.logs
@@ -525,14 +541,14 @@ class ThreadService:
 
     # ---------------------------------------------------------- cancellation
     async def cancel_execution(
-        self, execution_id: str, thread_id: str, ros_invocation_id: str, principal: str | None = None
+        self, execution_id: str, thread_id: str, ros_invocation_id: str, principal: str | None = None,
+        user_id: str | None = None,
     ) -> CancelStatus:
         """The cancel extension: stop an execution and clear its interrupts."""
-        key = await self._key_of(thread_id, principal)
-        record = await self._load(key)
+        key, record = await self._locate(thread_id, principal)
         if (
             record is None
-            or not may_read(record, principal)
+            or not may_read(record, principal, user_id)
             or record.execution_id != execution_id
             or record.ros_invocation_id != ros_invocation_id
         ):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import re
 import time
 from typing import Any
 
@@ -186,21 +187,40 @@ class ThreadRecord:
 
 
 def thread_key(thread_id: str, principal: str | None) -> str:
-    """The storage key of a thread: each verified user has a namespace of their own.
+    """The storage key of a thread: each verified user has a namespace of their
+    own, and the callers nobody names (open and shared-token modes) share one.
 
-    Without a principal (open or shared-token mode) the key is the thread id
-    itself, one namespace for all callers. With one it is
-    ``u/<first 32 hex of sha256(principal)>/<threadId>``: two users' ``thread-1``
-    are two threads, and no thread id of one user reaches the other's. The
-    stores turn keys into safe file names and Redis keys as they did thread ids.
+    With a principal the key is ``u/<first 32 hex of sha256(principal)>/<threadId>``:
+    two users' ``thread-1`` are two threads, and no thread id of one user
+    reaches the other's. Without one the key is the thread id itself (as it
+    always was, so that stored threads stay where they are), except for an id
+    shaped like a user's key (``u/`` and 32 hex digits and ``/``) or one
+    beginning with ``o/``: that one is kept under ``o/<threadId>``. No bare
+    id is ever a user's key, whatever it spells (``u/<hash of alice>/z`` is a
+    thread of the shared namespace, not alice's ``z``), and no two ids share
+    a key. The stores turn keys into safe file names and Redis keys as they
+    did thread ids.
     """
     if principal is None:
-        return thread_id
+        return OPEN_PREFIX + thread_id if spells_a_key(thread_id) else thread_id
     return f"{USER_PREFIX}{hashlib.sha256(principal.encode()).hexdigest()[:32]}/{thread_id}"
+
+
+def spells_a_key(thread_id: str) -> bool:
+    """Whether a bare id could be mistaken for a key of a namespace (a user's, or ``o/``)."""
+    return thread_id.startswith(OPEN_PREFIX) or is_user_key(thread_id)
+
+
+def is_user_key(thread_id: str) -> bool:
+    """Whether ``thread_id`` has the shape of a verified user's key."""
+    return _USER_KEY.match(thread_id) is not None
 
 
 #: How a per-user key begins.
 USER_PREFIX = "u/"
+#: How the key of a thread nobody owns begins when its id looks like a key.
+OPEN_PREFIX = "o/"
+_USER_KEY = re.compile(r"u/[0-9a-f]{32}/")
 
 _converter = cattrs.Converter(forbid_extra_keys=False)
 

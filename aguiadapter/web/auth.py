@@ -182,6 +182,28 @@ def bearer_token(request: web.Request) -> str:
     return token
 
 
+def named_user_id(request: web.Request, principal: str | None) -> str | None:
+    """The ``userId`` a thread route's caller names (``?userId=``), for the thread to match.
+
+    Every thread route checks it as ``GET /threads`` and ``POST /connect``
+    do: with the shared token (or none) a thread started with another
+    ``userId`` answers as a thread that does not exist. With a verified user
+    it may only repeat that user (400 otherwise) and checks nothing more:
+    the user's key already does. ``None``: nothing to check. Checked before
+    the thread is looked up, so that a refusal tells nothing about it.
+    """
+    user_id = request.query.get("userId")
+    if user_id is None:
+        return None
+    if not user_id or len(user_id) > MAX_PRINCIPAL_CHARS:
+        raise AdapterError(ErrorCode.INVALID_INPUT, "thread_list_bad_user_id")
+    if principal is not None:
+        if user_id != principal:
+            raise AdapterError(ErrorCode.INVALID_INPUT, "input_user_id_not_principal", path="userId")
+        return None
+    return user_id
+
+
 def bind_user_id(run_input: RunAgentInput, principal: str | None) -> RunAgentInput:
     """With a verified user, ``forwardedProps.iacCode.userId`` is that user.
 

@@ -96,11 +96,12 @@ async def _owned_thread(service: ThreadService, body: ConnectRequest, principal:
     user_id = None if body.iac_code is None else body.iac_code.user_id
     if principal is not None and user_id is not None and user_id != principal:
         raise AdapterError(ErrorCode.INVALID_INPUT, "input_user_id_not_principal", path="forwardedProps.iacCode.userId")
-    record = await service.thread(body.thread_id, principal)
+    named = user_id if principal is None else None  # with a verified user, their key decides
+    record = await service.thread(body.thread_id, principal, named)
     if record is not None and tm.expiry_due(record, service.clock())[0] is tm.Due.EXPIRE:
         await service.expire_thread(record.key)
-        record = await service.thread(body.thread_id, principal)
-    if record is None or (principal is None and user_id is not None and record.user_id != user_id):
+        record = await service.thread(body.thread_id, principal, named)
+    if record is None:
         raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
     return record
 

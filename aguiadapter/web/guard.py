@@ -5,12 +5,17 @@ name it controls (DNS rebinding: ``evil.example`` resolves to 127.0.0.1 after
 the page loaded), or straight to the loopback address from its own origin.
 Two checks keep such pages out:
 
-- **Host.** A connection that arrived on a loopback address of a server that
-  authenticates nobody (open mode) must name a loopback host: ``localhost``
-  (or ``*.localhost``), ``127.x.x.x``, ``[::1]``, or a name of
-  ``Config.allowed_hosts`` (``--allowed-host``). Otherwise 403 ``FORBIDDEN``.
-  A server reached on another address, or one that checks tokens, is not
-  limited: a rebound name brings no token.
+- **Host.** Every request to a server that authenticates nobody (open mode)
+  must name a loopback host: ``localhost`` (or ``*.localhost``),
+  ``127.x.x.x``, ``[::1]``, or a name of ``Config.allowed_hosts``
+  (``--allowed-host``). Otherwise 403 ``FORBIDDEN``. This holds on every
+  listener, whatever address the connection arrived on: a server on
+  ``0.0.0.0`` or a container's address is as reachable by a rebound name as
+  one on loopback. The ``Host`` must be exactly a name and an optional
+  decimal port: a trailing dot (``localhost.``, which a resolver may send to
+  real DNS) or anything after an IPv6 literal's ``]`` other than a port is
+  refused. A server that checks tokens is not limited: a rebound name brings
+  no token.
 - **Origin.** A request carrying ``Origin`` (browsers send it on every
   cross-origin request and on same-origin ``POST``) must come from the
   server's own origin (the ``Origin``'s host and port are the ``Host``) or
@@ -27,6 +32,7 @@ the answers to that origin's requests carry ``Access-Control-Allow-Origin``
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -50,12 +56,14 @@ ALLOWED_HEADERS = (
 #: Response headers a listed origin's page may read.
 EXPOSED_HEADERS = "Retry-After, WWW-Authenticate, Content-Language"
 PREFLIGHT_MAX_AGE = "600"
+#: A DNS name: dot-separated labels of letters, digits and hyphens (no empty label, no trailing dot).
+_LABELS = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*")
 
 
 def is_loopback_host(name: str) -> bool:
-    """``localhost``, ``*.localhost`` or a loopback address literal."""
-    name = name.lower().rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):
+    """``localhost``, ``*.localhost`` or a loopback address literal (no trailing dot)."""
+    name = name.lower()
+    if name == "localhost" or (name.endswith(".localhost") and _LABELS.fullmatch(name) is not None):
         return True
     try:
         address = ipaddress.ip_address(name.strip("[]"))
@@ -67,26 +75,35 @@ def is_loopback_host(name: str) -> bool:
 
 
 def host_name(host: str) -> str:
-    """The name part of a ``Host`` header (no port; brackets kept off an IPv6 literal)."""
+    """The name part of a ``Host`` header (no port; brackets kept off an IPv6 literal).
+
+    ``""`` (a name nothing allows) when the header is not exactly a name or
+    ``[literal]`` with an optional decimal port: ``[::1]evil.example`` does
+    not pass for ``::1``.
+    """
     host = host.strip().lower()
     if host.startswith("["):
-        return host[1:].partition("]")[0]
-    return host.rpartition(":")[0] if host.count(":") == 1 else host
+        literal, closed, rest = host[1:].partition("]")
+        if not closed or (rest and not _is_port(rest)):
+            return ""
+        return literal
+    if host.count(":") == 1:
+        name, _, port = host.partition(":")
+        return name if port.isascii() and port.isdigit() else ""
+    return host
 
 
-def _arrived_on_loopback(request: web.Request) -> bool:
-    transport = request.transport
-    sockname = transport.get_extra_info("sockname") if transport is not None else None
-    if not isinstance(sockname, tuple) or not sockname:
-        return False  # a Unix socket or a test double: not a loopback TCP listener
-    return is_loopback_host(str(sockname[0]))
+def _is_port(suffix: str) -> bool:
+    """``:`` and decimal digits (what may follow a bracketed IPv6 literal)."""
+    digits = suffix[1:]
+    return suffix.startswith(":") and digits.isascii() and digits.isdigit()
 
 
 def _check_host(request: web.Request, config: Config) -> None:
-    if not isinstance(request.config_dict[AUTH], OpenAccess) or not _arrived_on_loopback(request):
+    if not isinstance(request.config_dict[AUTH], OpenAccess):
         return
     name = host_name(request.headers.get(hdrs.HOST, ""))
-    if is_loopback_host(name) or name in config.allowed_hosts:
+    if name and (is_loopback_host(name) or name in config.allowed_hosts):
         return
     raise AdapterError(ErrorCode.FORBIDDEN, "forbidden_host")
 

@@ -22,7 +22,7 @@ from ..service.thread_service import ThreadService
 from ..store.contract import StoreUnavailable
 from ..images import fit_images
 from ..workspace import resolve_workspace
-from .auth import HostPrincipal, OpenAccess, Unauthorized, bind_user_id
+from .auth import HostPrincipal, OpenAccess, Unauthorized, bind_user_id, named_user_id
 from .http_errors import error_response, request_language
 from .keys import AUTH, CONFIG, STREAMS, TELEMETRY, admission, backend
 from .sse import SseWriter
@@ -265,10 +265,13 @@ async def cancel(request: web.Request) -> web.Response:
     execution_id = request.match_info["executionId"]
     try:
         principal = await authenticate(request)
+        user_id = named_user_id(request, principal)
         payload = await read_json_body(request, config.max_cancel_body_bytes)
         language = request_language(request, payload)
         body = parse_cancel_request(payload)
-        status = await service.cancel_execution(execution_id, body.thread_id, body.ros_invocation_id, principal)
+        status = await service.cancel_execution(
+            execution_id, body.thread_id, body.ros_invocation_id, principal, user_id
+        )
         if status == "not_found":
             raise AdapterError(ErrorCode.EXECUTION_NOT_FOUND)
     except AdapterError as exc:

@@ -26,6 +26,7 @@ from aiohttp import web
 from ..errors import AdapterError, ErrorCode
 from ..fastjson import dumps
 from ..runtime.history import parse_cursor
+from .auth import named_user_id
 from .handlers import authenticate
 from .http_errors import error_response, request_language
 from .keys import CONFIG, HISTORY, backend
@@ -59,7 +60,8 @@ async def thread_messages(request: web.Request) -> web.Response:
         principal = await authenticate(request)
         limit = _limit(request.query.get("limit"))
         before = _cursor(request.query.get("before"))
-        record = await service.thread(request.match_info["threadId"], principal)
+        user_id = named_user_id(request, principal)
+        record = await service.thread(request.match_info["threadId"], principal, user_id)
         if record is None:
             raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
         page = await request.config_dict[HISTORY].page(

@@ -25,6 +25,7 @@ from ..threads.record import ThreadRecord, ThreadState
 from ..store.run_log import parse_cursor
 from ..store.contract import StoreUnavailable
 from ..version import __version__
+from .auth import named_user_id
 from .handlers import authenticate, mount_prefix
 from .http_errors import error_response, request_language
 from .keys import CONFIG, STREAMS, admission, backend
@@ -54,7 +55,8 @@ async def thread_status(request: web.Request) -> web.Response:
     language = request_language(request)
     try:
         principal = await authenticate(request)
-        record = await service.thread(request.match_info["threadId"], principal)
+        user_id = named_user_id(request, principal)
+        record = await service.thread(request.match_info["threadId"], principal, user_id)
         if record is None:
             raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
     except AdapterError as exc:
@@ -76,14 +78,15 @@ async def run_events(request: web.Request) -> web.StreamResponse:
                 cursor = parse_cursor(raw)
             except ValueError as exc:
                 raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_event_cursor") from exc
+            user_id = named_user_id(request, principal)
             thread_id = request.match_info["threadId"]
             if limits.max_per_user is not None:
                 # Re-attached streams are bounded per user as runs are (apart from them).
-                record = await service.thread(thread_id, principal)
+                record = await service.thread(thread_id, principal, user_id)
                 if record is None:
                     raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
                 slot = await limits.acquire_reattach(principal or record.user_id)
-            chunks = await service.attach(thread_id, request.match_info["runId"], cursor, principal)
+            chunks = await service.attach(thread_id, request.match_info["runId"], cursor, principal, user_id)
         except AdapterError as exc:
             return error_response(exc, language, request)
         return await _relay(request, chunks)

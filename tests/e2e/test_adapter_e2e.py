@@ -128,3 +128,72 @@ async def test_spawn_iac_code_starts_and_supervises_a_child(
         await asyncio.wait_for(process.wait(), 15)
     assert process.returncode == 0
     assert list(config_dir.glob("projects/*/*/session.jsonl")), "the child keeps its sessions in --config-dir"
+
+
+def _children_environ(pid: int) -> list[dict[str, str]]:
+    """The environments of the processes ``pid`` started, as the kernel keeps them."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            raw = Path(f"/proc/{child}/environ").read_bytes()
+            pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0") if item)
+            found.append({name: value for name, _, value in pairs})
+    return found
+
+
+async def test_the_spawned_child_gets_none_of_the_adapters_secrets(
+    tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path
+) -> None:
+    """``--spawn-iac-code``: the child runs what users approve (``env`` included), so
+    the adapter's shared token, A2A token and other variables never reach it;
+    its model settings, ``PATH``, ``HOME`` and locale do. The state folder in
+    the child's config folder (the reference's default) is warned about."""
+    import os
+    import re
+    import signal
+    import sys
+
+    from tests.support.agui import check_stream
+
+    env = {**iac_runtime._environment(), "PATH": os.environ["PATH"]}
+    env.pop("IACCODE_A2A_HTTP_TOKEN")
+    env.pop("IAC_CODE_CONFIG_DIR")
+    env.update({
+        "IAC_CODE_AGUI_AUTH_TOKEN": "adapter-shared-token",
+        "IAC_CODE_AGUI_A2A_TOKEN": "adapter-a2a-token",
+        "DATABASE_PASSWORD": "unrelated-secret",
+        "TEAM_CA_NAME": "passed-by-name",
+    })
+    config_dir = tmp_path / "config"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "--port", "0", "--config-dir", str(config_dir),
+        "--allowed-cwd", str(iac_runtime.workspaces_root), "--spawn-env", "TEAM_CA_NAME",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )
+    assert process.stdout is not None
+    text = ""
+    try:
+        while "state:" not in text:
+            line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
+            assert line, text
+            text += line
+        url = re.search(r"listening on (http://\S+/)", text)
+        assert url is not None
+        (child,) = [found for found in _children_environ(process.pid) if "IACCODE_A2A_HTTP_TOKEN" in found]
+        body = run_body(thread_id="e2e-env", text="[scenario:normal] hi", cwd=str(iac_workspace))
+        async with aiohttp.ClientSession() as session:
+            headers = {"Authorization": "Bearer adapter-shared-token"}
+            async with session.post(url.group(1), json=body, headers=headers) as resp:
+                events = check_stream(await resp.read())
+        assert events[-1]["type"] == "RUN_FINISHED", (events[-1], text)
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest, _ = await asyncio.wait_for(process.communicate(), 15)
+        text += rest.decode()
+    secrets = ("adapter-shared-token", "adapter-a2a-token", "unrelated-secret")
+    assert not [name for name, value in child.items() if any(secret in value for secret in secrets)], child
+    assert not [name for name in child if name.startswith("IAC_CODE_AGUI_")]
+    for name in ("PATH", "HOME", "LANG", "IAC_CODE_MODEL", "IAC_CODE_BASE_URL", "IAC_CODE_API_KEY"):
+        assert child[name] == env[name], name
+    assert child["IAC_CODE_CONFIG_DIR"] == str(config_dir) and child["TEAM_CA_NAME"] == "passed-by-name"
+    assert text.count("inside the iac-code child's config folder") == 1, text

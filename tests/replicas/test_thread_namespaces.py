@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import redis.asyncio as aioredis
 
 from aguiadapter.demo.runtime import DemoRuntime
@@ -138,3 +139,33 @@ async def test_new_threads_per_user_are_counted_across_replicas(
         assert 1 <= int(refused.headers["Retry-After"]) <= 60
     assert await stored_record(redis_server.url, thread_key("n-3", "alice")) is None
     assert (await post(http, first.url, run_body(thread_id="n-3", text="hi", cwd=str(workspace)), bob)).status == 200
+
+
+async def test_a_shared_token_replica_cannot_reach_a_jwt_users_key_on_the_same_store(
+    start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
+    demo: DemoRuntime, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One Redis, two modes at once: a bare id spelling alice's key is the token holder's own thread."""
+    key, (secured,) = await jwt_replicas(start_replicas, redis_server.url, tmp_path, 1)
+    monkeypatch.setenv("IAC_CODE_AGUI_AUTH_TOKEN", "shared-secret")
+    (shared,) = await start_replicas(1, redis_server.url)
+    alice = key.token("alice")
+    started = await post(http, secured.url, run_body(thread_id="z", text="permission notes.txt",
+                                                     cwd=str(workspace)), alice)
+    (interrupt,) = started.events()[-1]["outcome"]["interrupts"]
+    hers = await hash_of(redis_server.url, thread_key("z", "alice"))
+
+    spelled = thread_key("z", "alice")
+    probe = await post(http, shared.url, run_body(thread_id=spelled, text="hello", cwd=str(workspace)), "shared-secret")
+    assert probe.status == 200 and probe.events()[-1]["type"] == "RUN_FINISHED", probe.body[:300]
+    squat = await post(http, shared.url, run_body(thread_id=thread_key("y", "alice"), text="hello",
+                                                  cwd=str(workspace)), "shared-secret")
+    assert squat.events()[-1]["type"] == "RUN_FINISHED"
+    assert await hash_of(redis_server.url, thread_key("z", "alice")) == hers
+    assert await hash_of(redis_server.url, thread_key("y", "alice")) == {}
+    assert (await stored_record(redis_server.url, "o/" + spelled)).thread_id == spelled
+
+    mine = await post(http, secured.url, run_body(thread_id="y", text="hello", cwd=str(workspace)), alice)
+    assert mine.events()[-1]["type"] == "RUN_FINISHED", "nobody took y first"
+    done = await post(http, secured.url, resume("z", workspace, interrupt["id"]), alice)
+    assert done.events()[-1]["outcome"] == {"type": "success"}
