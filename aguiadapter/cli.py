@@ -352,10 +352,10 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     where = [f"http://{host}:{port}/" for host, port, *_ in (sock.getsockname() for sock in sockets)]
     print(f"aguiadapter {__version__} listening on {', '.join(where) or site.name}", flush=True)
     print(f"  runtime: {kind} at {runtime}", flush=True)
+    print(f"  profile: {_profile_summary(config)}", flush=True)
     store = started.service.store if started.service is not None else None
     print(f"  state:   {store.location() if store is not None else config.state_dir / 'threads'}", flush=True)
     print(f"  auth:    {_auth_summary(config)}; workspaces: {roots}", flush=True)
-    print(f"  profile: {_profile_summary(config)}", flush=True)
     if config.max_active_runs or config.max_active_runs_per_user:
         print(f"  limits:  {config.max_active_runs or 'no limit'} active runs, "
               f"{config.max_active_runs_per_user or 'no limit'} per user", flush=True)

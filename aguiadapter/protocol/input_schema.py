@@ -7,11 +7,15 @@ copies it into ``components.schemas`` of the OpenAPI document, so the
 document and the checks cannot disagree.
 
 Strict exactly where the protocol reference is: ``forwardedProps.iacCode``
-(unknown members refused), ``tools`` (empty), and the content parts of the
-user message a new turn sends (:data:`NEW_USER_MESSAGE`, applied by
-:mod:`.parsing` to the latest user message of a run that is not a resume).
-Everything else of the AG-UI envelope is AG-UI's: types are checked, members
-a newer AG-UI client may add are ignored.
+(unknown members refused) and ``tools`` (empty). The user message a new turn
+sends is checked in depth too (:data:`NEW_USER_MESSAGE`, applied by
+:mod:`.parsing` to the latest user message of a run that is not a resume):
+under AG-UI 1.0 its parts are AG-UI's content parts, and the ones the runtime
+cannot use are skipped (:mod:`.content`); under ``--compat iac-code-agui``
+:data:`NEW_USER_MESSAGE_COMPAT` refuses them, as the reference does.
+Everything else of the AG-UI envelope is AG-UI's: the members AG-UI 1.0
+describes are type-checked wherever they sit (every content part included),
+members it does not describe are ignored.
 
 Some rules are not JSON Schema's to say and live in code, each documented in
 the description of its field: image bytes (:mod:`.content`) and the
@@ -19,8 +23,9 @@ workspace path (:mod:`.workspace`).
 
 ``x-refusal`` maps a keyword of a schema to the catalog message id a
 refusal by that keyword reads (see :mod:`.refusals`); ``x-newUserMessage``
-names, for readers of the OpenAPI document, the schema the latest user
-message of a new turn must also match. ``x-`` members and annotations
+(and ``x-newUserMessageCompat``) names, for readers of the OpenAPI document,
+the schema the latest user message of a new turn must also match (in the
+compatibility profile). ``x-`` members and annotations
 (``description``, ``examples``...) never change what a schema accepts.
 """
 
@@ -617,6 +622,8 @@ _ENVELOPE: Final[dict[str, Schema]] = {
         "if": {"required": ["resume"], "properties": {"resume": {"type": "array", "minItems": 1}}},
         # Documentation for readers of the OpenAPI document; parsing applies it.
         "x-newUserMessage": _ref(NEW_USER_MESSAGE),
+        # ... and under --compat iac-code-agui, the protocol reference's stricter one.
+        "x-newUserMessageCompat": _ref(NEW_USER_MESSAGE_COMPAT),
         "else": {
             "properties": {
                 "messages": {
