@@ -25,6 +25,7 @@ from .cli_help import ReferenceOnly as _ReferenceOnly
 from .cli_help import document as _document
 from .cli_help import usage_error
 from .logs import configure_logging, mask_url
+from .protocol.profile import COMPAT_CHOICES
 from .telemetry import tracer_provider_from_env
 
 if TYPE_CHECKING:
@@ -145,6 +146,11 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         "IAC_CODE_AGUI_*)")
     parser.add_argument("--demo", action="store_true",
                         help="serve the embedded scripted demo agent (canned answers; to try the server)")
+    parser.add_argument("--compat", metavar="PROFILE", choices=COMPAT_CHOICES,
+                        default=_from_env(cfg.env_profile, env, cfg.ENV_COMPAT).value,
+                        help="iac-code-agui: the wire forms of the iac-code agui protocol reference where AG-UI 1.0 "
+                        "differs (a stopped run ends RUN_ERROR CANCELLED, content parts the runtime cannot use are "
+                        "refused with INVALID_INPUT); ag-ui-1.0: AG-UI 1.0 to the letter")
     parser.add_argument("--write", metavar="FILE", default=None,
                         help="diagram: update the mermaid block of FILE instead of printing")
     parser.add_argument("--version", action="version", version=f"aguiadapter {__version__}")
@@ -239,6 +245,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         allowed_hosts=tuple(args.allowed_host or cfg.split_list(env.get(cfg.ENV_ALLOWED_HOSTS))),
         allowed_origins=tuple(args.allowed_origin or cfg.env_origins(env, cfg.ENV_ALLOWED_ORIGINS)),
         demo=args.demo,
+        profile=args.compat,
     )
 
 
@@ -367,6 +374,7 @@ def _print_banner(app: web.Application, runner: web.BaseRunner, site: web.TCPSit
     where = [f"http://{host}:{port}/" for host, port, *_ in runner.addresses]
     print(f"aguiadapter {__version__} listening on {', '.join(where) or site.name}", flush=True)
     print(f"  runtime: {kind} at {runtime}", flush=True)
+    print(f"  profile: {_profile_summary(config)}", flush=True)
     store = started.service.store if started.service is not None else None
     print(f"  state:   {store.location() if store is not None else config.state_dir / 'threads'}", flush=True)
     print(f"  auth:    {_auth_summary(config)}; workspaces: {roots}", flush=True)
@@ -411,6 +419,12 @@ def _warn_open_beyond_loopback(runner: web.BaseRunner, config: cfg.Config) -> No
             "agent; only Host names localhost, 127.x.x.x, [::1] and --allowed-host are served. Set "
             "IAC_CODE_AGUI_AUTH_TOKEN or --jwt-jwks-file, or listen on 127.0.0.1", ", ".join(exposed),
         )
+
+
+def _profile_summary(config: cfg.Config) -> str:
+    if config.profile.stops_as_errors:
+        return "iac-code-agui (--compat: the protocol reference's forms; stops end RUN_ERROR CANCELLED)"
+    return "ag-ui-1.0 (stops end RUN_FINISHED cancelled; --compat iac-code-agui for the reference's forms)"
 
 
 def _auth_summary(config: cfg.Config) -> str:

@@ -37,6 +37,7 @@ ENVIRONMENT: dict[str, str] = {
     "log_format": cfg.ENV_LOG_FORMAT,
     "metrics": cfg.ENV_METRICS,
     "metrics_port": cfg.ENV_METRICS_PORT,
+    "compat": cfg.ENV_COMPAT,
 }
 
 #: Options whose value --help must not print (it may come from the environment).
@@ -59,6 +60,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "history_cache_seconds", "max_history_reads", "history_page_bytes",
     ),
     "logs and metrics": ("log_level", "log_format", "metrics", "metrics_port", "metrics_host"),
+    "protocol": ("compat",),
 }
 
 EPILOG = f"""\

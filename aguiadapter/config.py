@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from .protocol.profile import COMPAT_CHOICES, DEFAULT_PROFILE, Profile, parse_profile
+
 MAX_BODY_BYTES = 12 * 1024 * 1024
 MAX_CANCEL_BODY_BYTES = 64 * 1024
 
@@ -43,6 +45,8 @@ ENV_STATE_RETENTION = "IAC_CODE_AGUI_STATE_RETENTION_DAYS"
 ENV_HEADER_TIMEOUT = "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS"
 ENV_MAX_NEW_THREADS = "IAC_CODE_AGUI_MAX_NEW_THREADS_PER_USER"
 ENV_ALLOWED_ORIGINS = "IAC_CODE_AGUI_ALLOWED_ORIGINS"
+#: ``iac-code-agui``: the protocol reference's wire forms where AG-UI 1.0 differs.
+ENV_COMPAT = "IAC_CODE_AGUI_COMPAT"
 # Logs (read by the command line only: an embedding host sets up its own) and metrics.
 ENV_LOG_LEVEL = "IAC_CODE_AGUI_LOG_LEVEL"
 ENV_LOG_FORMAT = "IAC_CODE_AGUI_LOG_FORMAT"
@@ -157,6 +161,10 @@ class Config:
     #: The longest transcript read from the runtime (or its session file); a
     #: longer one is refused (503 ``HISTORY_UNAVAILABLE``, not retried).
     history_max_bytes: int = 32 * 1024 * 1024
+    #: The wire profile (``--compat``): AG-UI 1.0 (the default), or ``iac-code-agui`` for the
+    #: protocol reference's forms where they differ (stops as ``RUN_ERROR CANCELLED``, unusable
+    #: content parts refused). A name is accepted as well as a :class:`Profile`.
+    profile: Profile = attrs.field(default=DEFAULT_PROFILE, converter=parse_profile)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ, **overrides: Any) -> Config:
@@ -191,6 +199,7 @@ class Config:
             "header_timeout_seconds": env_seconds(env, ENV_HEADER_TIMEOUT, 10.0),
             "allowed_hosts": split_list(env.get(ENV_ALLOWED_HOSTS)),
             "allowed_origins": env_origins(env, ENV_ALLOWED_ORIGINS),
+            "profile": env_profile(env, ENV_COMPAT),
         }
         return cls(**{**settings, **overrides})
 
@@ -369,6 +378,14 @@ def env_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], defa
     if raw:
         raise ValueError(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
     return default
+
+
+def env_profile(env: Mapping[str, str], name: str) -> Profile:
+    """The wire profile from the environment (empty means the default, AG-UI 1.0)."""
+    try:
+        return parse_profile(env.get(name))
+    except ValueError:
+        raise ValueError(f"{name} must be one of {', '.join(COMPAT_CHOICES)}, not {env.get(name)!r}") from None
 
 
 def default_workspace_roots() -> tuple[str, ...]:

@@ -6,10 +6,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.protocol.profile import Profile
 from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream
+from tests.support.stops import PROFILES, assert_stopped
 
 
 def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -42,9 +46,19 @@ async def test_cancelling_an_interrupted_execution_clears_its_interrupts(
     assert (await adapter.run(run_body(thread_id="c-int", text="next", cwd=str(workspace)))).status == 200
 
 
-async def test_cancelling_an_active_run_ends_its_stream_with_run_error(
-    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_cancelling_an_active_run_ends_its_stream_in_the_profiles_form(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, profile: Profile
 ) -> None:
+    adapter = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+                                  profile=profile)
+    try:
+        await cancel_active_run(adapter, demo, workspace, profile)
+    finally:
+        await adapter.close()
+
+
+async def cancel_active_run(adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, profile: Profile) -> None:
     body = run_body(thread_id="c-act", text="slow 20", cwd=str(workspace))
     async with adapter.session.post(adapter.url, json=body) as resp:
         seen = b""
@@ -54,11 +68,17 @@ async def test_cancelling_an_active_run_ends_its_stream_with_run_error(
         execution_id = events_so_far[0].split('"executionId":"')[1].split('"')[0]
         reply = await cancel(adapter, execution_id, {"threadId": "c-act", "rosInvocationId": "invocation-1"})
         rest = await asyncio.wait_for(resp.read(), 5)
-    assert reply.json()["status"] == "cancelled"
+    assert reply.json() == {"executionId": execution_id, "status": "cancelled"}
     events = check_stream(seen + rest)
-    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CANCELLED"
+    assert_stopped(events, profile)
+    assert any(e["type"] == "TEXT_MESSAGE_END" for e in events), "the open message was closed before the end"
     (task,) = demo.state.tasks.values()
     assert task.state == "TASK_STATE_CANCELED" and demo.state.cancel_calls[task.id] == 1
+    # The thread ends the same way in every profile, and the route's own answers do not change.
+    record = await FileThreadStore(adapter.config.state_dir).load("c-act")
+    assert record is not None and record.state == "terminal" and record.last_error == "CANCELLED"
+    again = await cancel(adapter, execution_id, {"threadId": "c-act", "rosInvocationId": "invocation-1"})
+    assert again.json() == {"executionId": execution_id, "status": "already_terminal"}
 
 
 async def test_a_finished_execution_is_already_terminal(adapter: RunningAdapter, workspace: Path) -> None:

@@ -12,12 +12,16 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from aguiadapter.cli import build_parser, config_from_args
+from aguiadapter.config import Config
 from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.protocol.profile import Profile, parse_profile
 from aguiadapter.threads.diagram import render_all
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream, texts
+from tests.support.stops import assert_stopped
 
 
 async def start_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[asyncio.subprocess.Process, str, list[str]]:
@@ -72,8 +76,10 @@ async def test_the_server_answers_every_error_as_json_even_the_http_parsers(tmp_
         await process.wait()
 
 
-async def test_ctrl_c_closes_open_streams_and_exits_within_a_second(tmp_path: Path) -> None:
-    process, url, _ = await start_cli(tmp_path)
+@pytest.mark.parametrize("compat", [None, "iac-code-agui"])
+async def test_ctrl_c_closes_open_streams_and_exits_within_a_second(tmp_path: Path, compat: str | None) -> None:
+    process, url, banner = await start_cli(tmp_path, *(("--compat", compat) if compat else ()))
+    assert f"profile: {compat or 'ag-ui-1.0'} " in "".join(banner), banner
     async with aiohttp.ClientSession() as session:
         async with session.post(url, json=run_body(thread_id="cli-slow", text="slow 30", cwd=str(tmp_path))) as resp:
             seen = b""
@@ -87,9 +93,9 @@ async def test_ctrl_c_closes_open_streams_and_exits_within_a_second(tmp_path: Pa
     exited = time.monotonic() - started
     assert process.returncode == 0
     assert stream_closed < 1.5 and exited < 2.5, (stream_closed, exited)
-    # The client is told why its stream ends.
+    # The client is told why its stream ends: a stop, in the profile's form.
     events = check_stream(seen + rest)
-    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CANCELLED"
+    assert_stopped(events, parse_profile(compat))
 
 
 def test_environment_variables_use_the_reference_names(tmp_path: Path) -> None:
@@ -106,6 +112,20 @@ def test_environment_variables_use_the_reference_names(tmp_path: Path) -> None:
     assert config.auth_token == "agui-t" and config.state_dir == tmp_path / "s"
     assert config.allowed_cwds == ("/w1", "/w2")
     assert "a2a-t" not in repr(config) and "agui-t" not in repr(config)
+
+
+def test_the_profile_comes_from_compat_or_its_variable(tmp_path: Path) -> None:
+    assert config_from_args(build_parser({}).parse_args([]), {}).profile is Profile.AGUI_1_0
+    env = {"IAC_CODE_AGUI_COMPAT": "iac-code-agui"}
+    assert config_from_args(build_parser(env).parse_args([]), env).profile is Profile.IAC_CODE_AGUI
+    args = build_parser(env).parse_args(["--compat", "ag-ui-1.0"])
+    assert config_from_args(args, env).profile is Profile.AGUI_1_0, "the option wins over the variable"
+    assert Config.from_env({"IAC_CODE_AGUI_COMPAT": "iac-code-agui"}, demo=True).profile is Profile.IAC_CODE_AGUI
+    assert Config(state_dir=tmp_path, demo=True, profile="iac-code-agui").profile is Profile.IAC_CODE_AGUI
+    with pytest.raises(SystemExit):
+        build_parser({"IAC_CODE_AGUI_COMPAT": "iac-code"})
+    with pytest.raises(ValueError, match="IAC_CODE_AGUI_COMPAT"):
+        Config.from_env({"IAC_CODE_AGUI_COMPAT": "0.1"}, demo=True)
 
 
 def test_options_beat_the_environment(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import pytest
@@ -23,7 +23,8 @@ from ag_ui.core import RunAgentInput as AgUiRunAgentInput
 
 from aguiadapter.protocol.input_schema import MAX_IDENTIFIER_LENGTH
 from aguiadapter.workspace import MAX_PATH_BYTES
-from tests.support.adapter import Reply, RunningAdapter, run_body
+from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.envelopes import PNG, image_part
 
 CWD = "forwardedProps.iacCode.cwd"
@@ -295,18 +296,18 @@ STRICT: dict[str, tuple[Callable[[Body], None], str]] = {
     "an unknown iacCode member": (lambda b: b["forwardedProps"]["iacCode"].update(workspace="/x"),
                                   "forwardedProps.iacCode.workspace"),
     "a client-side tool": (lambda b: b.update(tools=[{"name": "t", "description": "d", "parameters": {}}]), "tools"),
-    "an unknown member of a part of the new message": (
-        lambda b: b["messages"][0].update(content=[{"type": "text", "text": "hi", "cache": True}]),
-        "messages[0].content[0].cache"),
     "an empty new message": (lambda b: b["messages"][0].update(content="  "), "messages[0].content"),
     "a PNG cut short in the new message": (
         lambda b: b["messages"][0].update(content=[image_part(PNG[:-20])]), "messages[0].content[0].source.value"),
     "a region ID the runtime would refuse": (
         lambda b: b["forwardedProps"]["iacCode"].update(alibabaCloud={"regionId": "杭州"}),
         "forwardedProps.iacCode.alibabaCloud.regionId"),
-    "an image URL in the new message": (
+    "an image URL and nothing else in the new message": (
         lambda b: b["messages"][0].update(content=[{"type": "image", "source": {"type": "url", "value": "https://x"}}]),
-        "messages[0].content[0].source.type"),
+        "messages[0].content"),
+    "a tool message whose content list holds a malformed part": (
+        lambda b: b["messages"].insert(0, {"id": "t-0", "role": "tool", "toolCallId": "c-0", "content": [{"type": 1}]}),
+        "messages[0].content[0].type"),
 }
 
 
@@ -318,6 +319,50 @@ async def test_strict_where_the_reference_is_strict(
     change(payload)
     reply = await adapter.run(payload, {"Accept-Language": LANGUAGES[language]})
     expect_error(reply, 400, "INVALID_INPUT", field)
+
+
+URL_IMAGE: Final = {"type": "image", "source": {"type": "url", "value": "https://example.invalid/a.png"}}
+DOCUMENT: Final = {"type": "document", "source": {"type": "file", "value": "file-abc", "provider": "openai"}}
+
+
+async def test_ag_ui_1_0_runs_on_with_the_parts_it_can_use_and_says_what_it_left_out(
+    adapter: RunningAdapter, workspace: Path
+) -> None:
+    payload = body(workspace)
+    payload["messages"][0].update(content=[URL_IMAGE, {"type": "text", "text": "hello", "cache": True}, DOCUMENT])
+    events = (await adapter.run(payload)).events()
+    assert [e["type"] for e in events[:2]] == ["RUN_STARTED", "CUSTOM"] and events[-1]["type"] == "RUN_FINISHED"
+    notice = events[1]
+    assert notice["name"] == "iac-code.input.skipped.v1"
+    assert notice["value"] == {
+        "schemaVersion": 1,
+        "messageId": payload["messages"][0]["id"],
+        "parts": [
+            {"index": 0, "type": "image", "source": "url", "reason": "image_url"},
+            {"index": 2, "type": "document", "source": "file", "reason": "unsupported_part"},
+        ],
+    }
+    first_text = next(i for i, e in enumerate(events) if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert first_text > 1 and "hello" in "".join(e.get("delta", "") for e in events)
+
+
+async def test_the_compat_profile_refuses_a_part_the_runtime_cannot_use(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, language: str
+) -> None:
+    running = await start_adapter(tmp_path / "compat", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+                                  profile="iac-code-agui")
+    try:
+        payload = body(workspace)
+        payload["messages"][0].update(content=[{"type": "text", "text": "hello"}, URL_IMAGE])
+        reply = await running.run(payload, {"Accept-Language": LANGUAGES[language]})
+        expect_error(reply, 400, "INVALID_INPUT", "messages[0].content[1].source.type")
+        # Members a part does not describe are ignored in this profile too.
+        payload = body(workspace)
+        payload["messages"][0].update(content=[{"type": "text", "text": "hello", "cache": True}])
+        events = (await running.run(payload)).events()
+        assert events[-1]["type"] == "RUN_FINISHED" and all(e.get("name") != "iac-code.input.skipped.v1" for e in events)
+    finally:
+        await running.close()
 
 
 async def test_the_thread_of_an_odd_id_stays_a_file_of_the_state_folder(

@@ -19,6 +19,7 @@ from aguiadapter.threads.record import ThreadRecord
 from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.store.contract import PersistenceError
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
+from tests.support.stops import assert_stopped
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LANGUAGES = ["en", "zh-CN"]
@@ -105,7 +106,7 @@ async def test_invalid_json(adapter: RunningAdapter, language: str) -> None:
         (lambda b: b.update(tools=[{"name": "t", "description": "d", "parameters": {}}]), "tools"),
         (lambda b: b.update(threadId=7), "threadId"),
         (lambda b: b["messages"][0].update(content=[{"type": "image", "source": {"type": "url", "value": "http://x/y.png"}}]),
-         "messages[0].content[0].source"),
+         "messages[0].content"),
     ],
 )
 async def test_invalid_input_names_the_field(
@@ -262,7 +263,7 @@ async def test_a2a_execution_failed(adapter: RunningAdapter, workspace: Path, la
     expect_run_error(reply, "A2A_EXECUTION_FAILED", language)
 
 
-async def test_cancelled_by_the_runtime(adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, language: str) -> None:
+async def cancelled_by_the_runtime(adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, language: str) -> Reply:
     request = body(workspace, text="slow 10", preferredLanguage=language)
     client = A2AClient(demo.url)
     try:
@@ -270,12 +271,25 @@ async def test_cancelled_by_the_runtime(adapter: RunningAdapter, demo: DemoRunti
             seen = b""
             while b"iac-code.session.v1" not in seen:
                 seen += await resp.content.readany()
-            (task_id,) = list(demo.state.tasks)
+            (task_id,) = [task.id for task in demo.state.tasks.values() if task.state != "TASK_STATE_CANCELED"]
             await client.cancel_task(task_id)
-            reply = Reply(resp.status, dict(resp.headers), seen + await resp.read())
+            return Reply(resp.status, dict(resp.headers), seen + await resp.read())
     finally:
         await client.close()
-    expect_run_error(reply, "CANCELLED", language)
+
+
+async def test_cancelled_by_the_runtime(
+    tmp_path: Path, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, language: str
+) -> None:
+    # AG-UI 1.0: a stop is no failure; the run closes in order with the cancelled outcome.
+    assert_stopped((await cancelled_by_the_runtime(adapter, demo, workspace, language)).events())
+    # The reference's profile: RUN_ERROR CANCELLED, in the caller's language.
+    compat = await start_adapter(tmp_path / "compat", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+                                 profile="iac-code-agui")
+    try:
+        expect_run_error(await cancelled_by_the_runtime(compat, demo, workspace, language), "CANCELLED", language)
+    finally:
+        await compat.close()
 
 
 async def test_a2a_protocol_error_cancels_the_foreign_task(tmp_path: Path, workspace: Path, language: str) -> None:

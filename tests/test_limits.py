@@ -136,7 +136,7 @@ async def test_a_users_third_concurrent_run_gets_429_while_other_users_run(
         # One of alice's runs ends: she may start another.
         cancel = f"/extensions/iac-code/v1/executions/{first.execution_id()}/cancel"
         assert (await per_user.post(cancel, {"threadId": "a-1", "rosInvocationId": "invocation-1"}, alice)).status == 200
-        assert (await first.finish())[-1]["code"] == "CANCELLED"
+        assert (await first.finish())[-1]["outcome"] == {"type": "cancelled"}
         again = await eventually_admitted(per_user, run_body(thread_id="a-3", text="hi", cwd=str(workspace)), alice)
         assert again.events()[-1]["type"] == "RUN_FINISHED"
 

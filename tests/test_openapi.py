@@ -359,7 +359,8 @@ async def test_the_documented_flows_conform(adapter: RunningAdapter, demo: DemoR
     assert question["reason"] == "input_required"
     cancelled = events_of(await api.run(resume_body("oa-q", workspace, [{"interruptId": question["id"],
                                                                            "status": "cancelled"}])))
-    assert cancelled[-1] == {"type": "RUN_ERROR", "message": "The execution was cancelled.", "code": "CANCELLED"}
+    assert cancelled[-1] == {"type": "RUN_FINISHED", "threadId": "oa-q", "runId": cancelled[0]["runId"],
+                             "outcome": {"type": "cancelled"}}
 
     # Every demo behaviour's stream (reasoning, tool progress, artifacts, failures).
     for text, last in [("think", "RUN_FINISHED"), ("tool", "RUN_FINISHED"), ("fail", "RUN_ERROR"),
@@ -389,7 +390,7 @@ async def test_the_documented_flows_conform(adapter: RunningAdapter, demo: DemoR
     assert error_code(await api.run(run_body(thread_id="oa-slow", text="hi", cwd=cwd))) == "THREAD_BUSY"
     ids = {"threadId": "oa-slow", "rosInvocationId": "invocation-1"}
     assert (await api.cancel(execution_id, ids)).json()["status"] == "cancelled"
-    assert events_of(await slow)[-1]["code"] == "CANCELLED"
+    assert events_of(await slow)[-1]["outcome"] == {"type": "cancelled"}
 
     # Requests refused before anything is read.
     plain = await api.send("POST", "/", data=b"{}", headers={"Content-Type": "text/plain"})

@@ -14,10 +14,12 @@ import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
+from aguiadapter.protocol.profile import Profile
 from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.agui import parse_sse, texts, types
+from tests.support.agui import check_stream, parse_sse, texts, types
 from tests.support.eventually import eventually
+from tests.support.stops import PROFILES, assert_stopped
 
 
 def resume_body(thread_id: str, cwd: Path, answers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -181,12 +183,25 @@ async def test_a_question_is_answered_by_option_or_free_text(adapter: RunningAda
     assert "my own idea" in texts((await adapter.run(resume_body("t-q2", workspace, free))).events())
 
 
-async def test_a_cancelled_question_cancels_the_task(adapter: RunningAdapter, demo: DemoRuntime, workspace: Path) -> None:
-    interrupt = await interrupt_on(adapter, "t-qc", workspace, text="question")
-    answer = [{"interruptId": interrupt["id"], "status": "cancelled"}]
-    events = (await adapter.run(resume_body("t-qc", workspace, answer))).events()
-    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CANCELLED"
-    assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_a_cancelled_question_cancels_the_task(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, profile: Profile
+) -> None:
+    adapter = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+                                  profile=profile)
+    try:
+        interrupt = await interrupt_on(adapter, "t-qc", workspace, text="question")
+        answer = [{"interruptId": interrupt["id"], "status": "cancelled"}]
+        reply = await adapter.run(resume_body("t-qc", workspace, answer))
+        events = check_stream(reply.body)
+        assert_stopped(events, profile)
+        assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
+        record = await FileThreadStore(adapter.config.state_dir).load("t-qc")
+        assert record is not None and record.state == "terminal" and record.last_error == "CANCELLED"
+        # A cancelled run waits for nothing: the next run is a new turn.
+        assert (await adapter.run(run_body(thread_id="t-qc", text="again", cwd=str(workspace)))).status == 200
+    finally:
+        await adapter.close()
 
 
 async def test_an_answer_the_runtime_refuses_stays_pending(adapter: RunningAdapter, workspace: Path) -> None:

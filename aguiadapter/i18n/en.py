@@ -105,6 +105,10 @@ MESSAGES: dict[str, str] = {
     # The content of a user message.
     "input_user_content_empty": "{path} is empty: a user message needs text or an image.",
     "input_user_content_type": "{path} must be a string or a list of content parts.",
+    "input_user_content_unusable": (
+        "{path} has nothing this server can use (it would skip: {skipped}); send text or an inline PNG, JPEG, "
+        "GIF or WebP image."
+    ),
     "input_content_part_unsupported": (
         "{path}: {value} content is not supported; send text or inline images."
     ),

@@ -91,6 +91,9 @@ MESSAGES: dict[str, str] = {
     # 用户消息内容。
     "input_user_content_empty": "{path} 为空：用户消息至少需要包含文字或图片。",
     "input_user_content_type": "{path} 必须是字符串或内容片段数组。",
+    "input_user_content_unusable": (
+        "{path} 中没有本服务可用的内容（将被跳过：{skipped}）；请发送文本或内联的 PNG、JPEG、GIF、WebP 图片。"
+    ),
     "input_content_part_unsupported": "{path}：不支持 {value} 类型的内容，请发送文本或内联图片。",
     "input_image_source_unsupported": (
         "{path}：图片必须以 base64 数据内联发送，不接受 {value} 类型的来源。"

@@ -1,5 +1,11 @@
 """The content of the user message a new turn sends: text and inline images.
 
+A part the runtime cannot take (an image by URL or provider file handle, an
+inline image of another type, audio, video, a document, a part of a kind
+AG-UI 1.0 does not describe) is skipped under AG-UI 1.0
+(``basic/run-input.mdx#messages``) and named in a :class:`SkippedPart`; the
+``iac-code-agui`` profile refuses it instead, as the protocol reference does.
+
 What a part may look like is the input schema's (:mod:`.input_schema`); what
 its bytes must be is said here. Images are decoded and checked once, when
 the part is built: a :class:`DataSource` always holds bytes that are valid
@@ -33,6 +39,7 @@ __all__ = [
     "DataSource",
     "ImagePart",
     "JsonObject",
+    "SkippedPart",
     "TextPart",
     "UserContent",
     "build_user_content",
@@ -178,28 +185,96 @@ UserContent = str | tuple[ContentPart, ...]
 """What a user message says: plain text, or an ordered tuple of parts."""
 
 
+SkipReason = Literal["image_url", "provider_file", "unsupported_source", "unsupported_image_type", "unsupported_part"]
+"""Why a part was skipped (the ``reason`` of ``iac-code.input.skipped.v1``)."""
+
+
+@attrs.frozen(kw_only=True)
+class SkippedPart:
+    """A content part of the new user message the run left out, and why."""
+
+    #: Its position in the message's ``content``.
+    index: int
+    #: Its ``type`` as the client sent it (``image``, ``document``...).
+    type: str
+    reason: SkipReason
+    #: The ``source.type`` of a media part (``url``, ``file``...).
+    source: str | None = None
+    #: The declared media type, when the client gave one (at most 64 characters).
+    mime_type: str | None = None
+    #: The part's own ``id``, when it has one.
+    id: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The part as ``iac-code.input.skipped.v1`` names it (no ``null``)."""
+        named = {"index": self.index, "type": self.type, "reason": self.reason, "source": self.source,
+                 "mimeType": self.mime_type, "id": self.id}
+        return {key: value for key, value in named.items() if value is not None}
+
+
+def _unusable(index: int, part: dict[str, Any]) -> SkippedPart | None:
+    """Why the runtime cannot take a schema-checked part (``None``: it can)."""
+    kind = part["type"]
+    if kind == "text":
+        return None
+    raw_source = part.get("source")
+    source: dict[str, Any] = raw_source if isinstance(raw_source, dict) else {}
+    source_type = source.get("type") if isinstance(source.get("type"), str) else None
+    mime = source.get("mimeType")
+    mime_type = mime[:64] if isinstance(mime, str) else None
+    part_id = part.get("id") if isinstance(part.get("id"), str) else None
+    reason: SkipReason | None = None
+    if kind != "image":
+        reason = "unsupported_part"
+    elif source_type == "url":
+        reason = "image_url"
+    elif source_type == "file":
+        reason = "provider_file"
+    elif source_type != "data":
+        reason = "unsupported_source"
+    elif (mime_type or "").lower() not in ALLOWED_IMAGE_TYPES:
+        reason = "unsupported_image_type"
+    if reason is None:
+        return None
+    return SkippedPart(index=index, type=kind[:64], reason=reason, source=source_type and source_type[:64],
+                       mime_type=mime_type, id=part_id)
+
+
 def _build_part(part: dict[str, Any]) -> ContentPart:
+    # AG-UI 1.0 leaves a part's metadata unconstrained; only an object is kept.
+    raw = part.get("metadata")
+    metadata = JsonObject(raw) if isinstance(raw, dict) else None
     if part["type"] == "text":
-        return TextPart(text=part["text"], id=part.get("id"), metadata=part.get("metadata"))
+        return TextPart(text=part["text"], id=part.get("id"), metadata=metadata)
     source = part["source"]
     try:
         data = DataSource(value=source["value"], mime_type=source["mimeType"])
     except InputRefusal as refusal:
         raise refusal.within("source") from None
-    return ImagePart(source=data, id=part.get("id"), metadata=part.get("metadata"))
+    return ImagePart(source=data, id=part.get("id"), metadata=metadata)
 
 
-def build_user_content(content: str | list[dict[str, Any]]) -> UserContent:
-    """The content of a new user message, from its schema-checked JSON.
+def build_user_content(
+    content: str | list[dict[str, Any]], *, skip_unusable: bool = False
+) -> tuple[UserContent, tuple[SkippedPart, ...]]:
+    """The content of a new user message, from its schema-checked JSON, and
+    the parts left out (``skip_unusable``: AG-UI 1.0; else none is, and the
+    schema of the ``iac-code-agui`` profile has refused them already).
 
-    Decodes and checks every image; raises :class:`InputRefusal` with the
-    path below the content (``[1].source.value``).
+    Decodes and checks every image it keeps; raises :class:`InputRefusal`
+    with the path below the content (``[1].source.value``), and when nothing
+    usable is left.
     """
     if isinstance(content, str):
-        return content
+        return content, ()
     parts: list[ContentPart] = []
+    skipped: list[SkippedPart] = []
     total = 0
     for index, raw in enumerate(content):
+        left_out = _unusable(index, raw) if skip_unusable else None
+        if left_out is not None:
+            skipped.append(left_out)
+            continue
         try:
             part = _build_part(raw)
         except InputRefusal as refusal:
@@ -211,4 +286,8 @@ def build_user_content(content: str | list[dict[str, Any]]) -> UserContent:
                     "input_images_total_too_large", (index,), limit_mib=MAX_MESSAGE_IMAGE_BYTES // MIB
                 )
         parts.append(part)
-    return tuple(parts)
+    if skipped and not any(isinstance(part, ImagePart) or part.text.strip() for part in parts):
+        # What is left would be an empty message: refused as one, saying why.
+        kinds = ", ".join(sorted({f"{item.type} ({item.reason})" for item in skipped}))
+        raise InputRefusal("input_user_content_unusable", (), skipped=kinds)
+    return tuple(parts), tuple(skipped)

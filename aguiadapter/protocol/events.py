@@ -20,6 +20,8 @@ SESSION_EVENT: Final = "iac-code.session.v1"
 ARTIFACT_EVENT: Final = "iac-code.artifact.v1"
 TOOL_PROGRESS_EVENT: Final = "iac-code.tool-progress.v1"
 PIPELINE_EVENT: Final = "iac-code.pipeline.v1"
+#: Content parts of the user message the run left out (AG-UI 1.0 profile).
+INPUT_SKIPPED_EVENT: Final = "iac-code.input.skipped.v1"
 
 HEARTBEAT: Final = b": heartbeat\n\n"
 _SEPARATOR: Final = b"\n\ndata: "
@@ -66,6 +68,12 @@ def run_finished(
     if usage:
         event["usage"] = usage
     return event
+
+
+def run_cancelled(thread_id: str, run_id: str, usage: list[dict[str, Any]] | None = None) -> Event:
+    """``RUN_FINISHED`` of a run stopped on purpose (AG-UI 1.0): the
+    cancelled outcome, the usage accrued before the stop, never a ``result``."""
+    return run_finished(thread_id, run_id, {"type": "cancelled"}, usage)
 
 
 def run_error(message: str, code: str) -> Event:

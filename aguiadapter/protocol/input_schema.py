@@ -7,11 +7,15 @@ copies it into ``components.schemas`` of the OpenAPI document, so the
 document and the checks cannot disagree.
 
 Strict exactly where the protocol reference is: ``forwardedProps.iacCode``
-(unknown members refused), ``tools`` (empty), and the content parts of the
-user message a new turn sends (:data:`NEW_USER_MESSAGE`, applied by
-:mod:`.parsing` to the latest user message of a run that is not a resume).
-Everything else of the AG-UI envelope is AG-UI's: types are checked, members
-a newer AG-UI client may add are ignored.
+(unknown members refused) and ``tools`` (empty). The user message a new turn
+sends is checked in depth too (:data:`NEW_USER_MESSAGE`, applied by
+:mod:`.parsing` to the latest user message of a run that is not a resume):
+under AG-UI 1.0 its parts are AG-UI's content parts, and the ones the runtime
+cannot use are skipped (:mod:`.content`); under ``--compat iac-code-agui``
+:data:`NEW_USER_MESSAGE_COMPAT` refuses them, as the reference does.
+Everything else of the AG-UI envelope is AG-UI's: the members AG-UI 1.0
+describes are type-checked wherever they sit (every content part included),
+members it does not describe are ignored.
 
 Some rules are not JSON Schema's to say and live in code, each documented in
 the description of its field: image bytes (:mod:`.content`) and the
@@ -19,8 +23,9 @@ workspace path (:mod:`.workspace`).
 
 ``x-refusal`` maps a keyword of a schema to the catalog message id a
 refusal by that keyword reads (see :mod:`.refusals`); ``x-newUserMessage``
-names, for readers of the OpenAPI document, the schema the latest user
-message of a new turn must also match. ``x-`` members and annotations
+(and ``x-newUserMessageCompat``) names, for readers of the OpenAPI document,
+the schema the latest user message of a new turn must also match (in the
+compatibility profile). ``x-`` members and annotations
 (``description``, ``examples``...) never change what a schema accepts.
 """
 
@@ -36,6 +41,7 @@ __all__ = [
     "MAX_INVOCATION_ID_LENGTH",
     "MESSAGE_ROLES",
     "NEW_USER_MESSAGE",
+    "NEW_USER_MESSAGE_COMPAT",
     "RUN_AGENT_INPUT",
     "Schema",
 ]
@@ -53,6 +59,8 @@ MAX_INVOCATION_ID_LENGTH: Final = 256
 
 RUN_AGENT_INPUT: Final = "RunAgentInput"
 NEW_USER_MESSAGE: Final = "NewUserMessage"
+#: The new user message as the protocol reference accepts it (``--compat iac-code-agui``).
+NEW_USER_MESSAGE_COMPAT: Final = "NewUserMessageIacCodeAgui"
 CANCEL_REQUEST: Final = "CancelRequest"
 CONNECT_REQUEST: Final = "ConnectRequest"
 
@@ -255,6 +263,80 @@ _IAC_CODE: Final[dict[str, Schema]] = {
     },
 }
 
+_ANY_JSON: Final[Schema] = {"description": "Any JSON value, carried without interpretation."}
+
+# AG-UI 1.0 content parts, as the schema of the protocol describes them: the
+# members it describes are checked, members it does not are ignored, and a
+# part (or a media source) of a kind it does not know is not malformed.
+_CONTENT_PARTS: Final[dict[str, Schema]] = {
+    "ContentPart": {
+        "type": "object",
+        "required": ["type"],
+        "description": (
+            "An AG-UI 1.0 content part (user and tool messages). The members AG-UI describes are checked "
+            "(a described member of the wrong type is INVALID_INPUT); members it does not describe are ignored, "
+            "and a part of a type it does not describe is not malformed."
+        ),
+        "properties": {"type": {"type": "string"}},
+        "allOf": _discriminated(
+            "type",
+            {"text": "TextContentPart", "image": "MediaContentPart", "audio": "MediaContentPart",
+             "video": "MediaContentPart", "document": "MediaContentPart"},
+        ),
+    },
+    "TextContentPart": {
+        "type": "object",
+        "required": ["type", "text"],
+        "properties": {
+            "type": {"const": "text"},
+            "text": {"type": "string"},
+            "id": _optional("string"),
+            "metadata": _ANY_JSON,
+        },
+    },
+    "MediaContentPart": {
+        "type": "object",
+        "required": ["type", "source"],
+        "description": "An image, audio, video or document part.",
+        "properties": {
+            "type": {"type": "string"},
+            "source": _ref("PartSource"),
+            "id": _optional("string"),
+            "metadata": _ANY_JSON,
+        },
+    },
+    "PartSource": {
+        "type": "object",
+        "required": ["type"],
+        "description": (
+            "Where a media part's bytes are: inline data, a URL, or a provider file handle (AG-UI 1.0). A source "
+            "of another kind is not malformed: its part cannot be used."
+        ),
+        "properties": {"type": {"type": "string"}},
+        "allOf": _discriminated("type", {"data": "DataPartSource", "url": "UrlPartSource", "file": "FilePartSource"}),
+    },
+    "DataPartSource": {
+        "type": "object",
+        "required": ["type", "value", "mimeType"],
+        "properties": {"type": {"const": "data"}, "value": {"type": "string"}, "mimeType": {"type": "string"}},
+    },
+    "UrlPartSource": {
+        "type": "object",
+        "required": ["type", "value"],
+        "properties": {"type": {"const": "url"}, "value": {"type": "string"}, "mimeType": _optional("string")},
+    },
+    "FilePartSource": {
+        "type": "object",
+        "required": ["type", "value"],
+        "properties": {
+            "type": {"const": "file"},
+            "value": {"type": "string"},
+            "provider": _optional("string"),
+            "mimeType": _optional("string"),
+        },
+    },
+}
+
 _NEW_USER_CONTENT: Final[dict[str, Schema]] = {
     NEW_USER_MESSAGE: {
         "type": "object",
@@ -262,7 +344,34 @@ _NEW_USER_CONTENT: Final[dict[str, Schema]] = {
         "description": (
             "What the latest user message of a run that starts a turn (no resume) must also be: it is the "
             "message sent to the runtime, so its content is checked in depth. Other members of the message "
-            "are AG-UI's and ignored here."
+            "are AG-UI's and ignored here. AG-UI 1.0 profile (the default): a part the server cannot use (an "
+            "image by URL or provider file handle, an inline image other than PNG, JPEG, GIF or WebP, audio, "
+            "video, a document, a part of an unknown type) is skipped, and the run says so in an "
+            "iac-code.input.skipped.v1 CUSTOM event before its first text; a message left with nothing usable "
+            "is INVALID_INPUT. An inline image is checked in depth either way (base64, signature, size limits)."
+        ),
+        "properties": {
+            "id": {"type": "string", "minLength": 1, "description": "Sent to the runtime as the message id."},
+            "content": {
+                "type": ["string", "array"],
+                "pattern": "\\S",
+                "minItems": 1,
+                "items": _ref("ContentPart"),
+                "x-refusal": {
+                    "type": "input_user_content_type",
+                    "pattern": "input_user_content_empty",
+                    "minItems": "input_user_content_empty",
+                },
+                "description": "A non-blank string, or a non-empty list of content parts.",
+            },
+        },
+    },
+    NEW_USER_MESSAGE_COMPAT: {
+        "type": "object",
+        "required": ["id", "content"],
+        "description": (
+            "The latest user message of a new turn under --compat iac-code-agui (the protocol reference's "
+            "rules): only text and inline images are accepted; any other part is refused with INVALID_INPUT."
         ),
         "properties": {
             "id": {"type": "string", "minLength": 1, "description": "Sent to the runtime as the message id."},
@@ -294,8 +403,9 @@ _NEW_USER_CONTENT: Final[dict[str, Schema]] = {
         "type": "object",
         "required": ["type"],
         "description": (
-            "A part of the new user message: text, or an inline image. Audio, video, document and binary "
-            "parts are refused by name (INVALID_INPUT)."
+            "A part of the new user message under --compat iac-code-agui: text, or an inline image. Audio, "
+            "video, document and binary parts are refused by name (INVALID_INPUT). Members a part does not "
+            "describe are ignored."
         ),
         "properties": {
             "type": {
@@ -309,7 +419,6 @@ _NEW_USER_CONTENT: Final[dict[str, Schema]] = {
     },
     "TextInputPart": {
         "type": "object",
-        "additionalProperties": False,
         "required": ["type", "text"],
         "properties": {
             "type": {"const": "text"},
@@ -320,7 +429,6 @@ _NEW_USER_CONTENT: Final[dict[str, Schema]] = {
     },
     "ImageInputPart": {
         "type": "object",
-        "additionalProperties": False,
         "required": ["type", "source"],
         "properties": {
             "type": {"const": "image"},
@@ -348,7 +456,6 @@ _NEW_USER_CONTENT: Final[dict[str, Schema]] = {
     },
     "ImageDataSource": {
         "type": "object",
-        "additionalProperties": False,
         "required": ["type", "value", "mimeType"],
         "description": "An inline image.",
         "properties": {
@@ -388,10 +495,7 @@ _HISTORY: Final[dict[str, Schema]] = {
         "A user message. Parts of earlier messages are kept as the client sent them.",
         ["content"],
         {
-            "content": {
-                "type": ["string", "array"],
-                "items": {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}},
-            },
+            "content": {"type": ["string", "array"], "items": _ref("ContentPart")},
             "name": _optional("string"),
         },
     ),
@@ -426,7 +530,7 @@ _HISTORY: Final[dict[str, Schema]] = {
         "A tool result kept in the conversation (history only).",
         ["content", "toolCallId"],
         {
-            "content": {"type": ["string", "array"], "items": {"type": "object"}},
+            "content": {"type": ["string", "array"], "items": _ref("ContentPart")},
             "toolCallId": {"type": "string"},
             "error": _optional("string"),
         },
@@ -463,7 +567,7 @@ _ENVELOPE: Final[dict[str, Schema]] = {
             "The answer to one pending interrupt. A resolved answer needs a payload that validates against "
             "the interrupt's responseSchema (else RESUME_PAYLOAD_INVALID, and the interrupt stays pending). "
             "cancelled denies a permission, and cancels the execution for any other kind of input (the run "
-            "ends with RUN_ERROR CANCELLED)."
+            "ends with RUN_FINISHED and outcome cancelled; RUN_ERROR CANCELLED under --compat iac-code-agui)."
         ),
         "properties": {
             "interruptId": {"type": "string", "minLength": 1},
@@ -518,6 +622,8 @@ _ENVELOPE: Final[dict[str, Schema]] = {
         "if": {"required": ["resume"], "properties": {"resume": {"type": "array", "minItems": 1}}},
         # Documentation for readers of the OpenAPI document; parsing applies it.
         "x-newUserMessage": _ref(NEW_USER_MESSAGE),
+        # ... and under --compat iac-code-agui, the protocol reference's stricter one.
+        "x-newUserMessageCompat": _ref(NEW_USER_MESSAGE_COMPAT),
         "else": {
             "properties": {
                 "messages": {
@@ -586,6 +692,7 @@ INPUT_SCHEMAS: Final[dict[str, Schema]] = {
     **_IAC_CODE,
     **_HISTORY,
     **_NEW_USER_CONTENT,
+    **_CONTENT_PARTS,
     **_CONNECT,
 }
 """Every input component, by its name under ``#/components/schemas``."""

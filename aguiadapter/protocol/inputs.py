@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from .content import JsonObject, TextPart, UserContent
+from .content import JsonObject, SkippedPart, TextPart, UserContent
 
 __all__ = [
     "NOT_ON_THE_WIRE",
@@ -150,6 +150,8 @@ class NewUserMessage:
 
     id: str
     content: UserContent
+    #: Parts the run leaves out because the runtime cannot use them (AG-UI 1.0 profile).
+    skipped: tuple[SkippedPart, ...] = ()
 
     @property
     def text(self) -> str:

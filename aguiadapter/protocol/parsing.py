@@ -20,8 +20,15 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
-from .content import JsonObject, UserContent, build_user_content
-from .input_schema import CANCEL_REQUEST, CONNECT_REQUEST, INPUT_SCHEMAS, NEW_USER_MESSAGE, RUN_AGENT_INPUT
+from .content import JsonObject, build_user_content
+from .input_schema import (
+    CANCEL_REQUEST,
+    CONNECT_REQUEST,
+    INPUT_SCHEMAS,
+    NEW_USER_MESSAGE,
+    NEW_USER_MESSAGE_COMPAT,
+    RUN_AGENT_INPUT,
+)
 from .inputs import (
     NOT_ON_THE_WIRE,
     ActivityMessage,
@@ -39,6 +46,7 @@ from .inputs import (
     ToolMessage,
     UserMessage,
 )
+from .profile import DEFAULT_PROFILE, Profile
 from .refusals import InputRefusal, first_refusal, refusal_error
 from .schema_compiler import compile_schemas, json_equal
 
@@ -47,6 +55,7 @@ __all__ = ["parse_cancel_request", "parse_connect_request", "parse_run_input", "
 _SCHEMAS: Final = compile_schemas(INPUT_SCHEMAS)
 _RUN_AGENT_INPUT: Final = _SCHEMAS[RUN_AGENT_INPUT]
 _NEW_USER_MESSAGE: Final = _SCHEMAS[NEW_USER_MESSAGE]
+_NEW_USER_MESSAGE_COMPAT: Final = _SCHEMAS[NEW_USER_MESSAGE_COMPAT]
 _CANCEL_REQUEST: Final = _SCHEMAS[CANCEL_REQUEST]
 _CONNECT_REQUEST: Final = _SCHEMAS[CONNECT_REQUEST]
 
@@ -102,12 +111,9 @@ def _build_converter() -> cattrs.Converter:
         lambda type_: type_ == Message,
         lambda value, _: by_role[value["role"]](value, _MESSAGE_CLASSES[value["role"]]),
     )
-    converter.register_structure_hook_func(
-        lambda type_: type_ == UserContent, lambda value, _: build_user_content(value)
-    )
     by_role.update({role: converter.get_structure_hook(cls) for role, cls in _MESSAGE_CLASSES.items()})
     # Generate the other hooks now rather than on the first request.
-    for model in (RunAgentInput, NewUserMessage, CancelRequest):
+    for model in (RunAgentInput, CancelRequest):
         converter.get_structure_hook(model)
     return converter
 
@@ -133,26 +139,32 @@ def _new_user_message(payload: object) -> tuple[int, object] | None:
     return None
 
 
-def parse_run_input(payload: object) -> RunAgentInput:
+def parse_run_input(payload: object, profile: Profile = DEFAULT_PROFILE) -> RunAgentInput:
     """Check a decoded JSON body and build its :class:`RunAgentInput`.
 
-    Raises ``AdapterError(INVALID_INPUT)`` naming the first offending field in
+    Under AG-UI 1.0 a content part of the new user message the runtime
+    cannot use is skipped (:attr:`NewUserMessage.skipped`); the
+    ``iac-code-agui`` profile refuses it. Raises
+    ``AdapterError(INVALID_INPUT)`` naming the first offending field in
     document order.
     """
     new = _new_user_message(payload)
-    if not _RUN_AGENT_INPUT.is_valid(payload) or (new is not None and not _NEW_USER_MESSAGE.is_valid(new[1])):
+    schema = _NEW_USER_MESSAGE_COMPAT if profile.refuses_unusable_parts else _NEW_USER_MESSAGE
+    if not _RUN_AGENT_INPUT.is_valid(payload) or (new is not None and not schema.is_valid(new[1])):
         # The new message's findings first: of two at one place, its message says more.
-        findings = [] if new is None else _NEW_USER_MESSAGE.findings(new[1], ("messages", new[0]))
+        findings = [] if new is None else schema.findings(new[1], ("messages", new[0]))
         raise first_refusal([*findings, *_RUN_AGENT_INPUT.findings(payload)], payload)
     run_input: RunAgentInput = _CONVERTER.structure(payload, RunAgentInput)
     if new is None:
         return run_input
     index, message = new
+    assert isinstance(message, dict)  # the schema says so
     try:
-        checked: NewUserMessage = _CONVERTER.structure(message, NewUserMessage)
+        content, skipped = build_user_content(message["content"], skip_unusable=not profile.refuses_unusable_parts)
     except InputRefusal as refusal:
         # from None: the raw values the chain may hold have no business in a log.
         raise refusal_error(refusal.within("messages", index, "content")) from None
+    checked = NewUserMessage(id=message["id"], content=content, skipped=skipped)
     return attrs.evolve(run_input, new_user_message=checked)
 
 

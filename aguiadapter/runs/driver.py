@@ -31,6 +31,7 @@ from ..logs import log_fields, scrub
 from ..protocol import events as ev
 from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
+from ..protocol.profile import DEFAULT_PROFILE, Profile
 from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import TaskView
 from .follow import Follower
@@ -103,6 +104,8 @@ class RunContext:
     logs: RunLogs | None = None
     #: How long a run whose client vanished goes on (0: cancel at once).
     grace_seconds: float = 0.0
+    #: The wire profile: how a run stopped on purpose ends.
+    profile: Profile = DEFAULT_PROFILE
 
 
 @attrs.define
@@ -355,10 +358,10 @@ class RunDriver:
                 code = self.ticket.record.last_error
                 message = self.message(ErrorCode[code]) if code and code in ErrorCode.__members__ else ""
                 missed = await self.follower.missed(self.identity.task_id) if self.identity.task_id else []
-                events = await shell.apply(tm.report, binding, message)
+                events = await shell.apply(tm.report, binding, message, self.context.profile)
                 await shell.release()
             elif plan.kind is tm.PlanKind.TURN:
-                events = await shell.apply(tm.start_turn, binding)
+                events = await shell.apply(tm.start_turn, binding) + self._skipped_parts()
                 self.translator.pipeline = self.ticket.record.pipeline or self.translator.pipeline
             elif plan.kind is tm.PlanKind.RESUME:
                 events = await shell.apply(tm.resume, binding, plan.answers, plan.taken)
@@ -405,6 +408,16 @@ class RunDriver:
             # Gone before the run streamed (without a grace): it ends as one that left.
             self.sink = None
             self._stop_without_client()
+
+    def _skipped_parts(self) -> list[Event]:
+        """What the new user message carried that the run leaves out (AG-UI
+        1.0 skips a part it cannot use and goes on): told right after
+        ``RUN_STARTED``, before any text, so that a UI can tell the person."""
+        message = self.ticket.run_input.new_user_message
+        if message is None or not message.skipped:
+            return []
+        value = {"schemaVersion": 1, "messageId": message.id, "parts": [part.describe() for part in message.skipped]}
+        return [ev.custom(ev.INPUT_SKIPPED_EVENT, value)]
 
     def _binding(self) -> tm.RunBinding:
         run_input, message = self.ticket.run_input, self.ticket.message
@@ -594,7 +607,7 @@ class RunDriver:
             # (never the request's own secrets, which a provider may quote).
             message = f"{message} {scrub(detail, self.ticket.run_input.iac_code.secret_values())[:300]}"
         if code is ErrorCode.CANCELLED:
-            await self._end(tm.cancel, message)
+            await self._end(tm.cancel, message, profile=self.context.profile, usage=self.translator.usage())
         else:
             await self._end(tm.fail, code, message)
 
@@ -630,7 +643,7 @@ class RunDriver:
             return
         await self.context.runtime.cancel_task(self.identity.task_id)
         await self._close_spans()
-        await self._end(tm.cancel, self.message(code))
+        await self._end(tm.cancel, self.message(code), profile=self.context.profile, usage=self.translator.usage())
 
     async def _let_go(self) -> None:
         """Shutdown handoff: close what this process opened (in the log),

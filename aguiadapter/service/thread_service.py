@@ -30,6 +30,7 @@ from ..errors import AdapterError, ErrorCode
 from ..i18n import render
 from ..protocol.events import Event
 from ..protocol.inputs import ForwardedProps, IacCodeProps, RunAgentInput, latest_user_message
+from ..protocol.profile import DEFAULT_PROFILE, Profile
 from ..runtime.evidence import Findings, TaskFate, TaskView, assess, input_status, waiting_inputs
 from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
@@ -88,6 +89,7 @@ class ThreadService:
         grace_seconds: float = 0.0,
         log_bounds: LogBounds | None = None,
         runtime_config_dir: Path | None = None,
+        profile: Profile = DEFAULT_PROFILE,
     ) -> None:
         self.store = store
         self.client = client
@@ -96,7 +98,8 @@ class ThreadService:
         #: The runs' event logs (``None``: no ids, no re-attach).
         self.logs: RunLogs | None = store.run_logs(log_bounds) if log_bounds is not None else None
         self.context = RunContext(
-            self.runtime, interrupt_ttl_seconds, clock, telemetry, logs=self.logs, grace_seconds=grace_seconds
+            self.runtime, interrupt_ttl_seconds, clock, telemetry, logs=self.logs, grace_seconds=grace_seconds,
+            profile=profile,
         )
         self.expiry = ExpiryScheduler(store, self.expire_thread, clock=clock)
         #: Renews the leases of every claim this process holds, from one loop.
@@ -306,7 +309,9 @@ class ThreadService:
             log.info("thread %s: handed-off run %s not adopted in time", record.thread_id, record.active_run_id)
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
-            await self._settle(shell, tm.cancel, render(ErrorCode.CANCELLED.message_id, "en"))
+            await self._settle(
+                shell, tm.cancel, render(ErrorCode.CANCELLED.message_id, "en"), profile=self.context.profile
+            )
             return
         kind = record.active_run_kind or RunKind.TURN
         if recovery is tm.Recovery.DEAD_TURN:
@@ -575,7 +580,7 @@ class ThreadService:
                 return "already_terminal"
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
-            await self._settle(shell, tm.cancel, "")
+            await self._settle(shell, tm.cancel, "", profile=self.context.profile)
         finally:
             await self.store.release(claim)
         return "cancelled"

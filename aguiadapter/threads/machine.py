@@ -42,6 +42,7 @@ from ..errors import AdapterError, ErrorCode
 from ..protocol import events as ev
 from ..protocol.inputs import ResumeEntry
 from ..protocol.interrupts import build_interrupt
+from ..protocol.profile import DEFAULT_PROFILE, Profile
 from ..protocol.resume import Answer, answer_digest, check_resume
 from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import Findings, InputStatus, TaskFate
@@ -155,14 +156,19 @@ class ThreadRules:
         done = {answer.interrupt_id for answer in taken}
         record.pending_interrupts = [item for item in record.pending_interrupts if item.id not in done]
 
-    def on_report(self, binding: RunBinding, message: str) -> list[ev.Event]:
+    def on_report(self, binding: RunBinding, message: str, profile: Profile = DEFAULT_PROFILE) -> list[ev.Event]:
         """A retried answer's run: opens and closes with the recorded outcome
-        (it learns how the run that carried its answer ended)."""
+        (it learns how the run that carried its answer ended; a cancelled
+        one in the ``profile``'s form)."""
         record = self.record
         started = self._started(binding)
         record.remember_run(binding.run_id, binding.digest)
         self._mark_reported()
-        if record.state is ThreadState.TERMINAL:
+        stopped = record.last_error == ErrorCode.CANCELLED.name and not profile.stops_as_errors
+        if record.state is ThreadState.TERMINAL and stopped:
+            closing = ev.run_cancelled(record.thread_id, binding.run_id)
+            outcome = record.last_error
+        elif record.state is ThreadState.TERMINAL:
             closing = ev.run_error(message, record.last_error or ErrorCode.EXECUTION_LOST.name)
             outcome = record.last_error
         elif record.state is ThreadState.INTERRUPTED:
@@ -267,9 +273,25 @@ class ThreadRules:
         """The run ended with an error."""
         return self._end_with_error(code, message)
 
-    def on_cancel(self, message: str, code: ErrorCode = ErrorCode.CANCELLED) -> list[ev.Event]:
-        """The execution was cancelled (the cancel route, a disconnect, shutdown)."""
-        return self._end_with_error(code, message)
+    def on_cancel(
+        self,
+        message: str,
+        code: ErrorCode = ErrorCode.CANCELLED,
+        profile: Profile = DEFAULT_PROFILE,
+        usage: list[dict[str, Any]] | None = None,
+    ) -> list[ev.Event]:
+        """The execution was cancelled (the cancel route, a ``cancelled``
+        answer that ends the turn, a disconnect, shutdown). The thread ends
+        the same way in every profile; the run's closing event is the
+        profile's: AG-UI 1.0 closes a stop with ``RUN_FINISHED`` and the
+        cancelled outcome (with the ``usage`` accrued before it; the caller
+        has closed everything the run opened), the reference with
+        ``RUN_ERROR CANCELLED``."""
+        run_id = self.record.active_run_id
+        events = self._end_with_error(code, message)
+        if code is ErrorCode.CANCELLED and run_id is not None and not profile.stops_as_errors:
+            return [ev.run_cancelled(self.record.thread_id, run_id, usage)]
+        return events
 
     def on_expire(self) -> None:
         """The pending interrupts expired."""
@@ -477,7 +499,7 @@ CLIENT_EVENTS: Final = {
     "interrupt": "RUN_FINISHED interrupt",
     "reject": "RUN_ERROR, the answer not taken",
     "fail": "RUN_ERROR",
-    "cancel": "RUN_ERROR CANCELLED, or the cancel route",
+    "cancel": "RUN_FINISHED cancelled (compat: RUN_ERROR CANCELLED), or the cancel route",
     "expire": "EXECUTION_EXPIRED on the next request",
     "lose": "EXECUTION_LOST on the next request",
     "recover": "after a crash, the next request",

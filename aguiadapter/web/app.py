@@ -137,6 +137,7 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             grace_seconds=config.disconnect_grace_seconds,
             log_bounds=run_log_bounds(config),
             runtime_config_dir=config.runtime_config_dir,
+            profile=config.profile,
         )
         started.limits = AdmissionLimits(
             threads.run_slots(), config.max_active_runs, config.max_active_runs_per_user,

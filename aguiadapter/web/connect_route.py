@@ -8,7 +8,8 @@ history"). The answer is one lawful AG-UI run, built by
 ``RUN_FINISHED`` with the pending interrupts as its outcome. On a thread
 with a run in progress the stream goes on with that run, from its start, as
 a re-attach reads it (:meth:`~aguiadapter.service.thread_service.ThreadService.attach`:
-live to its end, from any replica with Redis).
+live to its end, from any replica with Redis): that part is this server's own
+transport extension, as re-attach is (AG-UI's SSE binding resumes nothing).
 
 Authentication and ownership are those of every thread route: someone
 else's thread is 404 ``THREAD_NOT_FOUND``, as an unknown one.

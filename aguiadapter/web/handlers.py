@@ -179,7 +179,8 @@ async def health(request: web.Request) -> web.Response:
     tokens learns only whether the runtime answers.
     """
     client, service = backend(request)
-    kind = request.config_dict[CONFIG].runtime_kind
+    config = request.config_dict[CONFIG]
+    kind = config.runtime_kind
     reachable, store_ok = await asyncio.gather(client.health(), service.store.ping())
     runtime: dict[str, Any] = {"reachable": reachable}
     if await _may_see_internals(request):
@@ -192,6 +193,8 @@ async def health(request: web.Request) -> web.Response:
             "status": status,
             "protocol": "ag-ui",
             "protocolVersion": "1.0",
+            # ag-ui-1.0, or iac-code-agui (--compat): which wire forms this server sends.
+            "profile": config.profile.value,
             "serverVersion": __version__,
             # demo (the scripted agent), iac-code (a supervised child) or a2a.
             "runtime": kind,
@@ -217,7 +220,7 @@ async def run(request: web.Request) -> web.StreamResponse:
                 principal = await authenticate(request)
                 payload = await read_json_body(request, config.max_body_bytes)
                 language = request_language(request, payload)
-                run_input = bind_user_id(parse_run_input(payload), principal)
+                run_input = bind_user_id(parse_run_input(payload, config.profile), principal)
                 # From every line this run logs, the runtime's quotes included.
                 hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
                 cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)

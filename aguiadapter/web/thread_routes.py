@@ -20,7 +20,13 @@ from typing import Any
 from aiohttp import web
 
 from ..errors import AdapterError, ErrorCode
-from ..protocol.events import ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT, TOOL_PROGRESS_EVENT
+from ..protocol.events import (
+    ARTIFACT_EVENT,
+    INPUT_SKIPPED_EVENT,
+    PIPELINE_EVENT,
+    SESSION_EVENT,
+    TOOL_PROGRESS_EVENT,
+)
 from ..threads.record import ThreadRecord, ThreadState
 from ..store.run_log import parse_cursor
 from ..store.contract import StoreUnavailable
@@ -153,7 +159,25 @@ async def capabilities(request: web.Request) -> web.Response:
         "humanInTheLoop": {"supported": True, "approvals": True, "interrupts": True, "approveWithEdits": False},
         "custom": {
             "iacCode": {
-                "customEvents": [SESSION_EVENT, ARTIFACT_EVENT, TOOL_PROGRESS_EVENT, PIPELINE_EVENT],
+                # ag-ui-1.0, or iac-code-agui (--compat): which wire forms this server sends.
+                "profile": config.profile.value,
+                "customEvents": [SESSION_EVENT, ARTIFACT_EVENT, TOOL_PROGRESS_EVENT, PIPELINE_EVENT,
+                                 INPUT_SKIPPED_EVENT],
+                # Not AG-UI's: the 1.0 SSE binding has no resumption and its consumers ignore id: lines.
+                "transportExtension": {
+                    "standard": False,
+                    "description": (
+                        "This server's own extension of the AG-UI 1.0 HTTP+SSE binding: SSE id: lines, "
+                        "re-attach with Last-Event-ID (or ?after=), and the thread routes. AG-UI clients "
+                        "ignore id: lines and need none of it; the stream of POST / is plain AG-UI 1.0."
+                    ),
+                    "sseEventIds": service.resumable,
+                    "lastEventIdReattach": service.resumable,
+                    "threadRoutes": [
+                        prefix + "/threads", prefix + "/threads/{threadId}", prefix + "/threads/{threadId}/messages",
+                        *([prefix + "/threads/{threadId}/runs/{runId}/events"] if service.resumable else []),
+                    ],
+                },
                 # Paths as the client calls them: under the mount point when mounted.
                 "cancel": prefix + "/extensions/iac-code/v1/executions/{executionId}/cancel",
                 "threadStatus": prefix + "/threads/{threadId}",

@@ -128,7 +128,9 @@ async def post(session: aiohttp.ClientSession, url: str, body: dict[str, Any], p
     last = events[-1]
     if last["type"] == "RUN_ERROR":
         return Outcome("error", last.get("code"), 200, events)
-    kind = "interrupt" if (last.get("outcome") or {}).get("type") == "interrupt" else "success"
+    # A stop closes with RUN_FINISHED too (AG-UI 1.0): it is no success.
+    outcome = (last.get("outcome") or {}).get("type")
+    kind = outcome if outcome in ("interrupt", "cancelled") else "success"
     return Outcome(kind, None, 200, events)
 
 

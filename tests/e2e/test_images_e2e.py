@@ -72,3 +72,26 @@ async def test_an_8_mib_png_runs_to_the_end_against_the_real_runtime(
     (call,) = model_stub.calls_with(marker)
     (sent,) = images_sent(call.body)
     assert sent.startswith("data:image/"), sent[:40]
+
+
+@pytest.mark.usefixtures("vision_stub_model")
+async def test_parts_the_runtime_cannot_use_are_skipped_and_the_real_runtime_gets_the_rest(
+    iac_adapter: RunningAdapter, iac_workspace: Path, model_stub: ModelStub
+) -> None:
+    marker = f"skip-{uuid.uuid4()}"
+    body = run_body(thread_id=f"e2e-skip-{uuid.uuid4()}", text=None, cwd=str(iac_workspace))
+    body["messages"] = [{"id": "m1", "role": "user", "content": [
+        {"type": "image", "source": {"type": "url", "value": "https://example.invalid/a.png"}},
+        {"type": "text", "text": f"[scenario:normal] {marker}", "lang": "en"},
+        {"type": "document", "source": {"type": "file", "value": "file-abc", "provider": "openai"}},
+        image_part(noisy_png(8, 8)),
+    ]}]
+    reply = await iac_adapter.run(body)
+    assert reply.status == 200, reply.body[:300]
+    events = check_stream(reply.body)
+    assert events[1]["name"] == "iac-code.input.skipped.v1"
+    assert [(p["index"], p["reason"]) for p in events[1]["value"]["parts"]] == [(0, "image_url"), (2, "unsupported_part")]
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    (call,) = model_stub.calls_with(marker)
+    (sent,) = images_sent(call.body)
+    assert sent.startswith("data:image/png"), "only the inline image reached the model"

@@ -188,25 +188,63 @@ async def test_a_cancelled_permission_is_a_deny(node: str, adapter: RunningAdapt
     assert sum(demo.state.tool_runs.values()) == 0
 
 
-async def test_a_cancelled_question_ends_in_run_error_cancelled(
+async def test_a_cancelled_question_ends_as_a_cancelled_run_the_client_moves_past(
     node: str, adapter: RunningAdapter, demo: DemoRuntime, workspace: Path
 ) -> None:
     steps: list[dict[str, Any]] = [
         {"say": "question"},
         {"resume": CANCEL},
-        {"say": "hello again"},  # refused: the client still holds the question
-        {"forgetInterrupts": True},  # what the application has to do after a RUN_ERROR
-        {"run": True},  # the refused turn's message is already in agent.messages
+        {"say": "hello again"},  # a cancelled run waits for nothing: the next turn is a new run
     ]
     summary = await drive(node, adapter.url, "i-qc", iac_props(workspace), steps)
-    assert summary["verificationErrors"] == []
-    first, cancelled, refused, retried = runs(summary)
+    assert summary["verificationErrors"] == [] and summary["errors"] == []
+    first, cancelled, again = runs(summary)
     (interrupt,) = first["outcome"]["interrupts"]
     assert interrupt["reason"] == "input_required" and interrupt["metadata"]["kind"] == "ask_user_question"
     assert cancelled["request"]["resume"] == [{"interruptId": interrupt["id"], "status": "cancelled"}]
+    # AG-UI 1.0: RUN_FINISHED with the cancelled outcome, which @ag-ui/client 1.0.0 consumes without error.
+    assert cancelled["eventTypes"][0] == "RUN_STARTED" and cancelled["eventTypes"][-1] == "RUN_FINISHED"
+    assert cancelled["outcome"] == {"type": "cancelled"} and cancelled["error"] is None
+    assert cancelled["runError"] is None and cancelled["pendingInterruptsAfter"] == []
+    assert next(iter(demo.state.tasks.values())).state == "TASK_STATE_CANCELED"
+    assert again["requestSent"] is not False and again["outcome"] == {"type": "success"}
+    assert 'You said: "hello again"' in texts_of(summary)[-1]
+
+
+async def test_the_client_consumes_the_notice_of_a_skipped_part(
+    node: str, adapter: RunningAdapter, workspace: Path
+) -> None:
+    parts = [{"type": "text", "text": "look at this"},
+             {"type": "image", "source": {"type": "url", "value": "https://example.invalid/a.png"}}]
+    summary = await drive(node, adapter.url, "i-skip", iac_props(workspace), [{"say": parts}])
+    assert summary["verificationErrors"] == [] and summary["errors"] == []
+    (run,) = runs(summary)
+    assert run["eventTypes"][:2] == ["RUN_STARTED", "CUSTOM"] and run["outcome"] == {"type": "success"}
+    assert 'You said: "look at this"' in texts_of(summary)[-1]
+
+
+async def test_a_cancelled_question_ends_in_run_error_cancelled_in_the_compat_profile(
+    node: str, tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    adapter = await start_adapter(tmp_path / "compat", demo.url, allowed_cwds=(str(workspace.parent),),
+                                  profile="iac-code-agui")
+    try:
+        steps: list[dict[str, Any]] = [
+            {"say": "question"},
+            {"resume": CANCEL},
+            {"say": "hello again"},  # refused: the client still holds the question
+            {"forgetInterrupts": True},  # what the application has to do after a RUN_ERROR
+            {"run": True},  # the refused turn's message is already in agent.messages
+        ]
+        summary = await drive(node, adapter.url, "i-qc", iac_props(workspace), steps)
+    finally:
+        await adapter.close()
+    assert summary["verificationErrors"] == []
+    first, cancelled, refused, retried = runs(summary)
+    (interrupt,) = first["outcome"]["interrupts"]
+    assert cancelled["request"]["resume"] == [{"interruptId": interrupt["id"], "status": "cancelled"}]
     assert cancelled["eventTypes"][0] == "RUN_STARTED" and cancelled["eventTypes"][-1] == "RUN_ERROR"
     assert cancelled["runError"]["code"] == "CANCELLED" and cancelled["error"] is None
-    assert next(iter(demo.state.tasks.values())).state == "TASK_STATE_CANCELED"
     # @ag-ui/client 1.0.0 clears pendingInterrupts only on RUN_FINISHED: after a RUN_ERROR
     # it keeps the cancelled question and refuses the next turn by itself.
     assert cancelled["pendingInterruptsAfter"] == first["pendingInterruptsAfter"]

@@ -24,8 +24,10 @@ from typing import Any
 import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.protocol.profile import Profile
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse
+from tests.support.stops import PROFILES, assert_stopped
 from tests.support.validation import findings, run_validator, validate
 
 from .conftest import drive, iac_props
@@ -141,7 +143,7 @@ async def test_a_cancelled_question(adapter: RunningAdapter, workspace: Path, ca
     interrupted = await capture(adapter, run_of(workspace, "c-qc", "question"))
     (interrupt,) = parse_sse(interrupted)[0][-1]["outcome"]["interrupts"]
     body = await capture(adapter, resume_of(workspace, "c-qc", interrupt, {"status": "cancelled"}))
-    run_error(await validate(captures, "error-cancelled-question", body), "CANCELLED")
+    assert_stopped(await validate(captures, "stop-cancelled-question", body))
 
 
 def dead_url() -> str:
@@ -170,8 +172,20 @@ async def read_until(resp: Any, needle: bytes, count: int = 1) -> bytes:
     return seen
 
 
+@pytest.mark.parametrize("profile", PROFILES)
 async def test_a_runtime_cancel_through_the_cancel_route(
-    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, captures: Path
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, captures: Path, profile: Profile
+) -> None:
+    adapter = await start_adapter(tmp_path / "cancel-state", demo.url, allowed_cwds=(str(workspace.parent),),
+                                  profile=profile)
+    try:
+        await cancel_through_the_route(adapter, demo, workspace, captures, profile)
+    finally:
+        await adapter.close()
+
+
+async def cancel_through_the_route(
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, captures: Path, profile: Profile
 ) -> None:
     body = run_of(workspace, "c-cancel", "slow 10")
     async with adapter.session.post(adapter.url, json=body) as resp:
@@ -184,7 +198,7 @@ async def test_a_runtime_cancel_through_the_cancel_route(
         )
         rest = await asyncio.wait_for(resp.read(), 10)
     assert reply.status == 200 and reply.json()["status"] == "cancelled"
-    run_error(await validate(captures, "error-cancel-route", seen + rest), "CANCELLED")
+    assert_stopped(await validate(captures, f"stop-cancel-route-{profile.value}", seen + rest), profile)
     assert demo.state.cancel_calls[value["taskId"]] == 1
 
 
@@ -213,7 +227,7 @@ async def test_the_adapter_shutting_down(tmp_path: Path, demo: DemoRuntime, work
             await stopping
     finally:
         await running.session.close()
-    run_error(await validate(captures, "error-shutdown", seen + rest), "CANCELLED")
+    assert_stopped(await validate(captures, "stop-shutdown", seen + rest))
     assert sum(demo.state.cancel_calls.values()) == 1
 
 

@@ -1,8 +1,9 @@
-"""RunAgentInput as the protocol reference describes it, one rule per test.
+"""RunAgentInput as the protocol reference and AG-UI 1.0 describe it, one rule per test.
 
-Strict where the reference is (forwardedProps.iacCode, tools, the content of
-the message a new turn sends), AG-UI's rules elsewhere: types checked,
-members a newer client may add ignored.
+Strict where the reference is (forwardedProps.iacCode, tools), AG-UI's rules
+elsewhere: types checked, members a newer client may add ignored. A content
+part the runtime cannot use is skipped under AG-UI 1.0 (the default) and
+refused under ``--compat iac-code-agui``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from aguiadapter.protocol.inputs import (
     latest_user_message,
 )
 from aguiadapter.protocol.parsing import parse_run_input, peek_preferred_language
+from aguiadapter.protocol.profile import Profile
 from tests.support.envelopes import (
     GIF,
     JPEG,
@@ -434,12 +436,6 @@ REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
         "messages[0].content",
         "input_expected_string_or_array",
     ),
-    "unknown field of a text part of the new message": (
-        envelope_0_1,
-        lambda p: p["messages"][0].update(content=[{"type": "text", "text": "hi", "lang": "en"}]),
-        "messages[0].content[0].lang",
-        "input_unknown_field",
-    ),
     "empty id of the new message": (
         envelope_0_1,
         lambda p: p["messages"][0].update(id=""),
@@ -652,6 +648,55 @@ REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
         "messages[0].content[0].type",
         "input_field_missing",
     ),
+    "image that is not base64": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[
+                {
+                    "type": "image",
+                    "source": {"type": "data", "value": "not base64!", "mimeType": "image/png"},
+                }
+            ]
+        ),
+        "messages[0].content[0].source.value",
+        "input_image_bad_base64",
+    ),
+    "image as a data URL": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "data",
+                        "value": "data:image/png;base64," + b64(PNG),
+                        "mimeType": "image/png",
+                    },
+                }
+            ]
+        ),
+        "messages[0].content[0].source.value",
+        "input_image_bad_base64",
+    ),
+    "image whose bytes are not the declared type": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[image_part(JPEG, "image/png")]),
+        "messages[0].content[0].source.value",
+        "input_image_content_mismatch",
+    ),
+    "image source without mimeType": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(
+            content=[{"type": "image", "source": {"type": "data", "value": b64(PNG)}}]
+        ),
+        "messages[0].content[0].source.mimeType",
+        "input_field_missing",
+    ),
+}
+
+
+#: What the ``iac-code-agui`` profile refuses where AG-UI 1.0 skips the part and goes on.
+COMPAT_REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
     "part of an unknown type": (
         envelope_0_1,
         lambda p: p["messages"][0].update(content=[{"type": "sticker"}]),
@@ -710,68 +755,6 @@ REFUSED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
         "messages[0].content[0].source.mimeType",
         "input_image_type_unsupported",
     ),
-    "image that is not base64": (
-        envelope_0_1,
-        lambda p: p["messages"][0].update(
-            content=[
-                {
-                    "type": "image",
-                    "source": {"type": "data", "value": "not base64!", "mimeType": "image/png"},
-                }
-            ]
-        ),
-        "messages[0].content[0].source.value",
-        "input_image_bad_base64",
-    ),
-    "image as a data URL": (
-        envelope_0_1,
-        lambda p: p["messages"][0].update(
-            content=[
-                {
-                    "type": "image",
-                    "source": {
-                        "type": "data",
-                        "value": "data:image/png;base64," + b64(PNG),
-                        "mimeType": "image/png",
-                    },
-                }
-            ]
-        ),
-        "messages[0].content[0].source.value",
-        "input_image_bad_base64",
-    ),
-    "image whose bytes are not the declared type": (
-        envelope_0_1,
-        lambda p: p["messages"][0].update(content=[image_part(JPEG, "image/png")]),
-        "messages[0].content[0].source.value",
-        "input_image_content_mismatch",
-    ),
-    "image source with an unknown field": (
-        envelope_0_1,
-        lambda p: p["messages"][0].update(
-            content=[
-                {
-                    "type": "image",
-                    "source": {
-                        "type": "data",
-                        "value": b64(PNG),
-                        "mimeType": "image/png",
-                        "filename": "a.png",
-                    },
-                }
-            ]
-        ),
-        "messages[0].content[0].source.filename",
-        "input_unknown_field",
-    ),
-    "image source without mimeType": (
-        envelope_0_1,
-        lambda p: p["messages"][0].update(
-            content=[{"type": "image", "source": {"type": "data", "value": b64(PNG)}}]
-        ),
-        "messages[0].content[0].source.mimeType",
-        "input_field_missing",
-    ),
 }
 
 
@@ -787,6 +770,151 @@ def test_refusals_name_the_field_by_its_json_path(
     assert path in english and path in chinese
     assert english != chinese
     assert "{" not in english and "{" not in chinese  # every placeholder was filled
+
+
+@pytest.mark.parametrize(
+    ("base", "mutation", "path", "message_id"), COMPAT_REFUSED.values(), ids=COMPAT_REFUSED.keys()
+)
+def test_the_compat_profile_refuses_a_part_the_runtime_cannot_use(
+    base: Callable[[], Payload], mutation: Mutation, path: str, message_id: str
+) -> None:
+    with pytest.raises(AdapterError) as caught:
+        parse_run_input(mutated(base, mutation), Profile.IAC_CODE_AGUI)
+    assert caught.value.code is ErrorCode.INVALID_INPUT
+    assert (caught.value.message_id, caught.value.params["path"]) == (message_id, path)
+
+
+#: Parts AG-UI 1.0 describes (or a newer version may add) that the runtime cannot take,
+#: and how ``iac-code.input.skipped.v1`` names each.
+UNUSABLE: dict[str, tuple[Payload, Payload]] = {
+    "an image by URL": (
+        {"type": "image", "source": {"type": "url", "value": "https://x/a.png", "mimeType": "image/png"}},
+        {"type": "image", "source": "url", "reason": "image_url", "mimeType": "image/png"},
+    ),
+    "an image as a provider file handle": (
+        {"type": "image", "id": "p-1", "source": {"type": "file", "value": "file-abc", "provider": "openai"}},
+        {"type": "image", "source": "file", "reason": "provider_file", "id": "p-1"},
+    ),
+    "a document": (
+        {"type": "document", "source": {"type": "data", "value": b64(b"%PDF-1.4"), "mimeType": "application/pdf"}},
+        {"type": "document", "source": "data", "reason": "unsupported_part", "mimeType": "application/pdf"},
+    ),
+    "an audio clip by URL": (
+        {"type": "audio", "source": {"type": "url", "value": "https://x/a.wav"}},
+        {"type": "audio", "source": "url", "reason": "unsupported_part"},
+    ),
+    "an inline image of a type the runtime does not read": (
+        image_part(b"BM....", "image/bmp"),
+        {"type": "image", "source": "data", "reason": "unsupported_image_type", "mimeType": "image/bmp"},
+    ),
+    "an image from a source kind AG-UI 1.0 does not describe": (
+        {"type": "image", "source": {"type": "blob", "ref": "x"}},
+        {"type": "image", "source": "blob", "reason": "unsupported_source"},
+    ),
+    "a part of a type AG-UI 1.0 does not describe": (
+        {"type": "sticker", "pack": "cats"},
+        {"type": "sticker", "reason": "unsupported_part"},
+    ),
+}
+
+
+@pytest.mark.parametrize(("part", "named"), UNUSABLE.values(), ids=UNUSABLE.keys())
+def test_ag_ui_1_0_skips_a_part_the_runtime_cannot_use_and_keeps_the_rest(part: Payload, named: Payload) -> None:
+    message = parse_run_input(with_parts({"type": "text", "text": "look"}, part, image_part(PNG))).new_user_message
+    assert message is not None
+    assert [type(kept) for kept in message.content] == [TextPart, ImagePart]
+    assert [skipped.describe() for skipped in message.skipped] == [{"index": 1, **named}]
+
+
+@pytest.mark.parametrize(("part", "named"), UNUSABLE.values(), ids=UNUSABLE.keys())
+def test_a_message_left_with_nothing_usable_is_still_invalid_input(part: Payload, named: Payload) -> None:
+    error = refusal(with_parts(part, {"type": "text", "text": "  "}))
+    assert (error.message_id, error.params["path"]) == ("input_user_content_unusable", "messages[0].content")
+    english, chinese = render_error(error, "en"), render_error(error, "zh-CN")
+    assert f"{named['type']} ({named['reason']})" in english and "{" not in english + chinese
+
+
+@pytest.mark.parametrize("profile", list(Profile))
+def test_members_a_content_part_does_not_describe_are_ignored(profile: Profile) -> None:
+    text = {"type": "text", "text": "hi", "lang": "en"}
+    image = {"type": "image", "source": {**image_part(PNG)["source"], "filename": "a.png"}, "alt": "a dot"}
+    message = parse_run_input(with_parts(text, image), profile).new_user_message
+    assert message is not None and message.text == "hi" and message.skipped == ()
+    assert [type(kept) for kept in message.content] == [TextPart, ImagePart]
+
+
+#: A member AG-UI 1.0 describes, of the wrong type, anywhere in messages: malformed in every profile.
+MALFORMED: dict[str, tuple[Callable[[], Payload], Mutation, str, str]] = {
+    "the URL of an image that is not a string": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[{"type": "image", "source": {"type": "url", "value": 5}}]),
+        "messages[0].content[0].source.value",
+        "input_expected_string",
+    ),
+    "a document without its source": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[{"type": "text", "text": "hi"}, {"type": "document"}]),
+        "messages[0].content[1].source",
+        "input_field_missing",
+    ),
+    "a text part whose text is a number": (
+        envelope_0_1,
+        lambda p: p["messages"][0].update(content=[{"type": "text", "text": 5}]),
+        "messages[0].content[0].text",
+        "input_expected_string",
+    ),
+    "a tool message whose content list holds a malformed part": (
+        envelope_client_1_0,
+        lambda p: p["messages"][3].update(content=[{"type": "text", "text": ["[]"]}]),
+        "messages[3].content[0].text",
+        "input_expected_string",
+    ),
+    "a tool message whose content list holds a string": (
+        envelope_client_1_0,
+        lambda p: p["messages"][3].update(content=["[]"]),
+        "messages[3].content[0]",
+        "input_expected_object",
+    ),
+    "a tool message whose content list holds a part without a type": (
+        envelope_client_1_0,
+        lambda p: p["messages"][3].update(content=[{"text": "[]"}]),
+        "messages[3].content[0].type",
+        "input_field_missing",
+    ),
+    "an earlier user message whose file handle names its provider by a number": (
+        envelope_client_1_0,
+        lambda p: p["messages"].insert(0, {"id": "u-0", "role": "user", "content": [
+            {"type": "image", "source": {"type": "file", "value": "file-1", "provider": 7}}]}),
+        "messages[0].content[0].source.provider",
+        "input_expected_string",
+    ),
+    "a resume whose history holds a media part of the wrong shape": (
+        envelope_client_1_0_resume,
+        lambda p: p["messages"][-1].update(content=[{"type": "video", "source": "https://x/v.mp4"}]),
+        f"messages[{len(envelope_client_1_0_resume()['messages']) - 1}].content[0].source",
+        "input_expected_object",
+    ),
+}
+
+
+@pytest.mark.parametrize("profile", list(Profile))
+@pytest.mark.parametrize(("base", "mutation", "path", "message_id"), MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_described_member_of_the_wrong_type_is_malformed_in_every_profile(
+    base: Callable[[], Payload], mutation: Mutation, path: str, message_id: str, profile: Profile
+) -> None:
+    with pytest.raises(AdapterError) as caught:
+        parse_run_input(mutated(base, mutation), profile)
+    assert caught.value.code is ErrorCode.INVALID_INPUT
+    if profile is Profile.AGUI_1_0:
+        # (The reference's profile may name an earlier fault of the same part: its unsupported kind.)
+        assert (caught.value.message_id, caught.value.params["path"]) == (message_id, path)
+
+
+def test_a_tool_message_may_carry_ag_ui_1_0_content_parts() -> None:
+    parts = [{"type": "text", "text": "[]"}, {"type": "image", "source": {"type": "url", "value": "https://x/p.png"}}]
+    run_input = parse_run_input(mutated(envelope_client_1_0, lambda p: p["messages"][3].update(content=parts)))
+    tool = run_input.messages[3]
+    assert isinstance(tool, ToolMessage) and tool.content == tuple(parts)
 
 
 def test_a_refusal_reads_naturally_in_both_languages() -> None:
@@ -822,7 +950,8 @@ def test_the_first_error_in_document_order_is_reported() -> None:
     payload["threadId"] = "t"
     assert refusal(payload).params["path"] == "messages[0].content"
     payload["messages"][0]["content"] = "fine"
-    assert refusal(payload).params["path"] == "messages[1].content[0].type"
+    # An audio part without its source is malformed (AG-UI 1.0 requires the source).
+    assert refusal(payload).params["path"] == "messages[1].content[0].source"
 
 
 def test_document_order_follows_the_keys_as_written() -> None:

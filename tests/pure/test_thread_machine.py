@@ -17,11 +17,14 @@ import attrs
 import pytest
 from statemachine.exceptions import TransitionNotAllowed
 
+from ag_ui.core import RunFinishedEvent
+
 from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.protocol.inputs import ResumeEntry
 from aguiadapter.protocol.resume import answer_digest, check_resume
 from aguiadapter.runtime.envelope import envelope_of
 from aguiadapter.runtime.evidence import Findings, InputStatus, TaskFate
+from aguiadapter.protocol.profile import Profile
 from aguiadapter.threads import machine as tm
 from aguiadapter.threads.diagram import render_all, render_mermaid
 from aguiadapter.threads.record import PendingInterrupt, RunKind, ThreadRecord, ThreadState
@@ -150,7 +153,7 @@ SCENARIOS: dict[tuple[str, str, str, str], Scenario] = {
         lambda: record_in(ThreadState.RUNNING), lambda m: tm.fail(m, ErrorCode.A2A_EXECUTION_FAILED, "m"),
         ThreadState.TERMINAL, ["RUN_ERROR"]),
     ("cancel", "running", "terminal", ""): (
-        lambda: record_in(ThreadState.RUNNING), lambda m: tm.cancel(m, "m"), ThreadState.TERMINAL, ["RUN_ERROR"]),
+        lambda: record_in(ThreadState.RUNNING), lambda m: tm.cancel(m, "m"), ThreadState.TERMINAL, ["RUN_FINISHED"]),
     ("cancel", "interrupted", "terminal", ""): (
         interrupted, lambda m: tm.cancel(m, "m"), ThreadState.TERMINAL, ["RUN_ERROR"]),
     ("detach", "running", "running", ""): (
@@ -409,8 +412,17 @@ def test_a_dead_resume_whose_task_ended_badly_reports_the_task_own_failure(fate:
     record = resuming()
     tm.recover(tm.restore(record), found(fate, taken=True), expires_at=NOW)
     assert record.state is ThreadState.TERMINAL and record.last_error == code
-    events = tm.report(tm.restore(record), binding("run-3"), "the task failed")
+    events = tm.report(tm.restore(record), binding("run-3"), "the task failed", Profile.IAC_CODE_AGUI)
     assert events[-1] == {"type": "RUN_ERROR", "message": "the task failed", "code": code}
+    # AG-UI 1.0 reports a cancelled execution as a stop, not a failure.
+    record = resuming()
+    tm.recover(tm.restore(record), found(fate, taken=True), expires_at=NOW)
+    events = tm.report(tm.restore(record), binding("run-3"), "the task failed")
+    if fate is TaskFate.CANCELED:
+        assert events[-1] == {"type": "RUN_FINISHED", "threadId": record.thread_id, "runId": "run-3",
+                              "outcome": {"type": "cancelled"}}
+    else:
+        assert events[-1] == {"type": "RUN_ERROR", "message": "the task failed", "code": code}
 
 
 def test_a_dead_resume_whose_task_asks_for_more_announces_the_new_interrupt_to_the_retry() -> None:
@@ -563,11 +575,35 @@ def test_a_handed_off_run_is_adopted_within_its_grace_only() -> None:
     assert record.handed_off
 
 
-def test_a_handed_off_run_nobody_adopted_is_cancelled_like_a_client_that_left() -> None:
+@pytest.mark.parametrize("profile", list(Profile))
+def test_a_handed_off_run_nobody_adopted_is_cancelled_like_a_client_that_left(profile: Profile) -> None:
     record = handed_off()
-    events = tm.cancel(tm.restore(record), "m")
-    assert [e["code"] for e in events] == ["CANCELLED"]
+    run_id = record.active_run_id
+    events = tm.cancel(tm.restore(record), "m", profile=profile)
+    if profile is Profile.IAC_CODE_AGUI:
+        assert events == [{"type": "RUN_ERROR", "message": "m", "code": "CANCELLED"}]
+    else:
+        assert events == [{"type": "RUN_FINISHED", "threadId": record.thread_id, "runId": run_id,
+                           "outcome": {"type": "cancelled"}}]
     assert record.state is ThreadState.TERMINAL and not record.handed_off and record.parked_until is None
+    assert record.last_error == "CANCELLED"
+
+
+@pytest.mark.parametrize("profile", list(Profile))
+def test_a_stopped_run_ends_in_the_profiles_form_and_the_thread_the_same_way(profile: Profile) -> None:
+    record = record_in(ThreadState.RUNNING)
+    run_id = record.active_run_id
+    usage = [{"provider": "demo", "model": "m", "inputTokens": 3, "outputTokens": 2, "totalTokens": 5}]
+    events = tm.cancel(tm.restore(record), "stopped", profile=profile, usage=usage)
+    if profile is Profile.IAC_CODE_AGUI:
+        assert events == [{"type": "RUN_ERROR", "message": "stopped", "code": "CANCELLED"}]
+    else:
+        # RUN_FINISHED with the cancelled outcome, the usage accrued, and no result (AG-UI 1.0).
+        assert events == [{"type": "RUN_FINISHED", "threadId": record.thread_id, "runId": run_id,
+                           "outcome": {"type": "cancelled"}, "usage": usage}]
+        RunFinishedEvent.model_validate(events[0])
+    assert (record.state, record.last_error, record.active_run_id) == (ThreadState.TERMINAL, "CANCELLED", None)
+    assert record.runs[run_id].outcome == "CANCELLED"
 
 
 def test_the_message_a_handed_off_run_left_open_is_remembered_until_the_run_is_adopted_or_ends() -> None:
