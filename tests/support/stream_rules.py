@@ -251,7 +251,8 @@ def identity(capture: Capture) -> list[Violation]:
 class _Lanes:
     """What a run has open, per kind of item (spans and messages apart)."""
 
-    open: dict[str, set[str]] = attrs.field(factory=lambda: {kind: set() for kind in _ITEMS.values()})
+    #: Open ids per kind, each with the subagent that owns it (``None``: the agent).
+    open: dict[str, dict[str, str | None]] = attrs.field(factory=lambda: {kind: {} for kind in _ITEMS.values()})
     #: The item a chunk stream is assembling, per kind: (id, opener fields).
     chunks: dict[str, tuple[str, dict[str, Any]]] = attrs.field(factory=dict)
     done_subagents: set[str] = attrs.field(factory=set)
@@ -313,16 +314,23 @@ def _span_walk(capture: Capture) -> Iterator[tuple[str, int, str]]:
             continue
         ident = event.get(_KEYS[item])
         ids = lanes.open[item]
+        owner = event.get("subagentRunId") if item != "subagent" else None
         if kind in _OPENERS:
             if ident in ids:
                 yield "discipline", index, f"{kind} for {item} {ident!r}, already open"
             elif item == "subagent" and ident in lanes.done_subagents:
                 yield "discipline", index, f"subagent {ident!r} reused after it finished"
-            ids.add(ident)
-        elif ident not in ids:
+            ids[ident] = owner
+            continue
+        if ident not in ids:
             yield "discipline", index, f"{kind} for {item} {ident!r}, which is not open"
-        elif kind in _CLOSERS:
-            ids.discard(ident)
+            continue
+        if owner is not None and owner != ids[ident]:
+            # events/subagents.mdx#ownership: an untagged continuation is fine, a different tag is not.
+            yield "discipline", index, f"{kind} for {item} {ident!r} names subagent {owner!r}, " \
+                                       f"its opener {ids[ident]!r}"
+        if kind in _CLOSERS:
+            del ids[ident]
             if item == "subagent":
                 lanes.done_subagents.add(ident)
 
@@ -352,7 +360,8 @@ def streaming_discipline(capture: Capture) -> list[Violation]:
     """No second open of an open id; no content or end for an id that is not
     open; chunks carry what opening needs and never contradict their opener
     (also ``events/reasoning.mdx``, ``events/lifecycle.mdx#steps``,
-    ``events/subagents.mdx#lifecycle``)."""
+    ``events/subagents.mdx#lifecycle``); a continuation never names another
+    owner than its opener (``events/subagents.mdx#ownership``)."""
     return [_v("streaming_discipline", message, index)
             for kind, index, message in _span_walk(capture) if kind == "discipline"]
 
