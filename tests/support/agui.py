@@ -35,23 +35,33 @@ def product_profile() -> str | None:
     return str(getattr(default, "value", default))
 
 
+def _judged(capture: stream_rules.Capture, advertised: str | None) -> None:
+    named = advertised if advertised is not None else product_profile()
+    profile = stream_rules.profile_named(named) or stream_rules.DEFAULT
+    capture = attrs.evolve(capture, profile=profile, legacy_cancel=named is None)
+    violations = stream_rules.check(capture)
+    assert not violations, f"{len(violations)} AG-UI 1.0 violation(s) ({profile} profile):\n" + "\n".join(
+        map(str, violations))
+
+
 def judge(body: bytes, *, advertised: str | None = None, request: dict[str, Any] | None = None) -> None:
     """The AG-UI 1.0 stream checker over one complete capture; fails listing
     every violation.
 
     ``advertised`` is the profile the adapter that sent it says it serves (the
-    ``profile`` member of ``/health``; ``compat`` is read too), or, when the
-    capturer did not ask, :func:`product_profile`. An adapter that advertises
-    none predates the ``--compat`` switch (issue 33): it is judged by the
-    default profile, except that its ``RUN_ERROR`` code ``CANCELLED`` for a
-    deliberate stop is taken, and only that. Once it advertises a profile,
-    every rule is strict in it.
+    ``profile`` it reports in ``/capabilities`` and ``/health``), or, when the
+    capturer does not know it, :func:`product_profile`. An adapter that
+    advertises none predates the ``--compat`` switch (issue 33): it is judged
+    by the default profile, except that its ``RUN_ERROR`` code ``CANCELLED``
+    for a deliberate stop is taken, and only that. Once it advertises a
+    profile, every rule is strict in it.
     """
-    named = advertised if advertised is not None else product_profile()
-    profile = stream_rules.profile_named(named) or stream_rules.DEFAULT
-    violations = stream_rules.check_body(body, profile=profile, input=request, legacy_cancel=named is None)
-    assert not violations, f"{len(violations)} AG-UI 1.0 violation(s) ({profile} profile):\n" + "\n".join(
-        map(str, violations))
+    _judged(stream_rules.Capture.from_body(body, input=request), advertised)
+
+
+def judge_events(events: list[dict[str, Any]], *, advertised: str | None = None) -> None:
+    """:func:`judge` for a stream built as events (a translator's output)."""
+    _judged(stream_rules.Capture(events=events), advertised)
 
 
 def parse_sse_ids(body: bytes) -> tuple[list[dict[str, Any]], list[str], list[str]]:
