@@ -13,7 +13,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.translate.mapper import RunIdentity, RunTranslator
 from aguiadapter.translate.pipeline import CUSTOM_TYPES
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.agui import check_models, check_order
+from tests.support.agui import check_models, check_order, judge_events
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pipeline"
 PIPELINE = {"runMode": "pipeline", "pipelineName": "selling"}
@@ -143,7 +143,7 @@ def test_recorded_pipeline_streams_translate_to_balanced_runs(name: str) -> None
     holder = first.get("task") or first.get("statusUpdate") or {}
     task_id = holder.get("id") or holder.get("taskId")
     translator = RunTranslator(RunIdentity("t", "r", "e", holder["contextId"], "inv", task_id=task_id))
-    events: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
+    events: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r", "protocolVersion": "1.0"}]
     for result in results:
         events += translator.feed(result)
         if translator.outcome is not None:
@@ -152,6 +152,7 @@ def test_recorded_pipeline_streams_translate_to_balanced_runs(name: str) -> None
     events.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
     check_models(events)
     check_order(events)
+    judge_events(events)
     kinds = [value["eventType"] for value in pipeline_events(events)]
     assert set(kinds) <= CUSTOM_TYPES and "internal_debug" not in kinds
     assert translator.outcome is not None

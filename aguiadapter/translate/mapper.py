@@ -22,6 +22,7 @@ from ..runtime.envelope import InputEnvelope, acknowledgement, required_inputs
 from ..runtime.transcript import ToolResult, TranscriptItem
 from . import pipeline as pl
 from .spans import SpanTracker
+from .usage import UsageLedger
 
 OutcomeKind = Literal["success", "interrupt", "failed", "canceled"]
 
@@ -64,7 +65,6 @@ class IdentityLearned:
     session_id: str | None
 
 
-_USAGE_KEYS = ("inputTokens", "outputTokens", "totalTokens", "cachedInputTokens", "reasoningTokens")
 _ERROR_STATES = frozenset({wire.FAILED, wire.REJECTED, wire.AUTH_REQUIRED})
 
 
@@ -103,8 +103,8 @@ class RunTranslator:
         #: Text deltas since the last final repeat (joined only when one comes:
         #: growing a string per delta would cost quadratic time).
         self._streamed_since_final: list[str] = []
-        self._usage: dict[str, int] = {}
-        self._usage_labels: dict[str, str] = {}
+        #: This run's own model calls only (a resumed run reports what it spent).
+        self._usage = UsageLedger()
         self._known_session = known_session
         self._results = 0
 
@@ -223,10 +223,9 @@ class RunTranslator:
         return self._results > 0
 
     def usage(self) -> list[dict[str, Any]]:
-        """Token usage summed over the run, as AG-UI ``TokenUsage`` entries."""
-        if not self._usage:
-            return []
-        return [{**self._usage_labels, **self._usage}]
+        """Token usage of the run's model calls, one AG-UI ``TokenUsage`` entry
+        per provider and model (:mod:`.usage` says how the counts are read)."""
+        return self._usage.entries()
 
     # --------------------------------------------------------------- helpers
     def _check_identity(self, task_id: Any, context_id: Any) -> None:
@@ -277,8 +276,8 @@ class RunTranslator:
         if isinstance(received, dict) and isinstance(received.get("inputId"), str):
             self.received[received["inputId"]] = received.get("duplicate") is True
         usage = iac.get("usage")
-        if usage is not None:
-            self._add_usage(usage)
+        if isinstance(usage, dict):
+            self._usage.add(usage)
         if "pipeline" in iac or "pipelineBatch" in iac:
             for envelope in pl.envelopes_of(iac):
                 if session_id is None:
@@ -315,7 +314,7 @@ class RunTranslator:
             status = "failed" if data.get("isError") is True else "completed"
             self._tool({"status": status, "toolUseId": data.get("toolUseId"), "result": data.get("result")}, out)
         elif kind == "usage":
-            self._add_usage(data)
+            self._usage.add(data)
         if kind in pl.STEP_OPENERS or kind in pl.STEP_CLOSERS:
             self._pipeline_step(envelope, kind in pl.STEP_OPENERS, out)
         if kind in pl.CUSTOM_TYPES:
@@ -420,17 +419,6 @@ class RunTranslator:
             value["schemaVersion"] = 1
             value["toolCallId"] = value.pop("toolUseId")
             out.append({"type": "CUSTOM", "name": TOOL_PROGRESS_EVENT, "value": value})
-
-    def _add_usage(self, usage: dict[str, Any]) -> None:
-        totals = self._usage
-        for key in _USAGE_KEYS:
-            amount = usage.get(key)
-            if isinstance(amount, (int, float)) and not isinstance(amount, bool):
-                totals[key] = totals.get(key, 0) + int(amount)
-        for label in ("provider", "model"):
-            value = usage.get(label)
-            if isinstance(value, str) and value:
-                self._usage_labels[label] = value
 
     def _end_state(self, status: dict[str, Any], iac: dict[str, Any], out: list[Event]) -> None:
         state = status.get("state")

@@ -20,6 +20,8 @@ from typing import Any, NoReturn
 
 import pytest
 
+from tests.support.agui import judge
+
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "drive.mjs"
 NODE_MODULES = HERE / "node_modules"
@@ -94,10 +96,20 @@ async def run_node(node: str, script: Path, payload: dict[str, Any], timeout: fl
 
 
 async def drive(node: str, url: str, thread_id: str, props: dict[str, Any], steps: list[dict[str, Any]], **plan: Any) -> dict[str, Any]:
-    """Run ``drive.mjs`` (``HttpAgent`` from ``@ag-ui/client``) over *steps*; returns its summary."""
-    return await run_node(
+    """Run ``drive.mjs`` (``HttpAgent`` from ``@ag-ui/client``) over *steps*; returns its summary.
+
+    Every stream the client received whole (one exchange, no client error)
+    meets the AG-UI 1.0 stream checker: a step the client saw cut, re-attached
+    or failed on is judged by its own test.
+    """
+    summary = await run_node(
         node, DRIVER, {"url": url, "threadId": thread_id, "forwardedProps": props, "steps": steps, **plan}
     )
+    for step in summary.get("steps", []):
+        whole = step.get("error") is None and len(step.get("exchanges") or ()) == 1
+        if whole and step.get("httpStatus") == 200 and step.get("sse"):
+            judge(step["sse"].encode(), request=step.get("request"))
+    return summary
 
 
 def client_warnings(summary: dict[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 from aguiadapter.protocol.events import run_finished, run_started
 from aguiadapter.translate.mapper import IdentityLearned, RunIdentity, RunTranslator
 from aguiadapter.translate.pipeline import CUSTOM_TYPES, PipelineState
-from tests.support.agui import check_models, check_order, types
+from tests.support.agui import check_models, check_order, judge_events, types
 
 _seq = count(1)
 
@@ -50,6 +50,7 @@ def run(tr: RunTranslator, *results: dict[str, Any], prefix: list[dict[str, Any]
     events.append(run_finished("t", "r", {"type": "success"}))
     check_models(events)
     check_order(events)
+    judge_events(events)
     return events
 
 

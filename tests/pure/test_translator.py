@@ -14,7 +14,7 @@ import pytest
 
 from aguiadapter.protocol.events import run_finished, run_started
 from aguiadapter.translate.mapper import IdentityLearned, IdentityMismatch, RunIdentity, RunTranslator
-from tests.support.agui import check_models, check_order, texts, types
+from tests.support.agui import check_models, check_order, judge_events, texts, types
 from tests.support.recordings import names_with, recorded_objects
 
 
@@ -40,6 +40,7 @@ def translate(results: list[dict[str, Any]], task_id: str | None = None) -> tupl
     events.append(run_finished("thread-1", "run-1", outcome, translator.usage()))
     check_models(events)
     check_order(events)
+    judge_events(events)
     return translator, events
 
 

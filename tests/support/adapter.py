@@ -16,7 +16,8 @@ from aguiadapter.config import Config
 from aguiadapter.web.app import create_app
 from aguiadapter.web.server import AdapterRunner
 
-from .agui import check_stream
+from .agui import check_stream, judge
+
 
 
 def run_body(
@@ -54,6 +55,9 @@ class Reply:
     status: int
     headers: dict[str, str]
     body: bytes
+    #: The profile the adapter advertised (``None``: none) and the run's input.
+    advertised: str | None = None
+    request: dict[str, Any] | None = None
 
     def json(self) -> Any:
         import json
@@ -63,7 +67,7 @@ class Reply:
     def events(self) -> list[dict[str, Any]]:
         """The stream's events, judged by :func:`check_stream`."""
         assert self.status == 200, self.body
-        return check_stream(self.body)
+        return check_stream(self.body, advertised=self.advertised, request=self.request)
 
 
 @attrs.define
@@ -77,19 +81,43 @@ class RunningAdapter:
     config: Config
 
     async def post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> Reply:
-        """POST JSON (or raw bytes) and read the whole reply."""
+        """POST JSON (or raw bytes) and read the whole reply; a stream is judged
+        (:meth:`judged`)."""
         all_headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         all_headers.update(headers or {})
         data = body if isinstance(body, bytes) else __import__("json").dumps(body).encode()
         async with self.session.post(
             self.url + path.lstrip("/"), data=data, headers=all_headers
         ) as resp:
-            return Reply(resp.status, dict(resp.headers), await resp.read())
+            reply = Reply(resp.status, dict(resp.headers), await resp.read())
+        request = body if path.strip("/") == "" and isinstance(body, dict) else None
+        return self.judged(reply, request, all_headers)
 
     async def get(self, path: str, headers: dict[str, str] | None = None) -> Reply:
-        """GET a route and read the whole reply."""
+        """GET a route and read the whole reply; a stream is judged (:meth:`judged`)."""
         async with self.session.get(self.url + path.lstrip("/"), headers=headers or {}) as resp:
-            return Reply(resp.status, dict(resp.headers), await resp.read())
+            reply = Reply(resp.status, dict(resp.headers), await resp.read())
+        return self.judged(reply, None, headers or {})
+
+    def advertised(self) -> str | None:
+        """The profile this adapter serves, as its ``/capabilities`` and
+        ``/health`` advertise it (read from the same ``Config.profile``, so
+        that judging adds no request of its own to what a test observes);
+        ``None`` while the adapter has no such setting. ``test_stream_hook``
+        holds the two equal."""
+        profile = getattr(self.config, "profile", None)
+        return None if profile is None else str(getattr(profile, "value", profile))
+
+    def judged(self, reply: Reply, request: dict[str, Any] | None, headers: dict[str, str]) -> Reply:
+        """Every whole stream the adapter sends meets the AG-UI 1.0 checker in
+        the profile it advertises. A re-attach after ``Last-Event-ID`` is the
+        tail of a run (the adapter's own extension), judged by its test."""
+        reply.advertised = self.advertised()
+        reply.request = request
+        is_stream = reply.headers.get("Content-Type", "").startswith("text/event-stream")
+        if reply.status == 200 and is_stream and "Last-Event-ID" not in headers:
+            judge(reply.body, advertised=reply.advertised, request=request)
+        return reply
 
     async def run(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Reply:
         """POST a run to ``/``."""

@@ -3,7 +3,9 @@
 Every stream a test receives goes through :func:`check_stream`: the SSE
 framing rules, the ``ag-ui-protocol`` 1.0 models for every event, the
 ordering rules of ``verifyEvents`` in ``@ag-ui/client``, and no ``null`` in
-any optional field.
+any optional field; then :func:`judge`, the one place where every capture
+(unit, e2e, interop) meets the AG-UI 1.0 stream checker of
+:mod:`tests.support.stream_rules`, in the profile the adapter serves.
 """
 
 from __future__ import annotations
@@ -12,10 +14,54 @@ import itertools
 import json
 from typing import Any
 
+import attrs
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 
+from aguiadapter.config import Config
+
+from . import stream_rules
+
 _EVENT = TypeAdapter(Event)
+
+
+def product_profile() -> str | None:
+    """The profile this checkout's adapter advertises by default: the default of
+    ``Config.profile`` once the ``--compat`` switch exists, ``None`` before."""
+    field = attrs.fields_dict(Config).get("profile")
+    if field is None:
+        return None
+    default = field.default
+    return str(getattr(default, "value", default))
+
+
+def _judged(capture: stream_rules.Capture, advertised: str | None) -> None:
+    named = advertised if advertised is not None else product_profile()
+    profile = stream_rules.profile_named(named) or stream_rules.DEFAULT
+    capture = attrs.evolve(capture, profile=profile, legacy_cancel=named is None)
+    violations = stream_rules.check(capture)
+    assert not violations, f"{len(violations)} AG-UI 1.0 violation(s) ({profile} profile):\n" + "\n".join(
+        map(str, violations))
+
+
+def judge(body: bytes, *, advertised: str | None = None, request: dict[str, Any] | None = None) -> None:
+    """The AG-UI 1.0 stream checker over one complete capture; fails listing
+    every violation.
+
+    ``advertised`` is the profile the adapter that sent it says it serves (the
+    ``profile`` it reports in ``/capabilities`` and ``/health``), or, when the
+    capturer does not know it, :func:`product_profile`. An adapter that
+    advertises none predates the ``--compat`` switch (issue 33): it is judged
+    by the default profile, except that its ``RUN_ERROR`` code ``CANCELLED``
+    for a deliberate stop is taken, and only that. Once it advertises a
+    profile, every rule is strict in it.
+    """
+    _judged(stream_rules.Capture.from_body(body, input=request), advertised)
+
+
+def judge_events(events: list[dict[str, Any]], *, advertised: str | None = None) -> None:
+    """:func:`judge` for a stream built as events (a translator's output)."""
+    _judged(stream_rules.Capture(events=events), advertised)
 
 
 def parse_sse_ids(body: bytes) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -140,11 +186,15 @@ def check_order(events: list[dict[str, Any]]) -> None:
     assert events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR"), "events after the terminal event"
 
 
-def check_stream(body: bytes) -> list[dict[str, Any]]:
-    """Parse and judge one run's SSE body; returns its events."""
+def check_stream(
+    body: bytes, *, advertised: str | None = None, request: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Parse and judge one run's SSE body (:func:`judge` says how the profile
+    is chosen; ``request`` is the ``RunAgentInput`` it answers); returns its events."""
     events, _ = parse_sse(body)
     check_models(events)
     check_order(events)
+    judge(body, advertised=advertised, request=request)
     return events
 
 

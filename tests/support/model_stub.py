@@ -82,6 +82,8 @@ class RecordedCall:
     body: dict[str, Any]
     reply: str  # scenario name, "tool-result", "default", or a pipeline script label
     outcome: str = "streaming"  # then "completed", or "disconnected" if the client hung up
+    #: The OpenAI ``usage`` the reply reported (set when it is sent).
+    usage: dict[str, Any] | None = None
 
     @property
     def completed(self) -> bool:
@@ -131,13 +133,26 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     }
 
 
-def _usage_chunk(output_tokens: int) -> dict[str, Any]:
-    usage = {
-        "prompt_tokens": 100,
-        "completion_tokens": output_tokens,
-        "total_tokens": 100 + output_tokens,
+PROMPT_TOKENS = 100
+
+
+def usage_of(output_tokens: int, scenario: Scenario | None) -> dict[str, Any]:
+    """The OpenAI ``usage`` of one reply. A scenario's ``cached=N`` and
+    ``reasoning=M`` report N cache-read prompt tokens (inside the prompt count,
+    as OpenAI counts them) and M reasoning tokens (inside the completion count)."""
+    args = scenario.args if scenario is not None else {}
+    reasoning = int(args.get("reasoning", "0"))
+    completion = output_tokens + reasoning
+    usage: dict[str, Any] = {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": completion,
+        "total_tokens": PROMPT_TOKENS + completion,
     }
-    return {**_chunk({}), "choices": [], "usage": usage}
+    if "cached" in args:
+        usage["prompt_tokens_details"] = {"cached_tokens": int(args["cached"])}
+    if "reasoning" in args:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
 
 
 def _pieces(text: str, count: int = 3) -> list[str]:
@@ -431,27 +446,31 @@ class ModelStub:
         try:
             if is_slow:
                 assert scenario is not None
-                await self._stream_slow(response, float(scenario.args.get("seconds", "5")))
+                await self._stream_slow(response, float(scenario.args.get("seconds", "5")), call, scenario)
             else:
-                await self._stream(response, chunks)
+                await self._stream(response, chunks, call, scenario)
             call.outcome = "completed"
         except ConnectionResetError:
             # The runtime hung up (a cancelled turn): disconnect tests look for this.
             call.outcome = "disconnected"
         return response
 
-    async def _stream(self, response: web.StreamResponse, chunks: list[dict[str, Any]]) -> None:
+    async def _stream(self, response: web.StreamResponse, chunks: list[dict[str, Any]], call: RecordedCall,
+                      scenario: Scenario | None) -> None:
         for chunk in chunks:
             await _send(response, chunk)
         has_tool = any("tool_calls" in c["choices"][0]["delta"] for c in chunks)
-        await _finish(response, "tool_calls" if has_tool else "stop", len(chunks))
+        call.usage = usage_of(len(chunks), scenario)
+        await _finish(response, "tool_calls" if has_tool else "stop", call.usage)
 
-    async def _stream_slow(self, response: web.StreamResponse, seconds: float) -> None:
+    async def _stream_slow(self, response: web.StreamResponse, seconds: float, call: RecordedCall,
+                           scenario: Scenario | None) -> None:
         ticks = max(1, round(seconds / self.tick_seconds))
         for tick in range(ticks):
             await _send(response, _chunk({"role": "assistant", "content": f"tick {tick} "}))
             await asyncio.sleep(self.tick_seconds)
-        await _finish(response, "stop", ticks)
+        call.usage = usage_of(ticks, scenario)
+        await _finish(response, "stop", call.usage)
 
 
 class PipelineScriptInUse:
@@ -486,8 +505,8 @@ async def _send(response: web.StreamResponse, payload: dict[str, Any]) -> None:
     await response.write(f"data: {json.dumps(payload)}\n\n".encode())
 
 
-async def _finish(response: web.StreamResponse, reason: str, output_tokens: int) -> None:
+async def _finish(response: web.StreamResponse, reason: str, usage: dict[str, Any]) -> None:
     await _send(response, _chunk({}, finish=reason))
-    await _send(response, _usage_chunk(output_tokens))
+    await _send(response, {**_chunk({}), "choices": [], "usage": usage})
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
