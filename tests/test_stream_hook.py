@@ -50,7 +50,7 @@ def test_every_violation_is_listed_with_its_rule_and_page() -> None:
         assert rule in text
 
 
-def test_a_stop_as_run_error_is_taken_only_while_no_profile_is_advertised() -> None:
+def test_each_profile_takes_only_its_own_form_of_a_stop() -> None:
     # Named profiles are strict, each in its own form.
     with pytest.raises(AssertionError, match="cancelled_runs"):
         judge(STOP_AS_ERROR, advertised="ag-ui-1.0")
@@ -58,13 +58,9 @@ def test_a_stop_as_run_error_is_taken_only_while_no_profile_is_advertised() -> N
         judge(STOP_AS_OUTCOME, advertised="iac-code-agui")
     judge(STOP_AS_ERROR, advertised="iac-code-agui")
     judge(STOP_AS_OUTCOME, advertised="default")
-    # Unnamed: the product's own default once it has the setting; until then
-    # today's RUN_ERROR CANCELLED passes (and nothing else is relaxed).
-    if product_profile() is None:
+    # Unnamed: the product's own default, AG-UI 1.0.
+    with pytest.raises(AssertionError, match="cancelled_runs"):
         judge(STOP_AS_ERROR)
-    else:
-        with pytest.raises(AssertionError, match="cancelled_runs"):
-            judge(STOP_AS_ERROR)
     with pytest.raises(AssertionError, match="closed_before_finish"):
         judge(sse(START, {"type": "STEP_STARTED", "stepName": "s"},
                   {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}))

@@ -58,9 +58,8 @@ def test_violations_are_all_reported_not_only_the_first() -> None:
     assert rules == {"first_event", "streaming_discipline", "protocol_version", "no_null"}
 
 
-def test_the_transitional_switch_takes_only_the_cancel_error() -> None:
+def test_only_a_stop_as_run_error_breaks_the_cancelled_runs_rule() -> None:
     stop = FIXTURES["bad-stop-as-run-error"]["stream"]
-    assert sr.check_events(stop, legacy_cancel=True) == []
     assert [v.rule for v in sr.check_events(stop)] == ["cancelled_runs"]
     other = [*stop[:-1], {"type": "RUN_ERROR", "message": "boom", "code": "RUNTIME_ERROR"}]
     assert sr.check_events(other) == []

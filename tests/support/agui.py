@@ -18,27 +18,22 @@ import attrs
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 
-from aguiadapter.config import Config
+from aguiadapter.protocol.profile import DEFAULT_PROFILE
 
 from . import stream_rules
 
 _EVENT = TypeAdapter(Event)
 
 
-def product_profile() -> str | None:
-    """The profile this checkout's adapter advertises by default: the default of
-    ``Config.profile`` once the ``--compat`` switch exists, ``None`` before."""
-    field = attrs.fields_dict(Config).get("profile")
-    if field is None:
-        return None
-    default = field.default
-    return str(getattr(default, "value", default))
+def product_profile() -> str:
+    """The profile an adapter serves unless told otherwise (``--compat``)."""
+    return DEFAULT_PROFILE.value
 
 
 def _judged(capture: stream_rules.Capture, advertised: str | None) -> None:
     named = advertised if advertised is not None else product_profile()
     profile = stream_rules.profile_named(named) or stream_rules.DEFAULT
-    capture = attrs.evolve(capture, profile=profile, legacy_cancel=named is None)
+    capture = attrs.evolve(capture, profile=profile)
     violations = stream_rules.check(capture)
     assert not violations, f"{len(violations)} AG-UI 1.0 violation(s) ({profile} profile):\n" + "\n".join(
         map(str, violations))
@@ -50,11 +45,8 @@ def judge(body: bytes, *, advertised: str | None = None, request: dict[str, Any]
 
     ``advertised`` is the profile the adapter that sent it says it serves (the
     ``profile`` it reports in ``/capabilities`` and ``/health``), or, when the
-    capturer does not know it, :func:`product_profile`. An adapter that
-    advertises none predates the ``--compat`` switch (issue 33): it is judged
-    by the default profile, except that its ``RUN_ERROR`` code ``CANCELLED``
-    for a deliberate stop is taken, and only that. Once it advertises a
-    profile, every rule is strict in it.
+    capturer does not know it, :func:`product_profile`; every rule is strict
+    in that profile.
     """
     _judged(stream_rules.Capture.from_body(body, input=request), advertised)
 

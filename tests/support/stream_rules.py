@@ -61,9 +61,6 @@ class Capture:
     input: dict[str, Any] | None = None
     #: ``default`` or ``iac-code-agui``.
     profile: str = DEFAULT
-    #: Transitional: take today's ``RUN_ERROR CANCELLED`` in the default profile
-    #: (see :func:`tests.support.agui.check_stream`, which decides it).
-    legacy_cancel: bool = False
     #: Framing problems found while splitting ``body`` (rule :func:`framing`).
     framing_problems: tuple[str, ...] = ()
 
@@ -507,7 +504,7 @@ def cancelled_runs(capture: Capture) -> list[Violation]:
             if event.get("type") == "RUN_FINISHED" and isinstance(outcome, dict) and outcome.get("type") == "cancelled":
                 found.append(_v("cancelled_runs", "the iac-code-agui profile ends a stop RUN_ERROR CANCELLED, "
                                                   "not a cancelled outcome", index))
-        elif _is_cancel_error(event) and not capture.legacy_cancel:
+        elif _is_cancel_error(event):
             found.append(_v("cancelled_runs", "a run stopped on purpose ends RUN_FINISHED with the cancelled "
                                               "outcome, not RUN_ERROR CANCELLED", index))
     return found
