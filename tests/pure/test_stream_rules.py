@@ -18,7 +18,7 @@ import pytest
 
 from tests.support import stream_rules as sr
 
-CORPUS = Path(__file__).resolve().parent / "fixtures" / "conformance"
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "conformance"
 FIXTURES = {path.stem: json.loads(path.read_text()) for path in sorted(CORPUS.glob("*.json"))}
 
 
