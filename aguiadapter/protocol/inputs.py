@@ -132,16 +132,22 @@ class ToolCall:
 
 
 @attrs.frozen(kw_only=True)
-class UserMessage:
-    """A user message of the conversation, as the client sent it."""
+class _Message:
+    """What every message of the conversation carries (AG-UI 1.0's ``BaseMessage``)."""
 
     id: str
-    role: Literal["user"] = "user"
-    content: PartsOrText = attrs.field(repr=False)
-    name: str | None = None
     encrypted_value: str | None = None
     metadata: JsonObject | None = None
     subagent_run_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class UserMessage(_Message):
+    """A user message of the conversation, as the client sent it."""
+
+    role: Literal["user"] = "user"
+    content: PartsOrText = attrs.field(repr=False)
+    name: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -162,74 +168,55 @@ class NewUserMessage:
 
 
 @attrs.frozen(kw_only=True)
-class AssistantMessage:
+class AssistantMessage(_Message):
     """A message from the agent: text, tool calls, or both."""
 
-    id: str
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] | None = None
     name: str | None = None
-    encrypted_value: str | None = None
-    metadata: JsonObject | None = None
-    subagent_run_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
-class ToolMessage:
+class ToolMessage(_Message):
     """The result of a tool call."""
 
-    id: str
     role: Literal["tool"] = "tool"
     content: PartsOrText
     tool_call_id: str
     error: str | None = None
-    encrypted_value: str | None = None
-    metadata: JsonObject | None = None
-    subagent_run_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
-class SystemMessage:
+class SystemMessage(_Message):
     """Instructions from the system."""
 
-    id: str
     role: Literal["system"] = "system"
     content: str
     name: str | None = None
-    encrypted_value: str | None = None
-    metadata: JsonObject | None = None
-    subagent_run_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
-class DeveloperMessage:
+class DeveloperMessage(_Message):
     """Instructions from the application developer."""
 
-    id: str
     role: Literal["developer"] = "developer"
     content: str
     name: str | None = None
-    encrypted_value: str | None = None
-    metadata: JsonObject | None = None
-    subagent_run_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
-class ReasoningMessage:
+class ReasoningMessage(_Message):
     """A span of the agent's reasoning, kept in the conversation."""
 
-    id: str
     role: Literal["reasoning"] = "reasoning"
     content: str
-    encrypted_value: str | None = None
-    metadata: JsonObject | None = None
-    subagent_run_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
 class ActivityMessage:
-    """Structured progress kept as a message (``@ag-ui/client`` strips these)."""
+    """Structured progress kept as a message (``@ag-ui/client`` strips these; AG-UI 1.0 gives it
+    no ``encryptedValue``)."""
 
     id: str
     role: Literal["activity"] = "activity"
