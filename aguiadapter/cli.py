@@ -234,6 +234,33 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
     )
 
 
+#: Options the file store alone reads: refused next to ``--store`` rather than ignored.
+FILE_STORE_ONLY: dict[str, str] = {
+    "--state-retention-days": cfg.ENV_STATE_RETENTION,
+}
+
+
+def _check_store(config: cfg.Config, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    """Refuse a ``--store`` URL that cannot work, or one beside file-store options
+    (``ValueError``: a usage error), before anything starts."""
+    if not config.store_url:
+        return
+    for option, variable in FILE_STORE_ONLY.items():
+        given = option if any(arg == option or arg.startswith(option + "=") for arg in argv) else (
+            variable if env.get(variable) else None)
+        if given:
+            raise ValueError(f"{given} applies to the file store only and --store names a Redis store: "
+                             "drop it (the Redis store takes ?retention_days= in its URL)")
+    try:
+        from .threads.redis_store import split_store_url
+    except ImportError:
+        return  # said at startup, with the extra to install
+    try:
+        split_store_url(config.store_url)
+    except RuntimeError as exc:
+        raise ValueError(f"--store: {exc}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m aguiadapter`` and ``aguiadapter``."""
     try:
@@ -258,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return usage_error(both if chosen else cfg.NO_RUNTIME)
     try:
         config = config_from_args(args)
+        _check_store(config, argv if argv is not None else sys.argv[1:], os.environ)
     except ValueError as exc:
         return usage_error(str(exc))
     provider = None

@@ -245,6 +245,15 @@ def test_every_bad_setting_exits_2_with_one_line() -> None:
         (("--demo",), {"IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS": "x"}, "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS"),
         (("--demo",), {"IAC_CODE_AGUI_ALLOWED_ORIGINS": "https://ok.example,ftp://no"}, "IAC_CODE_AGUI_ALLOWED_ORIGINS"),
         (("--demo", "--jwt-jwks-file", "missing-jwks.json"), {}, "--jwt-audience"),
+        # A store option misspelt: refused before anything starts, with the close name.
+        (("--demo", "--store", "redis://127.0.0.1:9/0?lease_second=10"), {}, "did you mean lease_seconds?"),
+        (("--demo", "--store", "redis://127.0.0.1:9/0?socket_timout=1"), {}, "socket_timeout"),
+        # An option of the file store next to a Redis store is refused, not ignored.
+        (("--demo", "--store", "redis://127.0.0.1:9/0", "--state-retention-days", "3"), {}, "--state-retention-days"),
+        (("--demo", "--state-retention-days=3"), {"IAC_CODE_AGUI_STORE": "redis://127.0.0.1:9/0"},
+         "--state-retention-days"),
+        (("--demo", "--store", "redis://127.0.0.1:9/0"), {"IAC_CODE_AGUI_STATE_RETENTION_DAYS": "3"},
+         "IAC_CODE_AGUI_STATE_RETENTION_DAYS"),
     ]
     for args, env, named in cases:
         done = run_cli_now(*args, env=env)

@@ -23,6 +23,7 @@ before the URL reaches redis-py: ``prefix`` (key prefix, default
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import secrets
 import time
@@ -192,13 +193,36 @@ def split_store_url(url: str) -> tuple[str, RedisSettings]:
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name in _OPTION_NAMES:
             ours[name] = value
-        else:
+        elif name in _redis_py_options():
             theirs.append((name, value))
+        else:
+            raise RedisStoreError(_unknown_option(name))
     settings = _settings_from(ours)
     return urlunsplit(parts._replace(query=urlencode(theirs))), settings
 
 
 _OPTION_NAMES = frozenset({"prefix", "lease_seconds", "retention_days"})
+#: Options redis-py takes from a URL as strings, besides those it parses itself
+#: (``URL_QUERY_ARGUMENT_PARSERS``): anything else would reach a connection's
+#: constructor and fail there, at the first command, as a long traceback.
+_REDIS_PY_STRING_OPTIONS = frozenset({
+    "client_name", "username", "password", "ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_ca_data",
+    "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_ciphers",
+})
+
+
+def _redis_py_options() -> frozenset[str]:
+    from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS
+
+    return _REDIS_PY_STRING_OPTIONS | frozenset(URL_QUERY_ARGUMENT_PARSERS)
+
+
+def _unknown_option(name: str) -> str:
+    known = sorted(_OPTION_NAMES | _redis_py_options())
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return (f"unknown option {name[:100]!r} in the store URL: {hint}the store's own are "
+            f"{', '.join(sorted(_OPTION_NAMES))}; redis-py's: {', '.join(sorted(_redis_py_options()))}")
 
 
 def _settings_from(options: dict[str, str]) -> RedisSettings:
