@@ -48,7 +48,7 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("command", nargs="?", choices=("serve", "diagram"), default="serve",
-                        help="serve (default) or print the thread state diagram (mermaid)")
+                        help="serve (default) or print the thread state diagrams (```mermaid blocks)")
     parser.add_argument("--host", default=env.get(cfg.ENV_HOST) or "127.0.0.1")
     parser.add_argument("--port", type=_port, default=_from_env(cfg.env_port, env, cfg.ENV_PORT, 8000))
     parser.add_argument("--a2a-url", default=env.get(cfg.ENV_A2A_URL) or None,
@@ -140,6 +140,8 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="serve the embedded scripted demo agent (canned answers; to try the server)")
     parser.add_argument("--write", metavar="FILE", default=None,
                         help="diagram: update the mermaid block of FILE instead of printing")
+    parser.add_argument("--which", choices=("machine", "client"), default=None,
+                        help="diagram: print only this one (the thread machine, or what a front end sees)")
     parser.add_argument("--version", action="version", version=f"aguiadapter {__version__}")
     for flags, pointer in REFERENCE_ONLY.items():
         parser.add_argument(*flags, nargs="?", action=_ReferenceOnly, help=argparse.SUPPRESS, pointer=pointer)
@@ -270,13 +272,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return usage_error(exc.code.removeprefix("aguiadapter: "))
         raise
     if args.command == "diagram":
-        from .threads.diagram import render_all, update_document
+        from .threads.diagram import DIAGRAMS, fenced, render_all, update_document
 
         if args.write:
+            if args.which:
+                return usage_error("--which prints one diagram; --write updates every diagram of FILE")
             changed = update_document(args.write)
             print(f"{args.write}: {'updated' if changed else 'already current'}")
         else:
-            sys.stdout.write("\n".join(render_all()))
+            sys.stdout.write(fenced([DIAGRAMS[args.which]()] if args.which else render_all()))
         return 0
     chosen = [name for name, given in (("--a2a-url", args.a2a_url), ("--spawn-iac-code", args.spawn_iac_code),
                                        ("--demo", args.demo)) if given]

@@ -117,9 +117,18 @@ def test_options_beat_the_environment(tmp_path: Path) -> None:
     assert config.state_dir == tmp_path / "agui"
 
 
-def test_diagram_command_prints_the_generated_diagram() -> None:
+def test_diagram_command_prints_the_generated_diagrams_as_fenced_blocks() -> None:
     out = subprocess.run([sys.executable, "-m", "aguiadapter", "diagram"], capture_output=True, text=True, check=True)
-    assert out.stdout == "\n".join(render_all())
+    machine, client = render_all()
+    # Markdown a renderer takes: each diagram in a ```mermaid block of its own.
+    assert out.stdout == f"```mermaid\n{machine}```\n\n```mermaid\n{client}```\n"
+    for which, diagram in (("machine", machine), ("client", client)):
+        one = subprocess.run([sys.executable, "-m", "aguiadapter", "diagram", "--which", which],
+                             capture_output=True, text=True, check=True)
+        assert one.stdout == f"```mermaid\n{diagram}```\n"
+    wrong = subprocess.run([sys.executable, "-m", "aguiadapter", "diagram", "--which", "both"],
+                           capture_output=True, text=True, check=False)
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
 
 
 async def test_a_run_lost_with_a_killed_adapter_has_its_task_cancelled_on_next_use(

@@ -75,6 +75,16 @@ def render_all() -> list[str]:
     return [render_mermaid(), render_client_mermaid()]
 
 
+#: ``diagram --which NAME``: the diagrams by name, in the page's order.
+DIAGRAMS = {"machine": render_mermaid, "client": render_client_mermaid}
+
+
+def fenced(diagrams: list[str]) -> str:
+    """The diagrams as Markdown ```mermaid blocks, a blank line apart: what a
+    renderer takes (two bare diagrams in a row are one invalid diagram)."""
+    return "\n".join(f"```mermaid\n{diagram}```\n" for diagram in diagrams)
+
+
 def update_document(path: str) -> bool:
     """Replace the mermaid blocks of a Markdown file, in order, with the
     current diagrams; returns whether the file changed."""
