@@ -23,8 +23,8 @@ from .cli_help import REFERENCE_ONLY
 from .cli_help import Parser as _Parser
 from .cli_help import ReferenceOnly as _ReferenceOnly
 from .cli_help import document as _document
-from .cli_help import usage_error
-from .logs import configure_logging, mask_url
+from .cli_help import json_wanted, usage_error, write_json_lines
+from .logs import configure_logging, json_line, mask_url
 from .telemetry import tracer_provider_from_env
 
 if TYPE_CHECKING:
@@ -265,6 +265,7 @@ def _check_store(config: cfg.Config, argv: Sequence[str], env: Mapping[str, str]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m aguiadapter`` and ``aguiadapter``."""
+    write_json_lines(json_wanted(sys.argv[1:] if argv is None else argv, os.environ))
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
@@ -298,15 +299,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         provider = tracer_provider_from_env(os.environ)
         configure_logging(args.log_level, args.log_format, trace_ids=provider is not None)
         asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code,
-                          tracer_provider=provider))
+                          tracer_provider=provider, log_format=args.log_format))
     except KeyboardInterrupt:
         pass
     except (OSError, RuntimeError) as exc:
         # Startup problems a user can fix (port taken, state folder in use,
         # iac-code missing, tracing asked for without the otel extra): one
         # clear line, no traceback.
-        print(f"aguiadapter: cannot start: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(f"cannot start: {exc}")
     finally:
         if provider is not None:
             provider.shutdown()  # sends the spans still queued
@@ -320,12 +320,15 @@ async def serve(
     *,
     spawn_iac_code: bool = False,
     tracer_provider: TracerProvider | None = None,
+    log_format: str = "text",
 ) -> None:
-    """Run the server until SIGINT or SIGTERM."""
+    """Run the server until SIGINT or SIGTERM; the banner and the drain and
+    shutdown lines go to standard output in ``log_format``."""
     from .web.app import create_app
     from .web.keys import BACKEND
     from .web.server import AdapterRunner
 
+    console = _Console(log_format == "json")
     child = None
     if spawn_iac_code:
         from .iac_process import IacCodeProcess
@@ -344,26 +347,38 @@ async def serve(
         # again by every full collection a stream's allocations cause (about a
         # tenth of the CPU per relayed event, more with OpenTelemetry loaded).
         gc.freeze()
-        _print_banner(app, site, config)
+        _print_banner(app, site, config, console)
         signals = _Signals()
         try:
             await signals.next()
             service = app[BACKEND].service
             if service is not None and service.can_hand_off and service.active:
                 # Rolling restart: let other replicas adopt the runs in flight.
-                print(f"aguiadapter: draining {len(service.active)} run(s) for up to "
-                      f"{config.disconnect_grace_seconds:g} s (signal again to cancel them)", flush=True)
+                console.say(f"aguiadapter: draining {len(service.active)} run(s) for up to "
+                            f"{config.disconnect_grace_seconds:g} s (signal again to cancel them)",
+                            "draining", runs=len(service.active), grace_seconds=config.disconnect_grace_seconds)
                 await service.drain(signals.second)
         finally:
             signals.close()
-        print("aguiadapter: shutting down", flush=True)
+        console.say("aguiadapter: shutting down", "shutting down")
     finally:
         await runner.cleanup()
         if child is not None:
             await child.stop()
 
 
-def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -> None:
+class _Console:
+    """What the command line itself writes to standard output: text, or the
+    JSON lines of the logs (``--log-format json``)."""
+
+    def __init__(self, json_lines: bool) -> None:
+        self.json_lines = json_lines
+
+    def say(self, text: str, event: str, **fields: Any) -> None:
+        print(json_line(event, fields) if self.json_lines else text, flush=True)
+
+
+def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config, console: _Console) -> None:
     from .web.keys import BACKEND
 
     started = app[BACKEND]
@@ -375,6 +390,18 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config) -
     roots = ", ".join(config.allowed_cwds) or "any absolute path"
     sockets = getattr(site._server, "sockets", None) or ()
     where = [f"http://{host}:{port}/" for host, port, *_ in (sock.getsockname() for sock in sockets)]
+    if console.json_lines:  # one object, the same facts
+        store = started.service.store if started.service is not None else None
+        fields: dict[str, Any] = {
+            "version": __version__, "urls": where or [site.name], "runtime": kind, "runtime_url": runtime,
+            "state": store.location() if store is not None else str(config.state_dir / "threads"),
+            "auth": _auth_summary(config), "workspaces": list(config.allowed_cwds),
+            "max_active_runs": config.max_active_runs, "max_active_runs_per_user": config.max_active_runs_per_user,
+            "new_threads_per_user_per_minute": config.max_new_threads_per_user if config.jwt is not None else None,
+            "metrics": ([f"{where[0]}metrics"] if config.metrics and where else []) + started.metrics_urls or None,
+        }
+        console.say("", "listening", **fields)
+        return
     print(f"aguiadapter {__version__} listening on {', '.join(where) or site.name}", flush=True)
     print(f"  runtime: {kind} at {runtime}", flush=True)
     store = started.service.store if started.service is not None else None

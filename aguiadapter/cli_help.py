@@ -5,6 +5,7 @@ of ``iac-code agui`` that this server does not take."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
@@ -78,11 +79,34 @@ REFERENCE_ONLY: dict[tuple[str, ...], str] = {
 }
 
 
+#: Whether usage errors are written as JSON lines (``--log-format json``, set by ``main``).
+_json_lines = False
+
+
+def write_json_lines(on: bool) -> None:
+    """Write usage errors as JSON lines from now on (or as text again)."""
+    global _json_lines
+    _json_lines = on
+
+
+def json_wanted(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """``--log-format json`` (or its variable), read before the options are
+    parsed, so that even a usage error in them is written as JSON."""
+    chosen = (env.get(cfg.ENV_LOG_FORMAT) or "").strip().lower()
+    for index, arg in enumerate(argv):
+        if arg == "--log-format" and index + 1 < len(argv):
+            chosen = argv[index + 1].lower()
+        elif arg.startswith("--log-format="):
+            chosen = arg.partition("=")[2].lower()
+    return chosen == "json"
+
+
 class Parser(argparse.ArgumentParser):
     """Usage errors in one line (the full usage is many lines long), exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+        usage_error(f"{message} (see --help)")
+        self.exit(2)
 
 
 class ReferenceOnly(argparse.Action):
@@ -128,5 +152,10 @@ def _notes(action: argparse.Action) -> str:
 
 def usage_error(message: str) -> int:
     """Print a one-line usage error; the exit status of one."""
-    print(f"aguiadapter: {message}", file=sys.stderr)
+    if _json_lines:
+        from .logs import json_line
+
+        print(json_line(message, level=logging.ERROR), file=sys.stderr)
+    else:
+        print(f"aguiadapter: {message}", file=sys.stderr)
     return 2

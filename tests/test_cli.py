@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -381,3 +382,34 @@ def test_the_runtimes_workspace_variable_is_read_when_ours_is_unset() -> None:
     assert config_from_args(build_parser(env).parse_args(["--demo"]), env).allowed_cwds == ("/srv/w",)
     both = {**env, "IAC_CODE_AGUI_ALLOWED_CWDS": "/ours"}
     assert config_from_args(build_parser(both).parse_args(["--demo"]), both).allowed_cwds == ("/ours",)
+
+
+def test_under_log_format_json_a_usage_error_is_one_json_line_too() -> None:
+    for args, env in ((("--demo", "--log-format", "json", "--nonsense"), {}),
+                      (("--demo", "--port", "99999"), {"IAC_CODE_AGUI_LOG_FORMAT": "json"}),
+                      (("--demo", "--log-format=json", "--store", "redis://127.0.0.1:9/0?lease_second=1"), {})):
+        done = run_cli_now(*args, env=env)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        line = json.loads(done.stderr)
+        assert line["level"] == "ERROR" and line["logger"] == "aguiadapter" and line["message"], line
+
+
+async def test_under_log_format_json_every_line_the_server_writes_is_json(tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aguiadapter", "--demo", "--port", "0", "--state-dir", str(tmp_path / "state"),
+        "--log-format", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    banner = json.loads(await asyncio.wait_for(process.stdout.readline(), 20))
+    while banner["message"] != "listening":
+        banner = json.loads(await asyncio.wait_for(process.stdout.readline(), 20))
+    (url,) = banner["urls"]
+    assert banner["state"] == str(tmp_path / "state" / "threads") and banner["auth"] == "none"
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, json=run_body(thread_id="json", text="hello", cwd=str(tmp_path))) as resp:
+            check_stream(await resp.read())
+    process.send_signal(signal.SIGTERM)
+    rest = (await asyncio.wait_for(process.stdout.read(), 20)).decode().splitlines()
+    assert await process.wait() == 0
+    lines = [json.loads(line) for line in rest]
+    assert lines[-1]["message"] == "shutting down", lines
