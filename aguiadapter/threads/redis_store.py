@@ -39,6 +39,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
+from ..logs import log_fields
 from .listing import ListCursor, ThreadPage, owner_id, owner_of, summary_of
 from .record import ThreadRecord, ThreadState, record_to_json
 from .redis_limits import RedisRunSlots
@@ -57,6 +58,8 @@ DEFAULT_RETENTION_DAYS = 30.0
 SWEEPER_LEASE_MS = 4000
 #: At most this many due threads are handed out per sweep.
 SWEEP_BATCH = 100
+#: How often the store PINGs Redis to tell an outage and its end in the logs.
+WATCH_SECONDS = 1.0
 #: States whose records may expire after the retention period.
 EXPIRING_STATES = frozenset({"idle", "terminal"})
 #: Low bits of a fencing token that come from a random number, so that a
@@ -285,6 +288,9 @@ class RedisThreadStore:
         self._closing = False
         #: Set while the cancel listener is subscribed (tests wait on it).
         self.listening = asyncio.Event()
+        #: When Redis stopped answering (monotonic), until it answers again.
+        self._lost_at: float | None = None
+        self._watcher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ identity
     @property
@@ -320,13 +326,16 @@ class RedisThreadStore:
         except _ERRORS as exc:
             raise RedisStoreError(f"cannot reach the redis store at {self._url}: {_why(exc)}") from exc
         self._listener = asyncio.create_task(self._listen_forever(), name="redis-cancel-listener")
+        self._watcher = asyncio.create_task(self._watch_forever(), name="redis-store-watch")
 
     async def close(self) -> None:
         """Stop listening and close the connections."""
         self._closing = True
         listener, self._listener = self._listener, None
-        if listener is not None:
-            await _stop_task(listener)
+        watcher, self._watcher = self._watcher, None
+        for task in (listener, watcher):
+            if task is not None:
+                await _stop_task(task)
         await self._client.aclose()
 
     async def ping(self) -> bool:
@@ -502,14 +511,40 @@ class RedisThreadStore:
             delay = 0.1 if self.listening.is_set() else min(delay * 2, 5.0)
             self.listening.clear()
             if not self._closing:
+                self._lost(problem)
                 log.warning("cancel listener lost redis (%s); again in %.1f s", problem, delay)
                 await asyncio.sleep(delay)
+
+    async def _watch_forever(self) -> None:
+        """PING every :data:`WATCH_SECONDS`: an outage gets one ``redis store
+        unreachable`` line and its end one ``redis store reconnected`` line,
+        whatever the calls that failed in between logged."""
+        while not self._closing:
+            await asyncio.sleep(WATCH_SECONDS)
+            try:
+                await _bounded(self._client.ping())
+            except _ERRORS as exc:
+                self._lost(_why(exc))
+            else:
+                self._back()
+
+    def _lost(self, problem: str) -> None:
+        if self._lost_at is None:
+            self._lost_at = time.monotonic()
+            log_fields(log, logging.WARNING, "redis store unreachable", {"store": self._url, "error": problem})
+
+    def _back(self) -> None:
+        if self._lost_at is not None:
+            log_fields(log, logging.INFO, "redis store reconnected", {
+                "store": self._url, "outage_seconds": round(time.monotonic() - self._lost_at, 1)})
+            self._lost_at = None
 
     async def _listen_once(self) -> None:
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         try:
             await pubsub.subscribe(self.keys.cancel_channel, self.keys.attach_channel)
             self.listening.set()
+            self._back()
             attach = self.keys.attach_channel.encode()
             while not self._closing:
                 message = await pubsub.get_message(timeout=0.25)

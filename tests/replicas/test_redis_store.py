@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -211,6 +212,27 @@ async def test_the_cancel_listener_reconnects_after_redis_restarts(
 
     await eventually(heard_one, "the cancel listener is back after the restart", interval=0.2)
     assert heard[0].startswith("exec-")
+
+
+
+async def test_an_outage_of_redis_is_logged_once_and_so_is_its_end(
+    make_store: MakeStore, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "aguiadapter.threads.redis_store")
+    store = await make_store()
+    await asyncio.wait_for(store.listening.wait(), 5)
+    await redis_server.kill()
+
+    def said() -> list[str]:
+        return [record.getMessage() for record in caplog.records if record.getMessage().startswith("redis store")]
+
+    await eventually(lambda: any("unreachable" in line for line in said()), "the outage is told", timeout=10)
+    await asyncio.sleep(2 * rs.WATCH_SECONDS)  # still down: nothing more from the watch
+    await redis_server.start()
+    await eventually(lambda: any("reconnected" in line for line in said()), "its end is told", timeout=10)
+    lines = said()
+    assert len(lines) == 2 and lines[0].startswith("redis store unreachable") and "store=redis://" in lines[0], lines
+    assert lines[1].startswith("redis store reconnected") and "outage_seconds=" in lines[1], lines
 
 
 async def test_redis_down_maps_to_the_documented_errors(make_store: MakeStore, redis_server: RedisServer) -> None:
