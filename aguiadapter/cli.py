@@ -35,6 +35,7 @@ log = logging.getLogger("aguiadapter")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 _T = TypeVar("_T")
+_D = TypeVar("_D")
 
 
 def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
@@ -81,9 +82,11 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="the aud claim a token must hold (required with --jwt-jwks-file)")
     parser.add_argument("--jwt-principal-claim", default=env.get(cfg.ENV_JWT_PRINCIPAL_CLAIM) or "sub",
                         metavar="CLAIM", help="the claim that names the user (default sub)")
-    parser.add_argument("--max-active-runs", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--max-active-runs", type=_positive_int, metavar="N",
+                        default=_env_option(_positive_int, env, cfg.ENV_MAX_ACTIVE_RUNS, None),
                         help="runs streaming at once, whole server (all replicas on Redis); then 503 SERVER_BUSY")
-    parser.add_argument("--max-active-runs-per-user", type=_positive_int, default=None, metavar="M",
+    parser.add_argument("--max-active-runs-per-user", type=_positive_int, metavar="M",
+                        default=_env_option(_positive_int, env, cfg.ENV_MAX_ACTIVE_RUNS_PER_USER, None),
                         help="runs streaming at once per user; then 429 TOO_MANY_RUNS")
     parser.add_argument("--max-new-threads-per-user", type=_count, metavar="K",
                         default=_from_env(cfg.env_count, env, cfg.ENV_MAX_NEW_THREADS, 60),
@@ -97,9 +100,11 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         default=_from_env(cfg.env_seconds, env, cfg.ENV_HEADER_TIMEOUT, 10.0),
                         help="close a connection that has not sent a request's headers within S seconds "
                         "(default 10; 0: no limit)")
-    parser.add_argument("--heartbeat-seconds", type=_interval, default=15.0, metavar="S",
+    parser.add_argument("--heartbeat-seconds", type=_interval, metavar="S",
+                        default=_env_option(_interval, env, cfg.ENV_HEARTBEAT, 15.0),
                         help="a comment line on an idle stream this often")
-    parser.add_argument("--interrupt-ttl-seconds", type=_interval, default=3600.0, metavar="S",
+    parser.add_argument("--interrupt-ttl-seconds", type=_interval, metavar="S",
+                        default=_env_option(_interval, env, cfg.ENV_INTERRUPT_TTL, 3600.0),
                         help="how long a pending interrupt may wait for its answer (default 1 h)")
     parser.add_argument("--disconnect-grace-seconds", type=_seconds, metavar="S",
                         default=_from_env(cfg.env_seconds, env, cfg.ENV_DISCONNECT_GRACE, 0.0),
@@ -109,17 +114,22 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         default=_from_env(cfg.env_seconds, env, cfg.ENV_REPLAY_RETENTION, 600.0),
                         help="how long an ended run can be replayed by a re-attach (default 600; "
                         "0 with no grace turns event ids off)")
-    parser.add_argument("--run-log-max-events", type=_positive_int, default=10_000, metavar="N",
+    parser.add_argument("--run-log-max-events", type=_positive_int, metavar="N",
+                        default=_env_option(_positive_int, env, cfg.ENV_RUN_LOG_MAX_EVENTS, 10_000),
                         help="events one run's log keeps at most (default 10000)")
-    parser.add_argument("--run-log-max-bytes", type=_positive_int, default=8 * 1024 * 1024, metavar="B",
+    parser.add_argument("--run-log-max-bytes", type=_positive_int, metavar="B",
+                        default=_env_option(_positive_int, env, cfg.ENV_RUN_LOG_MAX_BYTES, 8 * 1024 * 1024),
                         help="bytes one run's log keeps at most (default 8 MiB, at least 1024)")
-    parser.add_argument("--history-cache-seconds", type=_seconds, default=5.0, metavar="S",
+    parser.add_argument("--history-cache-seconds", type=_seconds, metavar="S",
+                        default=_env_option(_seconds, env, cfg.ENV_HISTORY_CACHE, 5.0),
                         help="how long a thread's conversation read from the runtime is kept in memory "
                         "(GET /threads/{id}/messages; default 5, 0: read on every request)")
-    parser.add_argument("--max-history-reads", type=_positive_int, default=4, metavar="N",
+    parser.add_argument("--max-history-reads", type=_positive_int, metavar="N",
+                        default=_env_option(_positive_int, env, cfg.ENV_MAX_HISTORY_READS, 4),
                         help="transcript reads in flight at once in this process (default 4; more wait, "
                         "then 503 HISTORY_UNAVAILABLE)")
-    parser.add_argument("--history-page-bytes", type=_positive_int, default=512 * 1024, metavar="B",
+    parser.add_argument("--history-page-bytes", type=_positive_int, metavar="B",
+                        default=_env_option(_positive_int, env, cfg.ENV_HISTORY_PAGE_BYTES, 512 * 1024),
                         help="JSON bytes of messages one history page holds at most (default 512 KiB; "
                         "at least one turn is always sent)")
     parser.add_argument("--log-level", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_LEVEL, LOG_LEVELS, "INFO"),
@@ -132,7 +142,7 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         default=_from_env(cfg.env_port, env, cfg.ENV_METRICS_PORT, None),
                         help="serve GET /metrics on a listener of its own, port N (not on the main one "
                         "unless --metrics is given too)")
-    parser.add_argument("--metrics-host", default=None, metavar="HOST",
+    parser.add_argument("--metrics-host", default=env.get(cfg.ENV_METRICS_HOST) or None, metavar="HOST",
                         help="address of the --metrics-port listener (default: --host)")
     parser.add_argument("--spawn-iac-code", action="store_true",
                         help="start and supervise a local `iac-code a2a` child (what iac-code agui does without a URL)")
@@ -155,6 +165,18 @@ def _from_env(read: Callable[..., _T], env: Mapping[str, str], *args: Any) -> _T
         return read(env, *args)
     except ValueError as exc:
         raise SystemExit(f"aguiadapter: {exc}") from None
+
+
+def _env_option(convert: Callable[[str], _T], env: Mapping[str, str], name: str, default: _D) -> _T | _D:
+    """A default from the variable ``name``, checked as the option's own value
+    would be; a bad value is a usage error naming the variable."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        return convert(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise SystemExit(f"aguiadapter: {name}: {exc}") from None
 
 
 def _option(parse: Callable[[str], _T]) -> Callable[[str], _T]:

@@ -37,6 +37,16 @@ ENVIRONMENT: dict[str, str] = {
     "log_format": cfg.ENV_LOG_FORMAT,
     "metrics": cfg.ENV_METRICS,
     "metrics_port": cfg.ENV_METRICS_PORT,
+    "metrics_host": cfg.ENV_METRICS_HOST,
+    "heartbeat_seconds": cfg.ENV_HEARTBEAT,
+    "interrupt_ttl_seconds": cfg.ENV_INTERRUPT_TTL,
+    "max_active_runs": cfg.ENV_MAX_ACTIVE_RUNS,
+    "max_active_runs_per_user": cfg.ENV_MAX_ACTIVE_RUNS_PER_USER,
+    "run_log_max_events": cfg.ENV_RUN_LOG_MAX_EVENTS,
+    "run_log_max_bytes": cfg.ENV_RUN_LOG_MAX_BYTES,
+    "history_cache_seconds": cfg.ENV_HISTORY_CACHE,
+    "max_history_reads": cfg.ENV_MAX_HISTORY_READS,
+    "history_page_bytes": cfg.ENV_HISTORY_PAGE_BYTES,
 }
 
 #: Options whose value --help must not print (it may come from the environment).

@@ -46,6 +46,16 @@ ENV_LOG_LEVEL = "IAC_CODE_AGUI_LOG_LEVEL"
 ENV_LOG_FORMAT = "IAC_CODE_AGUI_LOG_FORMAT"
 ENV_METRICS = "IAC_CODE_AGUI_METRICS"
 ENV_METRICS_PORT = "IAC_CODE_AGUI_METRICS_PORT"
+ENV_METRICS_HOST = "IAC_CODE_AGUI_METRICS_HOST"
+ENV_HEARTBEAT = "IAC_CODE_AGUI_HEARTBEAT_SECONDS"
+ENV_INTERRUPT_TTL = "IAC_CODE_AGUI_INTERRUPT_TTL_SECONDS"
+ENV_MAX_ACTIVE_RUNS = "IAC_CODE_AGUI_MAX_ACTIVE_RUNS"
+ENV_MAX_ACTIVE_RUNS_PER_USER = "IAC_CODE_AGUI_MAX_ACTIVE_RUNS_PER_USER"
+ENV_RUN_LOG_MAX_EVENTS = "IAC_CODE_AGUI_RUN_LOG_MAX_EVENTS"
+ENV_RUN_LOG_MAX_BYTES = "IAC_CODE_AGUI_RUN_LOG_MAX_BYTES"
+ENV_HISTORY_CACHE = "IAC_CODE_AGUI_HISTORY_CACHE_SECONDS"
+ENV_MAX_HISTORY_READS = "IAC_CODE_AGUI_MAX_HISTORY_READS"
+ENV_HISTORY_PAGE_BYTES = "IAC_CODE_AGUI_HISTORY_PAGE_BYTES"
 
 #: Why a configuration without a runtime is refused (the CLI's and ``create_app``'s words).
 NO_RUNTIME = (
@@ -186,7 +196,18 @@ class Config:
             "header_timeout_seconds": env_seconds(env, ENV_HEADER_TIMEOUT, 10.0),
             "allowed_hosts": split_list(env.get(ENV_ALLOWED_HOSTS)),
             "allowed_origins": env_origins(env, ENV_ALLOWED_ORIGINS),
+            "heartbeat_seconds": env_seconds(env, ENV_HEARTBEAT, 15.0),
+            "interrupt_ttl_seconds": env_seconds(env, ENV_INTERRUPT_TTL, 3600.0),
+            "max_active_runs": env_count(env, ENV_MAX_ACTIVE_RUNS, 0) or None,
+            "max_active_runs_per_user": env_count(env, ENV_MAX_ACTIVE_RUNS_PER_USER, 0) or None,
+            "run_log_max_events": env_count(env, ENV_RUN_LOG_MAX_EVENTS, 10_000),
+            "run_log_max_bytes": env_count(env, ENV_RUN_LOG_MAX_BYTES, 8 * 1024 * 1024),
+            "history_cache_seconds": env_seconds(env, ENV_HISTORY_CACHE, 5.0),
+            "max_history_reads": env_count(env, ENV_MAX_HISTORY_READS, 4),
+            "history_page_bytes": env_count(env, ENV_HISTORY_PAGE_BYTES, 512 * 1024),
         }
+        if env.get(ENV_METRICS_HOST):
+            settings["metrics_host"] = env[ENV_METRICS_HOST]
         return cls(**{**settings, **overrides})
 
     def __attrs_post_init__(self) -> None:

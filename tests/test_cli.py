@@ -413,3 +413,30 @@ async def test_under_log_format_json_every_line_the_server_writes_is_json(tmp_pa
     assert await process.wait() == 0
     lines = [json.loads(line) for line in rest]
     assert lines[-1]["message"] == "shutting down", lines
+
+
+def test_every_serve_option_has_an_environment_variable_but_the_runtime_choices() -> None:
+    from aguiadapter.cli_help import ENVIRONMENT
+
+    parser = build_parser({})
+    options = {action.dest for action in parser._actions if action.option_strings and action.help != "==SUPPRESS=="}
+    without = options - set(ENVIRONMENT) - {"help", "version"}
+    assert without == {"demo", "spawn_iac_code", "write", "which"}, without  # why: docs/operations.md
+
+
+def test_the_tuning_options_read_their_variables_and_refuse_bad_values(tmp_path: Path) -> None:
+    env = {"IAC_CODE_AGUI_HEARTBEAT_SECONDS": "4", "IAC_CODE_AGUI_INTERRUPT_TTL_SECONDS": "60",
+           "IAC_CODE_AGUI_MAX_ACTIVE_RUNS": "8", "IAC_CODE_AGUI_MAX_ACTIVE_RUNS_PER_USER": "2",
+           "IAC_CODE_AGUI_RUN_LOG_MAX_EVENTS": "100", "IAC_CODE_AGUI_RUN_LOG_MAX_BYTES": "4096",
+           "IAC_CODE_AGUI_HISTORY_CACHE_SECONDS": "0", "IAC_CODE_AGUI_MAX_HISTORY_READS": "2",
+           "IAC_CODE_AGUI_HISTORY_PAGE_BYTES": "2048", "IAC_CODE_AGUI_METRICS_HOST": "127.0.0.2",
+           "IAC_CODE_AGUI_STATE_DIR": str(tmp_path)}
+    from aguiadapter.config import Config
+
+    for config in (config_from_args(build_parser(env).parse_args(["--demo"]), env), Config.from_env(env, demo=True)):
+        assert (config.heartbeat_seconds, config.interrupt_ttl_seconds, config.max_active_runs,
+                config.max_active_runs_per_user, config.run_log_max_events, config.run_log_max_bytes,
+                config.history_cache_seconds, config.max_history_reads, config.history_page_bytes,
+                config.metrics_host) == (4, 60, 8, 2, 100, 4096, 0, 2, 2048, "127.0.0.2")
+    done = run_cli_now("--demo", env={"IAC_CODE_AGUI_MAX_ACTIVE_RUNS": "0"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "IAC_CODE_AGUI_MAX_ACTIVE_RUNS" in done.stderr
