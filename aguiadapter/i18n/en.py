@@ -66,6 +66,7 @@ MESSAGES: dict[str, str] = {
     "state_persistence_failed": "The adapter could not save its recovery state reliably.",
     "state_store_unavailable": "The thread state store is unavailable; try again shortly.",
     "a2a_unavailable": "The agent runtime is unavailable.",
+    "a2a_unauthorized": "The agent runtime refused this server's credentials; an operator must fix its token.",
     "a2a_protocol_error": "The agent runtime returned an inconsistent response.",
     "a2a_execution_failed": "The agent run failed.",
     "cancelled": "The execution was cancelled.",

@@ -56,6 +56,7 @@ MESSAGES: dict[str, str] = {
     "state_persistence_failed": "无法可靠地保存恢复所需的状态。",
     "state_store_unavailable": "会话状态存储暂时不可用，请稍后重试。",
     "a2a_unavailable": "Agent 运行时当前不可用。",
+    "a2a_unauthorized": "Agent 运行时拒绝了本服务器的凭据，需由运维人员修正其令牌。",
     "a2a_protocol_error": "Agent 运行时返回的响应前后不一致。",
     "a2a_execution_failed": "Agent 运行失败。",
     "cancelled": "该执行已取消。",

@@ -37,7 +37,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError, RedisError
 
 from ..logs import log_fields
 from .listing import ListCursor, ThreadPage, owner_id, owner_of, summary_of
@@ -323,6 +323,10 @@ class RedisThreadStore:
         """Check that Redis answers, then listen for cancels."""
         try:
             await _bounded(self._client.ping())
+        except _REFUSED_CREDENTIALS as exc:
+            raise RedisStoreError(
+                f"the redis store at {self._url} refuses its credentials ({_why(exc)}): check the user and "
+                "password in --store / IAC_CODE_AGUI_STORE against Redis's requirepass or ACL") from exc
         except _ERRORS as exc:
             raise RedisStoreError(f"cannot reach the redis store at {self._url}: {_why(exc)}") from exc
         self._listener = asyncio.create_task(self._listen_forever(), name="redis-cancel-listener")
@@ -340,10 +344,16 @@ class RedisThreadStore:
 
     async def ping(self) -> bool:
         """Whether Redis answers (for /health)."""
+        return await self.status() == "ok"
+
+    async def status(self) -> str:
+        """``ok``, ``unauthorized`` (Redis refuses the URL's user or password) or ``unreachable``."""
         try:
-            return bool(await _bounded(self._client.ping()))
+            return "ok" if await _bounded(self._client.ping()) else "unreachable"
+        except _REFUSED_CREDENTIALS:
+            return "unauthorized"
         except _ERRORS:
-            return False
+            return "unreachable"
 
     # ------------------------------------------------------------- records
     async def load(self, thread_id: str) -> ThreadRecord | None:
@@ -572,6 +582,10 @@ _SAVE_REFUSALS = {
 async def _bounded(call: Awaitable[_T]) -> _T:
     """Await a Redis call for at most :data:`CALL_TIMEOUT_SECONDS`."""
     return await asyncio.wait_for(call, CALL_TIMEOUT_SECONDS)
+
+
+#: What Redis answers to a wrong or missing user or password (NOAUTH, WRONGPASS, NOPERM).
+_REFUSED_CREDENTIALS = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
 
 
 def _why(exc: BaseException) -> str:

@@ -328,3 +328,23 @@ def test_store_options_ride_in_the_url() -> None:
         with pytest.raises(RedisStoreError):
             rs.split_store_url(bad)
 
+
+
+async def test_a_password_redis_refuses_is_unauthorized_not_unreachable(
+    make_store: MakeStore, redis_server: RedisServer, raw: Any
+) -> None:
+    store = await make_store()
+    assert await store.status() == "ok"
+    await raw.config_set("requirepass", "the-new-password")
+    try:
+        await raw.execute_command("AUTH", "the-new-password")
+        await raw.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        # The store's connections are gone; its URL carries no password.
+        assert await store.status() == "unauthorized" and not await store.ping()
+        wrong = RedisThreadStore(redis_server.url.replace("redis://", "redis://:wrong-password@"))
+        with pytest.raises(RedisStoreError, match="refuses its credentials") as refused:
+            await wrong.start()
+        assert "wrong-password" not in str(refused.value)
+        await wrong.close()
+    finally:
+        await raw.config_set("requirepass", "")
