@@ -76,6 +76,14 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     parser.add_argument("--jwt-jwks-file", type=Path, default=env.get(cfg.ENV_JWT_JWKS_FILE) or None, metavar="PATH",
                         help="verify bearer JWTs against this JWKS file (re-read when it changes; needs "
                         "aguiadapter[jwt]; excludes the shared token)")
+    parser.add_argument("--jwt-jwks-url", default=env.get(cfg.ENV_JWT_JWKS_URL) or None, metavar="URL",
+                        help="verify bearer JWTs against the JWKS at this https:// URL (http:// on loopback only): "
+                        "cached per its Cache-Control, fetched again for an unknown kid; the last good set is kept "
+                        "while the URL fails (needs aguiadapter[jwt]; excludes --jwt-jwks-file)")
+    parser.add_argument("--jwt-jwks-refresh-seconds", type=_interval, metavar="N",
+                        default=_env_option(_interval, env, cfg.ENV_JWT_JWKS_REFRESH, 10.0),
+                        help="with --jwt-jwks-url: tokens naming an unknown kid fetch the URL at most every N "
+                        "seconds (default 10)")
     parser.add_argument("--jwt-issuer", default=env.get(cfg.ENV_JWT_ISSUER) or None,
                         help="required iss claim")
     parser.add_argument("--jwt-audience", default=env.get(cfg.ENV_JWT_AUDIENCE) or None,
@@ -219,9 +227,11 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
     state_dir = args.state_dir or cfg.default_state_dir(config_dir, env)
     allowed = tuple(args.allowed_cwd or cfg.allowed_cwds_from(env))
     jwt = None
-    if args.jwt_jwks_file is not None:
+    if args.jwt_jwks_file is not None or args.jwt_jwks_url is not None:
         jwt = cfg.JwtSettings(
-            jwks_file=args.jwt_jwks_file.expanduser(),
+            jwks_file=None if args.jwt_jwks_file is None else args.jwt_jwks_file.expanduser(),
+            jwks_url=args.jwt_jwks_url,
+            jwks_refresh_seconds=args.jwt_jwks_refresh_seconds,
             issuer=args.jwt_issuer,
             audience=args.jwt_audience,
             principal_claim=args.jwt_principal_claim,
@@ -442,7 +452,7 @@ def _print_banner(app: web.Application, site: web.TCPSite, config: cfg.Config, c
 
 def _auth_summary(config: cfg.Config) -> str:
     if config.jwt is not None:
-        return f"JWT ({config.jwt.principal_claim} names the user; keys from {config.jwt.jwks_file})"
+        return f"JWT ({config.jwt.principal_claim} names the user; keys from {config.jwt.key_source})"
     return "bearer token required" if config.auth_token else "none"
 
 

@@ -28,6 +28,8 @@ ENVIRONMENT: dict[str, str] = {
     "max_new_threads_per_user": cfg.ENV_MAX_NEW_THREADS,
     "header_timeout_seconds": cfg.ENV_HEADER_TIMEOUT,
     "jwt_jwks_file": cfg.ENV_JWT_JWKS_FILE,
+    "jwt_jwks_url": cfg.ENV_JWT_JWKS_URL,
+    "jwt_jwks_refresh_seconds": cfg.ENV_JWT_JWKS_REFRESH,
     "jwt_issuer": cfg.ENV_JWT_ISSUER,
     "jwt_audience": cfg.ENV_JWT_AUDIENCE,
     "jwt_principal_claim": cfg.ENV_JWT_PRINCIPAL_CLAIM,
@@ -58,7 +60,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "listening": ("host", "port", "allowed_host", "allowed_origin", "header_timeout_seconds"),
     "state and workspaces": ("config_dir", "state_dir", "store", "state_retention_days", "allowed_cwd"),
     "authentication (or the shared token, environment only)": (
-        "jwt_jwks_file", "jwt_issuer", "jwt_audience", "jwt_principal_claim",
+        "jwt_jwks_file", "jwt_jwks_url", "jwt_jwks_refresh_seconds", "jwt_issuer", "jwt_audience",
+        "jwt_principal_claim",
     ),
     "runs, streams and limits": (
         "heartbeat_seconds", "interrupt_ttl_seconds", "disconnect_grace_seconds", "replay_retention_seconds",

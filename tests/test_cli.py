@@ -37,6 +37,8 @@ async def start_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = Non
         banner.append(line)
         if "state:" in line:
             break
+        if line.startswith("{") and json.loads(line)["message"] == "listening":  # --log-format json
+            return process, json.loads(line)["urls"][0], banner
     match = re.search(r"listening on (http://\S+/)", "".join(banner))
     assert match, banner
     return process, match.group(1), banner
@@ -255,6 +257,10 @@ def test_every_bad_setting_exits_2_with_one_line() -> None:
         (("--demo",), {"IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS": "x"}, "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS"),
         (("--demo",), {"IAC_CODE_AGUI_ALLOWED_ORIGINS": "https://ok.example,ftp://no"}, "IAC_CODE_AGUI_ALLOWED_ORIGINS"),
         (("--demo", "--jwt-jwks-file", "missing-jwks.json"), {}, "--jwt-audience"),
+        (("--demo", "--jwt-jwks-url", "http://idp.example.test/jwks", "--jwt-audience", "a"), {}, "--jwt-jwks-url"),
+        (("--demo", "--jwt-jwks-url", "https://idp.example.test/jwks", "--jwt-jwks-file", "x.json",
+          "--jwt-audience", "a"), {}, "not both"),
+        (("--demo", "--jwt-jwks-refresh-seconds", "0"), {}, "--jwt-jwks-refresh-seconds"),
         # A store option misspelt: refused before anything starts, with the close name.
         (("--demo", "--store", "redis://127.0.0.1:9/0?lease_second=10"), {}, "did you mean lease_seconds?"),
         (("--demo", "--store", "redis://127.0.0.1:9/0?socket_timout=1"), {}, "socket_timeout"),

@@ -153,6 +153,7 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             started.client = started.service = started.limits = None
             app[HISTORY].stop()
             await client.close()
+            await app[AUTH].close()
             if demo is not None:
                 await demo.close()
 
