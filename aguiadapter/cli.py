@@ -25,7 +25,7 @@ from .cli_help import ReferenceOnly as _ReferenceOnly
 from .cli_help import document as _document
 from .cli_help import json_wanted, usage_error, write_json_lines
 from .logs import configure_logging, json_line, mask_url
-from .telemetry import tracer_provider_from_env
+from .telemetry import shutdown_within, tracer_provider_from_env
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -144,6 +144,9 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         choices=LOG_LEVELS, type=str.upper)
     parser.add_argument("--log-format", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_FORMAT, LOG_FORMATS, "text"),
                         choices=LOG_FORMATS, help="text (key=value) or one JSON object per line")
+    parser.add_argument("--quiet-health", action="store_true",
+                        default=_from_env(cfg.env_flag, env, cfg.ENV_QUIET_HEALTH),
+                        help="leave GET /health out of the access log (it never makes a span)")
     parser.add_argument("--metrics", action="store_true", default=_from_env(cfg.env_flag, env, cfg.ENV_METRICS),
                         help="serve Prometheus metrics at GET /metrics (no auth)")
     parser.add_argument("--metrics-port", type=_port, metavar="N",
@@ -331,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         provider = tracer_provider_from_env(os.environ)
         configure_logging(args.log_level, args.log_format, trace_ids=provider is not None)
         asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code,
-                          tracer_provider=provider, log_format=args.log_format))
+                          tracer_provider=provider, log_format=args.log_format, quiet_health=args.quiet_health))
     except KeyboardInterrupt:
         pass
     except (OSError, RuntimeError) as exc:
@@ -341,7 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return usage_error(f"cannot start: {exc}")
     finally:
         if provider is not None:
-            provider.shutdown()  # sends the spans still queued
+            # Sends the spans still queued, within a bound: a dead collector
+            # must not hold a rolling restart (TRACE_SHUTDOWN_SECONDS).
+            shutdown_within(provider)
     return 0
 
 
@@ -353,6 +358,7 @@ async def serve(
     spawn_iac_code: bool = False,
     tracer_provider: TracerProvider | None = None,
     log_format: str = "text",
+    quiet_health: bool = False,
 ) -> None:
     """Run the server until SIGINT or SIGTERM; the banner and the drain and
     shutdown lines go to standard output in ``log_format``."""
@@ -369,7 +375,10 @@ async def serve(
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
     app = create_app(config, tracer_provider=tracer_provider)
-    runner = AdapterRunner(app, shutdown_timeout=1.0, header_timeout=config.header_timeout_seconds)
+    from .web.server import AccessLogWithoutHealth
+
+    quiet: dict[str, Any] = {"access_log_class": AccessLogWithoutHealth} if quiet_health else {}
+    runner = AdapterRunner(app, shutdown_timeout=1.0, header_timeout=config.header_timeout_seconds, **quiet)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -40,6 +40,7 @@ ENVIRONMENT: dict[str, str] = {
     "metrics": cfg.ENV_METRICS,
     "metrics_port": cfg.ENV_METRICS_PORT,
     "metrics_host": cfg.ENV_METRICS_HOST,
+    "quiet_health": cfg.ENV_QUIET_HEALTH,
     "heartbeat_seconds": cfg.ENV_HEARTBEAT,
     "interrupt_ttl_seconds": cfg.ENV_INTERRUPT_TTL,
     "max_active_runs": cfg.ENV_MAX_ACTIVE_RUNS,
@@ -71,7 +72,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "conversation history (GET /threads/{id}/messages)": (
         "history_cache_seconds", "max_history_reads", "history_page_bytes",
     ),
-    "logs and metrics": ("log_level", "log_format", "metrics", "metrics_port", "metrics_host"),
+    "logs and metrics": ("log_level", "log_format", "quiet_health", "metrics", "metrics_port", "metrics_host"),
 }
 
 EPILOG = f"""\

@@ -386,7 +386,7 @@ class A2AClient:
         the runtime refuses this client's token (401/403 there, or on the
         last call it refused: a runtime whose ``/health`` is open), else
         ``unreachable``."""
-        with self._endpoint.call("/health", http="GET") as call:
+        with self._endpoint.call("/health", http="GET", traced=False) as call:
             try:
                 session = self._get_session()
                 async with session.get(
