@@ -155,6 +155,10 @@ MESSAGES: dict[str, str] = {
         "The conversation cannot be read from the agent runtime right now; the thread itself is intact, and what"
         " it waits for is restored. Try again later to see the messages."
     ),
+    "connect_history_gone": (
+        "The agent runtime no longer holds this conversation (it restarted); the thread itself is intact, and"
+        " what it waits for is restored. Its messages show again after its next turn."
+    ),
     "connect_history_pipeline": (
         "This thread runs a pipeline, whose conversation the agent runtime does not keep; the pipeline's view"
         " and what it waits for are restored."
@@ -168,6 +172,11 @@ MESSAGES: dict[str, str] = {
     "history_pipeline": (
         "This thread runs a pipeline, whose conversation the agent runtime does not keep in the session"
         " transcript; GET /threads/{{threadId}} and the pipeline events show where it stands."
+    ),
+    "history_gone": (
+        "The agent runtime no longer holds this conversation (it restarted, or keeps no transcript): asking again"
+        " does not help; the thread's next turn makes it readable again. The thread itself is intact: GET"
+        " /threads/{{threadId}} still shows its state and pending interrupts."
     ),
     "history_busy": "Too many conversations are being read at once; try again after Retry-After seconds.",
     "invalid_history_limit": "limit must be a whole number of turns from 1 to {max}.",

@@ -134,6 +134,10 @@ MESSAGES: dict[str, str] = {
     "connect_history_unavailable": (
         "暂时无法从 agent 运行时读取对话内容；thread 本身完好，其等待处理的内容已恢复。请稍后重试以查看消息。"
     ),
+    "connect_history_gone": (
+        "agent 运行时已不再保存该会话（运行时已重启）；thread 本身完好，其等待处理的内容已恢复。"
+        "下一轮对话之后即可再次看到消息。"
+    ),
     "connect_history_pipeline": (
         "该 thread 运行的是 pipeline，agent 运行时不保存其对话；pipeline 的视图和等待处理的内容已恢复。"
     ),
@@ -145,6 +149,11 @@ MESSAGES: dict[str, str] = {
     "history_pipeline": (
         "该 thread 运行的是 pipeline，agent 运行时不会把 pipeline 的对话写入会话记录；"
         "请通过 GET /threads/{{threadId}} 和 pipeline 事件查看其进度。"
+    ),
+    "history_gone": (
+        "agent 运行时已不再保存该会话（运行时已重启，或不保存会话记录）：重试无济于事，"
+        "该 thread 的下一轮对话之后即可再次读取。"
+        "thread 本身完好：GET /threads/{{threadId}} 仍会显示其状态和待处理的中断。"
     ),
     "history_busy": "同时读取的会话过多；请在 Retry-After 秒后重试。",
     "invalid_history_limit": "limit 必须是 1 到 {max} 之间的整数（按轮次计）。",
