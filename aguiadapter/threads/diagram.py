@@ -21,6 +21,13 @@ def _label(state_id: str) -> str:
     return state_id.replace("_", " ")
 
 
+def _view_label(view: str) -> str:
+    """A front end's name for a state, with the API's ``state`` when it differs
+    (``GET /threads/{threadId}`` says ``interrupted``, the diagram "waiting for the user")."""
+    api = next(state.value for state, seen in CLIENT_VIEW.items() if seen == view)
+    return _label(view) if api == view else f"{_label(view)} ({api})"
+
+
 def _transitions() -> Iterator[tuple[State, State, str, tuple[str, ...]]]:
     """(source, target, event, guards) of every declared transition, in order."""
     for state in ThreadMachine.states:
@@ -64,7 +71,7 @@ def render_client_mermaid() -> str:
             labels.append(seen)
     views = list(dict.fromkeys(CLIENT_VIEW.values()))
     lines = ["stateDiagram-v2", "    direction LR"]
-    lines += [f'    state "{_label(view)}" as {view}' for view in views]
+    lines += [f'    state "{_view_label(view)}" as {view}' for view in views]
     lines.append(f"    [*] --> {CLIENT_VIEW[ThreadState.IDLE]}")
     lines += [f"    {source} --> {target} : {' / '.join(labels)}" for (source, target), labels in edges.items()]
     return DIAGRAM_HEADER + "\n".join(lines) + "\n"
