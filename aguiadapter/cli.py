@@ -292,10 +292,15 @@ def _check_store(config: cfg.Config, argv: Sequence[str], env: Mapping[str, str]
         from .threads.redis_store import split_store_url
     except ImportError:
         return  # said at startup, with the extra to install
+    from redis.asyncio.connection import parse_url
+
     try:
-        split_store_url(config.store_url)
+        redis_url, _ = split_store_url(config.store_url)
+        parse_url(redis_url)  # redis-py's own options: their values too
     except RuntimeError as exc:
         raise ValueError(f"--store: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"--store: {mask_url(config.store_url)}: {exc}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -264,6 +264,7 @@ def test_every_bad_setting_exits_2_with_one_line() -> None:
         # A store option misspelt: refused before anything starts, with the close name.
         (("--demo", "--store", "redis://127.0.0.1:9/0?lease_second=10"), {}, "did you mean lease_seconds?"),
         (("--demo", "--store", "redis://127.0.0.1:9/0?socket_timout=1"), {}, "socket_timeout"),
+        (("--demo", "--store", "redis://:pw-secret@127.0.0.1:9/0?socket_timeout=soon"), {}, "socket_timeout"),
         # An option of the file store next to a Redis store is refused, not ignored.
         (("--demo", "--store", "redis://127.0.0.1:9/0", "--state-retention-days", "3"), {}, "--state-retention-days"),
         (("--demo", "--state-retention-days=3"), {"IAC_CODE_AGUI_STORE": "redis://127.0.0.1:9/0"},
@@ -276,6 +277,7 @@ def test_every_bad_setting_exits_2_with_one_line() -> None:
         assert done.returncode == 2, (args, env, done.stderr)
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
         assert named in done.stderr, (named, done.stderr)
+        assert "pw-secret" not in done.stderr, done.stderr
 
 
 def test_options_are_never_abbreviated_and_the_references_own_fail_with_a_pointer() -> None:
