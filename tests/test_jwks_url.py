@@ -32,6 +32,7 @@ class Provider:
         self.status = 200
         self.cache_control: str | None = None
         self.hang = False
+        self.padding = 0
         self.requests = 0
         self.url = ""
         self._runner: web.AppRunner | None = None
@@ -41,7 +42,10 @@ class Provider:
         if self.hang:
             await asyncio.sleep(30)
         headers = {"Cache-Control": self.cache_control} if self.cache_control else {}
-        body = json.dumps({"keys": [key.jwk for key in self.keys]})
+        document: dict[str, Any] = {"keys": [key.jwk for key in self.keys]}
+        if self.padding:
+            document["x-padding"] = "p" * self.padding  # a member a verifier ignores
+        body = json.dumps(document)
         return web.Response(text=body, status=self.status, content_type="application/json", headers=headers)
 
     async def start(self) -> Provider:
@@ -138,6 +142,7 @@ async def test_an_outage_of_the_url_keeps_the_last_good_set(
 async def test_tokens_naming_unknown_kids_fetch_at_most_once_per_interval(
     secured: RunningAdapter, provider: Provider, first_key: SigningKey
 ) -> None:
+    await asyncio.sleep(REFRESH)  # the fetch at start is one interval old: one more is allowed
     before = provider.requests
     started = time.monotonic()
     refused = await asyncio.gather(*(status_of(secured, SigningKey("HS256", kid=f"forged-{n}").token())
@@ -216,3 +221,19 @@ def test_the_url_must_be_https_or_loopback_and_the_only_key_source(tmp_path: Pat
                               "IAC_CODE_AGUI_JWT_JWKS_REFRESH_SECONDS": "30",
                               "IAC_CODE_AGUI_STATE_DIR": str(tmp_path)}, demo=True)
     assert config.jwt is not None and config.jwt.jwks_refresh_seconds == 30
+
+
+async def test_a_large_set_is_read_whole_and_one_over_a_mebibyte_is_refused(
+    secured: RunningAdapter, provider: Provider, first_key: SigningKey, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "aguiadapter.web.jwks_url")
+    rotated = SigningKey("ES256", kid="padded")
+    provider.keys, provider.padding = [first_key, rotated], 900_000  # many network chunks
+    await asyncio.sleep(REFRESH)
+    assert await status_of(secured, rotated.token()) == 200
+    late = SigningKey("ES256", kid="too-large")
+    provider.keys, provider.padding = [first_key, rotated, late], 1_100_000
+    await asyncio.sleep(REFRESH)
+    assert await status_of(secured, late.token()) == 401
+    assert await status_of(secured, rotated.token()) == 200, "the last good set stays"
+    assert any("larger than 1048576 bytes" in record.getMessage() for record in caplog.records)

@@ -139,9 +139,14 @@ class JwksUrl:
                                      allow_redirects=False) as resp:
             if resp.status != 200:
                 raise ValueError(f"HTTP {resp.status}")
-            data = await resp.content.read(MAX_BYTES + 1)
-            if len(data) > MAX_BYTES:
-                raise ValueError(f"larger than {MAX_BYTES} bytes")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in resp.content.iter_chunked(64 * 1024):
+                size += len(chunk)
+                if size > MAX_BYTES:
+                    raise ValueError(f"larger than {MAX_BYTES} bytes")
+                chunks.append(chunk)
+            data = b"".join(chunks)
             cache_control = resp.headers.get("Cache-Control")
         keys, skipped = parse_jwks(data)
         before = {*self.keys.by_kid}
