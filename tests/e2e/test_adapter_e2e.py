@@ -128,3 +128,23 @@ async def test_spawn_iac_code_starts_and_supervises_a_child(
         await asyncio.wait_for(process.wait(), 15)
     assert process.returncode == 0
     assert list(config_dir.glob("projects/*/*/session.jsonl")), "the child keeps its sessions in --config-dir"
+
+
+async def test_a_wrong_token_for_the_real_runtime_reads_as_unauthorized_not_as_an_outage(
+    tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path
+) -> None:
+    """iac-code a2a answers 401 on every route, /health included, to a token it does not know."""
+    from tests.support.adapter import start_adapter
+
+    wrong = await start_adapter(tmp_path / "state", iac_runtime.url, a2a_token="not-the-runtime-token",
+                                allowed_cwds=(str(iac_runtime.workspaces_root),))
+    try:
+        async with wrong.session.get(wrong.url + "health") as resp:
+            health = await resp.json()
+        assert health["a2a"]["status"] == "unauthorized" and health["a2a"]["reachable"] is False
+        reply = await wrong.run(run_body(thread_id="e2e-401", text="[scenario:normal] hi", cwd=str(iac_workspace)))
+        error = reply.events()[-1]
+        assert error["type"] == "RUN_ERROR" and error["code"] == "A2A_UNAVAILABLE"
+        assert "credentials" in error["message"], error
+    finally:
+        await wrong.close()
