@@ -376,7 +376,8 @@ async def serve(
     if spawn_iac_code:
         from .iac_process import IacCodeProcess
 
-        child = IacCodeProcess(allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir)
+        child = IacCodeProcess(allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir,
+                               relay_output=console.json_lines)
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
     app = create_app(config, tracer_provider=tracer_provider)
