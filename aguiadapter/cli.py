@@ -23,10 +23,10 @@ from .cli_help import REFERENCE_ONLY
 from .cli_help import Parser as _Parser
 from .cli_help import ReferenceOnly as _ReferenceOnly
 from .cli_help import document as _document
-from .cli_help import usage_error
-from .logs import configure_logging, mask_url
+from .cli_help import json_wanted, usage_error, write_json_lines
+from .logs import configure_logging, json_line, mask_url
 from .protocol.profile import COMPAT_CHOICES
-from .telemetry import tracer_provider_from_env
+from .telemetry import shutdown_within, tracer_provider_from_env
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -36,6 +36,7 @@ log = logging.getLogger("aguiadapter")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 _T = TypeVar("_T")
+_D = TypeVar("_D")
 
 
 def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
@@ -49,7 +50,7 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("command", nargs="?", choices=("serve", "diagram"), default="serve",
-                        help="serve (default) or print the thread state diagram (mermaid)")
+                        help="serve (default) or print the thread state diagrams (```mermaid blocks)")
     parser.add_argument("--host", default=env.get(cfg.ENV_HOST) or "127.0.0.1")
     parser.add_argument("--port", type=_port, default=_from_env(cfg.env_port, env, cfg.ENV_PORT, 8000))
     parser.add_argument("--a2a-url", default=env.get(cfg.ENV_A2A_URL) or None,
@@ -76,15 +77,25 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     parser.add_argument("--jwt-jwks-file", type=Path, default=env.get(cfg.ENV_JWT_JWKS_FILE) or None, metavar="PATH",
                         help="verify bearer JWTs against this JWKS file (re-read when it changes; needs "
                         "aguiadapter[jwt]; excludes the shared token)")
+    parser.add_argument("--jwt-jwks-url", default=env.get(cfg.ENV_JWT_JWKS_URL) or None, metavar="URL",
+                        help="verify bearer JWTs against the JWKS at this https:// URL (http:// on loopback only): "
+                        "cached per its Cache-Control, fetched again for an unknown kid; the last good set is kept "
+                        "while the URL fails (needs aguiadapter[jwt]; excludes --jwt-jwks-file)")
+    parser.add_argument("--jwt-jwks-refresh-seconds", type=_interval, metavar="N",
+                        default=_env_option(_interval, env, cfg.ENV_JWT_JWKS_REFRESH, 10.0),
+                        help="with --jwt-jwks-url: tokens naming an unknown kid fetch the URL at most every N "
+                        "seconds (default 10)")
     parser.add_argument("--jwt-issuer", default=env.get(cfg.ENV_JWT_ISSUER) or None,
                         help="required iss claim")
     parser.add_argument("--jwt-audience", default=env.get(cfg.ENV_JWT_AUDIENCE) or None,
                         help="the aud claim a token must hold (required with --jwt-jwks-file)")
     parser.add_argument("--jwt-principal-claim", default=env.get(cfg.ENV_JWT_PRINCIPAL_CLAIM) or "sub",
                         metavar="CLAIM", help="the claim that names the user (default sub)")
-    parser.add_argument("--max-active-runs", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--max-active-runs", type=_positive_int, metavar="N",
+                        default=_env_option(_positive_int, env, cfg.ENV_MAX_ACTIVE_RUNS, None),
                         help="runs streaming at once, whole server (all replicas on Redis); then 503 SERVER_BUSY")
-    parser.add_argument("--max-active-runs-per-user", type=_positive_int, default=None, metavar="M",
+    parser.add_argument("--max-active-runs-per-user", type=_positive_int, metavar="M",
+                        default=_env_option(_positive_int, env, cfg.ENV_MAX_ACTIVE_RUNS_PER_USER, None),
                         help="runs streaming at once per user; then 429 TOO_MANY_RUNS")
     parser.add_argument("--max-new-threads-per-user", type=_count, metavar="K",
                         default=_from_env(cfg.env_count, env, cfg.ENV_MAX_NEW_THREADS, 60),
@@ -98,9 +109,11 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         default=_from_env(cfg.env_seconds, env, cfg.ENV_HEADER_TIMEOUT, 10.0),
                         help="close a connection that has not sent a request's headers within S seconds "
                         "(default 10; 0: no limit)")
-    parser.add_argument("--heartbeat-seconds", type=_interval, default=15.0, metavar="S",
+    parser.add_argument("--heartbeat-seconds", type=_interval, metavar="S",
+                        default=_env_option(_interval, env, cfg.ENV_HEARTBEAT, 15.0),
                         help="a comment line on an idle stream this often")
-    parser.add_argument("--interrupt-ttl-seconds", type=_interval, default=3600.0, metavar="S",
+    parser.add_argument("--interrupt-ttl-seconds", type=_interval, metavar="S",
+                        default=_env_option(_interval, env, cfg.ENV_INTERRUPT_TTL, 3600.0),
                         help="how long a pending interrupt may wait for its answer (default 1 h)")
     parser.add_argument("--disconnect-grace-seconds", type=_seconds, metavar="S",
                         default=_from_env(cfg.env_seconds, env, cfg.ENV_DISCONNECT_GRACE, 0.0),
@@ -110,33 +123,42 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         default=_from_env(cfg.env_seconds, env, cfg.ENV_REPLAY_RETENTION, 600.0),
                         help="how long an ended run can be replayed by a re-attach (default 600; "
                         "0 with no grace turns event ids off)")
-    parser.add_argument("--run-log-max-events", type=_positive_int, default=10_000, metavar="N",
+    parser.add_argument("--run-log-max-events", type=_positive_int, metavar="N",
+                        default=_env_option(_positive_int, env, cfg.ENV_RUN_LOG_MAX_EVENTS, 10_000),
                         help="events one run's log keeps at most (default 10000)")
-    parser.add_argument("--run-log-max-bytes", type=_positive_int, default=8 * 1024 * 1024, metavar="B",
+    parser.add_argument("--run-log-max-bytes", type=_positive_int, metavar="B",
+                        default=_env_option(_positive_int, env, cfg.ENV_RUN_LOG_MAX_BYTES, 8 * 1024 * 1024),
                         help="bytes one run's log keeps at most (default 8 MiB, at least 1024)")
-    parser.add_argument("--history-cache-seconds", type=_seconds, default=5.0, metavar="S",
+    parser.add_argument("--history-cache-seconds", type=_seconds, metavar="S",
+                        default=_env_option(_seconds, env, cfg.ENV_HISTORY_CACHE, 5.0),
                         help="how long a thread's conversation read from the runtime is kept in memory "
                         "(GET /threads/{id}/messages; default 5, 0: read on every request)")
-    parser.add_argument("--max-history-reads", type=_positive_int, default=4, metavar="N",
+    parser.add_argument("--max-history-reads", type=_positive_int, metavar="N",
+                        default=_env_option(_positive_int, env, cfg.ENV_MAX_HISTORY_READS, 4),
                         help="transcript reads in flight at once in this process, one user's at most half "
                         "(default 4; more wait, then 503 HISTORY_UNAVAILABLE)")
-    parser.add_argument("--history-page-bytes", type=_positive_int, default=512 * 1024, metavar="B",
+    parser.add_argument("--history-page-bytes", type=_positive_int, metavar="B",
+                        default=_env_option(_positive_int, env, cfg.ENV_HISTORY_PAGE_BYTES, 512 * 1024),
                         help="JSON bytes of messages one history page holds at most (default 512 KiB; "
                         "at least one turn is always sent)")
-    parser.add_argument("--history-max-bytes", type=_positive_int, default=32 * 1024 * 1024, metavar="B",
+    parser.add_argument("--history-max-bytes", type=_positive_int, metavar="B",
+                        default=_env_option(_positive_int, env, cfg.ENV_HISTORY_MAX_BYTES, 32 * 1024 * 1024),
                         help="the longest transcript read from the runtime for one thread's history "
                         "(default 32 MiB; longer: 503 HISTORY_UNAVAILABLE)")
     parser.add_argument("--log-level", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_LEVEL, LOG_LEVELS, "INFO"),
                         choices=LOG_LEVELS, type=str.upper)
     parser.add_argument("--log-format", default=_from_env(cfg.env_choice, env, cfg.ENV_LOG_FORMAT, LOG_FORMATS, "text"),
                         choices=LOG_FORMATS, help="text (key=value) or one JSON object per line")
+    parser.add_argument("--quiet-health", action="store_true",
+                        default=_from_env(cfg.env_flag, env, cfg.ENV_QUIET_HEALTH),
+                        help="leave GET /health out of the access log (it never makes a span)")
     parser.add_argument("--metrics", action="store_true", default=_from_env(cfg.env_flag, env, cfg.ENV_METRICS),
                         help="serve Prometheus metrics at GET /metrics (no auth)")
     parser.add_argument("--metrics-port", type=_port, metavar="N",
                         default=_from_env(cfg.env_port, env, cfg.ENV_METRICS_PORT, None),
                         help="serve GET /metrics on a listener of its own, port N (not on the main one "
                         "unless --metrics is given too)")
-    parser.add_argument("--metrics-host", default=None, metavar="HOST",
+    parser.add_argument("--metrics-host", default=env.get(cfg.ENV_METRICS_HOST) or None, metavar="HOST",
                         help="address of the --metrics-port listener (default: --host)")
     parser.add_argument("--spawn-iac-code", action="store_true",
                         help="start and supervise a local `iac-code a2a` child (what iac-code agui does without a URL)")
@@ -153,6 +175,8 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         "refused with INVALID_INPUT); ag-ui-1.0: AG-UI 1.0 to the letter")
     parser.add_argument("--write", metavar="FILE", default=None,
                         help="diagram: update the mermaid block of FILE instead of printing")
+    parser.add_argument("--which", choices=("machine", "client"), default=None,
+                        help="diagram: print only this one (the thread machine, or what a front end sees)")
     parser.add_argument("--version", action="version", version=f"aguiadapter {__version__}")
     for flags, pointer in REFERENCE_ONLY.items():
         parser.add_argument(*flags, nargs="?", action=_ReferenceOnly, help=argparse.SUPPRESS, pointer=pointer)
@@ -166,6 +190,18 @@ def _from_env(read: Callable[..., _T], env: Mapping[str, str], *args: Any) -> _T
         return read(env, *args)
     except ValueError as exc:
         raise SystemExit(f"aguiadapter: {exc}") from None
+
+
+def _env_option(convert: Callable[[str], _T], env: Mapping[str, str], name: str, default: _D) -> _T | _D:
+    """A default from the variable ``name``, checked as the option's own value
+    would be; a bad value is a usage error naming the variable."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        return convert(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise SystemExit(f"aguiadapter: {name}: {exc}") from None
 
 
 def _option(parse: Callable[[str], _T]) -> Callable[[str], _T]:
@@ -208,9 +244,11 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
     state_dir = args.state_dir or cfg.default_state_dir(config_dir, env)
     allowed = tuple(args.allowed_cwd or cfg.allowed_cwds_from(env))
     jwt = None
-    if args.jwt_jwks_file is not None:
+    if args.jwt_jwks_file is not None or args.jwt_jwks_url is not None:
         jwt = cfg.JwtSettings(
-            jwks_file=args.jwt_jwks_file.expanduser(),
+            jwks_file=None if args.jwt_jwks_file is None else args.jwt_jwks_file.expanduser(),
+            jwks_url=args.jwt_jwks_url,
+            jwks_refresh_seconds=args.jwt_jwks_refresh_seconds,
             issuer=args.jwt_issuer,
             audience=args.jwt_audience,
             principal_claim=args.jwt_principal_claim,
@@ -249,6 +287,38 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
     )
 
 
+#: Options the file store alone reads: refused next to ``--store`` rather than ignored.
+FILE_STORE_ONLY: dict[str, str] = {
+    "--state-retention-days": cfg.ENV_STATE_RETENTION,
+}
+
+
+def _check_store(config: cfg.Config, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    """Refuse a ``--store`` URL that cannot work, or one beside file-store options
+    (``ValueError``: a usage error), before anything starts."""
+    if not config.store_url:
+        return
+    for option, variable in FILE_STORE_ONLY.items():
+        given = option if any(arg == option or arg.startswith(option + "=") for arg in argv) else (
+            variable if env.get(variable) else None)
+        if given:
+            raise ValueError(f"{given} applies to the file store only and --store names a Redis store: "
+                             "drop it (the Redis store takes ?retention_days= in its URL)")
+    try:
+        from .store.redis.store import split_store_url
+    except ImportError:
+        return  # said at startup, with the extra to install
+    from redis.asyncio.connection import parse_url
+
+    try:
+        redis_url, _ = split_store_url(config.store_url)
+        parse_url(redis_url)  # redis-py's own options: their values too
+    except RuntimeError as exc:
+        raise ValueError(f"--store: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"--store: {mask_url(config.store_url)}: {exc}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m aguiadapter`` and ``aguiadapter``."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -256,6 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .admin.command import main as threads_main
 
         return threads_main(argv[1:], build_parser, config_from_args)
+    write_json_lines(json_wanted(argv, os.environ))
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
@@ -263,13 +334,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return usage_error(exc.code.removeprefix("aguiadapter: "))
         raise
     if args.command == "diagram":
-        from .threads.diagram import render_all, update_document
+        from .threads.diagram import DIAGRAMS, fenced, render_all, update_document
 
         if args.write:
+            if args.which:
+                return usage_error("--which prints one diagram; --write updates every diagram of FILE")
             changed = update_document(args.write)
             print(f"{args.write}: {'updated' if changed else 'already current'}")
         else:
-            sys.stdout.write("\n".join(render_all()))
+            sys.stdout.write(fenced([DIAGRAMS[args.which]()] if args.which else render_all()))
         return 0
     chosen = [name for name, given in (("--a2a-url", args.a2a_url), ("--spawn-iac-code", args.spawn_iac_code),
                                        ("--demo", args.demo)) if given]
@@ -278,6 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return usage_error(both if chosen else cfg.NO_RUNTIME)
     try:
         config = config_from_args(args)
+        _check_store(config, argv if argv is not None else sys.argv[1:], os.environ)
     except ValueError as exc:
         return usage_error(str(exc))
     spawn_env = tuple(args.spawn_env or cfg.split_list(os.environ.get(cfg.ENV_SPAWN_ENV)))
@@ -287,18 +361,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         provider = tracer_provider_from_env(os.environ)
         configure_logging(args.log_level, args.log_format, trace_ids=provider is not None)
         asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code,
-                          tracer_provider=provider, spawn_env=spawn_env))
+                          tracer_provider=provider, spawn_env=spawn_env, log_format=args.log_format,
+                          quiet_health=args.quiet_health))
     except KeyboardInterrupt:
         pass
     except (OSError, RuntimeError) as exc:
         # Startup problems a user can fix (port taken, state folder in use,
         # iac-code missing, tracing asked for without the otel extra): one
         # clear line, no traceback.
-        print(f"aguiadapter: cannot start: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(f"cannot start: {exc}")
     finally:
         if provider is not None:
-            provider.shutdown()  # sends the spans still queued
+            # Sends the spans still queued, within a bound: a dead collector
+            # must not hold a rolling restart (TRACE_SHUTDOWN_SECONDS).
+            shutdown_within(provider)
     return 0
 
 
@@ -310,12 +386,16 @@ async def serve(
     spawn_iac_code: bool = False,
     tracer_provider: TracerProvider | None = None,
     spawn_env: tuple[str, ...] = (),
+    log_format: str = "text",
+    quiet_health: bool = False,
 ) -> None:
-    """Run the server until SIGINT or SIGTERM."""
+    """Run the server until SIGINT or SIGTERM; the banner and the drain and
+    shutdown lines go to standard output in ``log_format``."""
     from .web.app import create_app
     from .web.keys import BACKEND
     from .web.server import AdapterRunner
 
+    console = _Console(log_format == "json")
     child = None
     if spawn_iac_code:
         from .iac_process import IacCodeProcess
@@ -326,12 +406,16 @@ async def serve(
         for warning in warnings:
             log.warning("%s", warning)
         child = IacCodeProcess(
-            allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir, extra_env=spawn_env
+            allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir, extra_env=spawn_env,
+            relay_output=console.json_lines,
         )
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
     app = create_app(config, tracer_provider=tracer_provider)
-    runner = AdapterRunner(app, shutdown_timeout=1.0, header_timeout=config.header_timeout_seconds)
+    from .web.server import AccessLogWithoutHealth
+
+    quiet: dict[str, Any] = {"access_log_class": AccessLogWithoutHealth} if quiet_health else {}
+    runner = AdapterRunner(app, shutdown_timeout=1.0, header_timeout=config.header_timeout_seconds, **quiet)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
@@ -341,7 +425,7 @@ async def serve(
         # again by every full collection a stream's allocations cause (about a
         # tenth of the CPU per relayed event, more with OpenTelemetry loaded).
         gc.freeze()
-        _print_banner(app, runner, site, config)
+        _print_banner(app, runner, site, config, console)
         _warn_open_beyond_loopback(runner, config)
         signals = _Signals()
         try:
@@ -349,19 +433,33 @@ async def serve(
             service = app[BACKEND].service
             if service is not None and service.can_hand_off and service.active:
                 # Rolling restart: let other replicas adopt the runs in flight.
-                print(f"aguiadapter: draining {len(service.active)} run(s) for up to "
-                      f"{config.disconnect_grace_seconds:g} s (signal again to cancel them)", flush=True)
+                console.say(f"aguiadapter: draining {len(service.active)} run(s) for up to "
+                            f"{config.disconnect_grace_seconds:g} s (signal again to cancel them)",
+                            "draining", runs=len(service.active), grace_seconds=config.disconnect_grace_seconds)
                 await service.drain(signals.second)
         finally:
             signals.close()
-        print("aguiadapter: shutting down", flush=True)
+        console.say("aguiadapter: shutting down", "shutting down")
     finally:
         await runner.cleanup()
         if child is not None:
             await child.stop()
 
 
-def _print_banner(app: web.Application, runner: web.BaseRunner, site: web.TCPSite, config: cfg.Config) -> None:
+class _Console:
+    """What the command line itself writes to standard output: text, or the
+    JSON lines of the logs (``--log-format json``)."""
+
+    def __init__(self, json_lines: bool) -> None:
+        self.json_lines = json_lines
+
+    def say(self, text: str, event: str, **fields: Any) -> None:
+        print(json_line(event, fields) if self.json_lines else text, flush=True)
+
+
+def _print_banner(
+    app: web.Application, runner: web.BaseRunner, site: web.TCPSite, config: cfg.Config, console: _Console
+) -> None:
     from .web.keys import BACKEND
 
     started = app[BACKEND]
@@ -372,6 +470,18 @@ def _print_banner(app: web.Application, runner: web.BaseRunner, site: web.TCPSit
     }.get(config.runtime_kind, "A2A runtime")
     roots = ", ".join(config.allowed_cwds) or "any absolute path"
     where = [f"http://{host}:{port}/" for host, port, *_ in runner.addresses]
+    if console.json_lines:  # one object, the same facts
+        store = started.service.store if started.service is not None else None
+        fields: dict[str, Any] = {
+            "version": __version__, "urls": where or [site.name], "runtime": kind, "runtime_url": runtime,
+            "state": store.location() if store is not None else str(config.state_dir / "threads"),
+            "auth": _auth_summary(config), "workspaces": list(config.allowed_cwds),
+            "max_active_runs": config.max_active_runs, "max_active_runs_per_user": config.max_active_runs_per_user,
+            "new_threads_per_user_per_minute": config.max_new_threads_per_user if config.jwt is not None else None,
+            "metrics": ([f"{where[0]}metrics"] if config.metrics and where else []) + started.metrics_urls or None,
+        }
+        console.say("", "listening", **fields)
+        return
     print(f"aguiadapter {__version__} listening on {', '.join(where) or site.name}", flush=True)
     print(f"  runtime: {kind} at {runtime}", flush=True)
     print(f"  profile: {_profile_summary(config)}", flush=True)
@@ -429,7 +539,7 @@ def _profile_summary(config: cfg.Config) -> str:
 
 def _auth_summary(config: cfg.Config) -> str:
     if config.jwt is not None:
-        return f"JWT ({config.jwt.principal_claim} names the user; keys from {config.jwt.jwks_file})"
+        return f"JWT ({config.jwt.principal_claim} names the user; keys from {config.jwt.key_source})"
     return "bearer token required" if config.auth_token else "none"
 
 

@@ -5,6 +5,7 @@ of ``iac-code agui`` that this server does not take."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
@@ -28,6 +29,8 @@ ENVIRONMENT: dict[str, str] = {
     "max_new_threads_per_user": cfg.ENV_MAX_NEW_THREADS,
     "header_timeout_seconds": cfg.ENV_HEADER_TIMEOUT,
     "jwt_jwks_file": cfg.ENV_JWT_JWKS_FILE,
+    "jwt_jwks_url": cfg.ENV_JWT_JWKS_URL,
+    "jwt_jwks_refresh_seconds": cfg.ENV_JWT_JWKS_REFRESH,
     "jwt_issuer": cfg.ENV_JWT_ISSUER,
     "jwt_audience": cfg.ENV_JWT_AUDIENCE,
     "jwt_principal_claim": cfg.ENV_JWT_PRINCIPAL_CLAIM,
@@ -38,6 +41,18 @@ ENVIRONMENT: dict[str, str] = {
     "metrics": cfg.ENV_METRICS,
     "metrics_port": cfg.ENV_METRICS_PORT,
     "compat": cfg.ENV_COMPAT,
+    "metrics_host": cfg.ENV_METRICS_HOST,
+    "quiet_health": cfg.ENV_QUIET_HEALTH,
+    "heartbeat_seconds": cfg.ENV_HEARTBEAT,
+    "interrupt_ttl_seconds": cfg.ENV_INTERRUPT_TTL,
+    "max_active_runs": cfg.ENV_MAX_ACTIVE_RUNS,
+    "max_active_runs_per_user": cfg.ENV_MAX_ACTIVE_RUNS_PER_USER,
+    "run_log_max_events": cfg.ENV_RUN_LOG_MAX_EVENTS,
+    "run_log_max_bytes": cfg.ENV_RUN_LOG_MAX_BYTES,
+    "history_cache_seconds": cfg.ENV_HISTORY_CACHE,
+    "max_history_reads": cfg.ENV_MAX_HISTORY_READS,
+    "history_page_bytes": cfg.ENV_HISTORY_PAGE_BYTES,
+    "history_max_bytes": cfg.ENV_HISTORY_MAX_BYTES,
 }
 
 #: Options whose value --help must not print (it may come from the environment).
@@ -49,7 +64,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "listening": ("host", "port", "allowed_host", "allowed_origin", "header_timeout_seconds"),
     "state and workspaces": ("config_dir", "state_dir", "store", "state_retention_days", "allowed_cwd"),
     "authentication (or the shared token, environment only)": (
-        "jwt_jwks_file", "jwt_issuer", "jwt_audience", "jwt_principal_claim",
+        "jwt_jwks_file", "jwt_jwks_url", "jwt_jwks_refresh_seconds", "jwt_issuer", "jwt_audience",
+        "jwt_principal_claim",
     ),
     "runs, streams and limits": (
         "heartbeat_seconds", "interrupt_ttl_seconds", "disconnect_grace_seconds", "replay_retention_seconds",
@@ -59,7 +75,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "conversation history (GET /threads/{id}/messages)": (
         "history_cache_seconds", "max_history_reads", "history_page_bytes",
     ),
-    "logs and metrics": ("log_level", "log_format", "metrics", "metrics_port", "metrics_host"),
+    "logs and metrics": ("log_level", "log_format", "quiet_health", "metrics", "metrics_port", "metrics_host"),
     "protocol": ("compat",),
 }
 
@@ -82,11 +98,34 @@ REFERENCE_ONLY: dict[tuple[str, ...], str] = {
 }
 
 
+#: Whether usage errors are written as JSON lines (``--log-format json``, set by ``main``).
+_json_lines = False
+
+
+def write_json_lines(on: bool) -> None:
+    """Write usage errors as JSON lines from now on (or as text again)."""
+    global _json_lines
+    _json_lines = on
+
+
+def json_wanted(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """``--log-format json`` (or its variable), read before the options are
+    parsed, so that even a usage error in them is written as JSON."""
+    chosen = (env.get(cfg.ENV_LOG_FORMAT) or "").strip().lower()
+    for index, arg in enumerate(argv):
+        if arg == "--log-format" and index + 1 < len(argv):
+            chosen = argv[index + 1].lower()
+        elif arg.startswith("--log-format="):
+            chosen = arg.partition("=")[2].lower()
+    return chosen == "json"
+
+
 class Parser(argparse.ArgumentParser):
     """Usage errors in one line (the full usage is many lines long), exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+        usage_error(f"{message} (see --help)")
+        self.exit(2)
 
 
 class ReferenceOnly(argparse.Action):
@@ -132,5 +171,10 @@ def _notes(action: argparse.Action) -> str:
 
 def usage_error(message: str) -> int:
     """Print a one-line usage error; the exit status of one."""
-    print(f"aguiadapter: {message}", file=sys.stderr)
+    if _json_lines:
+        from .logs import json_line
+
+        print(json_line(message, level=logging.ERROR), file=sys.stderr)
+    else:
+        print(f"aguiadapter: {message}", file=sys.stderr)
     return 2

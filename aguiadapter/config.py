@@ -7,6 +7,7 @@ that this server is a drop-in replacement for it.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from .logs import mask_url
 from .protocol.profile import COMPAT_CHOICES, DEFAULT_PROFILE, Profile, parse_profile
 
 MAX_BODY_BYTES = 12 * 1024 * 1024
@@ -33,6 +35,8 @@ ENV_RUNTIME_ALLOWED_CWDS = "IACCODE_A2A_ALLOWED_CWDS"
 ENV_CONFIG_DIR = "IAC_CODE_CONFIG_DIR"
 ENV_STORE = "IAC_CODE_AGUI_STORE"
 ENV_JWT_JWKS_FILE = "IAC_CODE_AGUI_JWT_JWKS_FILE"
+ENV_JWT_JWKS_URL = "IAC_CODE_AGUI_JWT_JWKS_URL"
+ENV_JWT_JWKS_REFRESH = "IAC_CODE_AGUI_JWT_JWKS_REFRESH_SECONDS"
 ENV_JWT_ISSUER = "IAC_CODE_AGUI_JWT_ISSUER"
 ENV_JWT_AUDIENCE = "IAC_CODE_AGUI_JWT_AUDIENCE"
 ENV_JWT_PRINCIPAL_CLAIM = "IAC_CODE_AGUI_JWT_PRINCIPAL_CLAIM"
@@ -52,6 +56,18 @@ ENV_LOG_LEVEL = "IAC_CODE_AGUI_LOG_LEVEL"
 ENV_LOG_FORMAT = "IAC_CODE_AGUI_LOG_FORMAT"
 ENV_METRICS = "IAC_CODE_AGUI_METRICS"
 ENV_METRICS_PORT = "IAC_CODE_AGUI_METRICS_PORT"
+ENV_METRICS_HOST = "IAC_CODE_AGUI_METRICS_HOST"
+ENV_QUIET_HEALTH = "IAC_CODE_AGUI_QUIET_HEALTH"
+ENV_HEARTBEAT = "IAC_CODE_AGUI_HEARTBEAT_SECONDS"
+ENV_INTERRUPT_TTL = "IAC_CODE_AGUI_INTERRUPT_TTL_SECONDS"
+ENV_MAX_ACTIVE_RUNS = "IAC_CODE_AGUI_MAX_ACTIVE_RUNS"
+ENV_MAX_ACTIVE_RUNS_PER_USER = "IAC_CODE_AGUI_MAX_ACTIVE_RUNS_PER_USER"
+ENV_RUN_LOG_MAX_EVENTS = "IAC_CODE_AGUI_RUN_LOG_MAX_EVENTS"
+ENV_RUN_LOG_MAX_BYTES = "IAC_CODE_AGUI_RUN_LOG_MAX_BYTES"
+ENV_HISTORY_CACHE = "IAC_CODE_AGUI_HISTORY_CACHE_SECONDS"
+ENV_MAX_HISTORY_READS = "IAC_CODE_AGUI_MAX_HISTORY_READS"
+ENV_HISTORY_PAGE_BYTES = "IAC_CODE_AGUI_HISTORY_PAGE_BYTES"
+ENV_HISTORY_MAX_BYTES = "IAC_CODE_AGUI_HISTORY_MAX_BYTES"
 
 #: Why a configuration without a runtime is refused (the CLI's and ``create_app``'s words).
 NO_RUNTIME = (
@@ -62,9 +78,10 @@ NO_RUNTIME = (
 
 @attrs.frozen
 class JwtSettings:
-    """Verified identity: bearer JWTs checked against the keys of a JWKS file."""
+    """Verified identity: bearer JWTs checked against the keys of a JWKS
+    file or of a JWKS URL (exactly one of them)."""
 
-    jwks_file: Path
+    jwks_file: Path | None = None
     #: ``iss`` must equal this when given.
     issuer: str | None = None
     #: ``aud`` must contain this: required, so that a token minted for another
@@ -76,6 +93,47 @@ class JwtSettings:
     leeway_seconds: float = 30.0
     #: The JWKS file is looked at (stat) at most this often; 0: on every request.
     jwks_check_seconds: float = 5.0
+    #: The JWKS URL (``https://``, or ``http://`` on loopback), fetched at start,
+    #: again when its ``Cache-Control`` max-age ends, and when a token names an
+    #: unknown ``kid`` (at most every ``jwks_refresh_seconds``).
+    jwks_url: str | None = None
+    jwks_refresh_seconds: float = 10.0
+    #: One fetch of the URL gives up after this long (the last good set stays).
+    jwks_fetch_timeout_seconds: float = 5.0
+
+    def __attrs_post_init__(self) -> None:
+        if (self.jwks_file is None) == (self.jwks_url is None):
+            raise ValueError(f"JWT mode takes one key source: --jwt-jwks-file ({ENV_JWT_JWKS_FILE}) or "
+                             f"--jwt-jwks-url ({ENV_JWT_JWKS_URL}), not {'both' if self.jwks_file else 'neither'}")
+        if self.jwks_url is not None:
+            check_jwks_url(self.jwks_url)
+        if not self.jwks_refresh_seconds > 0 or not 0 < self.jwks_fetch_timeout_seconds <= 60:
+            raise ValueError("jwks_refresh_seconds must be positive and jwks_fetch_timeout_seconds within 0-60")
+
+    @property
+    def key_source(self) -> str:
+        """The file or URL the keys come from (banner, logs)."""
+        return str(self.jwks_file) if self.jwks_file is not None else mask_url(self.jwks_url or "")
+
+
+def check_jwks_url(url: str) -> None:
+    """``ValueError`` unless ``url`` is https, or http on a loopback address:
+    keys fetched in clear over a network would let anyone on the path mint users."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return
+    if parts.scheme == "http" and parts.hostname and _loopback(parts.hostname):
+        return
+    raise ValueError(f"--jwt-jwks-url must be an https:// URL (or http:// on loopback), not {mask_url(url)[:200]!r}")
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _lower_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -174,8 +232,11 @@ class Config:
         ``demo=True``. Raises ``ValueError`` naming a variable whose value is
         not one."""
         jwks = env.get(ENV_JWT_JWKS_FILE) or None
-        jwt = None if jwks is None else JwtSettings(
-            jwks_file=Path(jwks).expanduser(),
+        jwks_url = env.get(ENV_JWT_JWKS_URL) or None
+        jwt = None if jwks is None and jwks_url is None else JwtSettings(
+            jwks_file=None if jwks is None else Path(jwks).expanduser(),
+            jwks_url=jwks_url,
+            jwks_refresh_seconds=env_seconds(env, ENV_JWT_JWKS_REFRESH, 10.0),
             issuer=env.get(ENV_JWT_ISSUER) or None,
             audience=env.get(ENV_JWT_AUDIENCE) or None,
             principal_claim=env.get(ENV_JWT_PRINCIPAL_CLAIM) or "sub",
@@ -200,7 +261,19 @@ class Config:
             "allowed_hosts": split_list(env.get(ENV_ALLOWED_HOSTS)),
             "allowed_origins": env_origins(env, ENV_ALLOWED_ORIGINS),
             "profile": env_profile(env, ENV_COMPAT),
+            "heartbeat_seconds": env_seconds(env, ENV_HEARTBEAT, 15.0),
+            "interrupt_ttl_seconds": env_seconds(env, ENV_INTERRUPT_TTL, 3600.0),
+            "max_active_runs": env_count(env, ENV_MAX_ACTIVE_RUNS, 0) or None,
+            "max_active_runs_per_user": env_count(env, ENV_MAX_ACTIVE_RUNS_PER_USER, 0) or None,
+            "run_log_max_events": env_count(env, ENV_RUN_LOG_MAX_EVENTS, 10_000),
+            "run_log_max_bytes": env_count(env, ENV_RUN_LOG_MAX_BYTES, 8 * 1024 * 1024),
+            "history_cache_seconds": env_seconds(env, ENV_HISTORY_CACHE, 5.0),
+            "max_history_reads": env_count(env, ENV_MAX_HISTORY_READS, 4),
+            "history_page_bytes": env_count(env, ENV_HISTORY_PAGE_BYTES, 512 * 1024),
+            "history_max_bytes": env_count(env, ENV_HISTORY_MAX_BYTES, 32 * 1024 * 1024),
         }
+        if env.get(ENV_METRICS_HOST):
+            settings["metrics_host"] = env[ENV_METRICS_HOST]
         return cls(**{**settings, **overrides})
 
     def __attrs_post_init__(self) -> None:

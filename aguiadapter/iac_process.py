@@ -28,6 +28,8 @@ from typing import Final
 
 import aiohttp
 
+from .logs import log_fields
+
 log = logging.getLogger(__name__)
 
 _START_TIMEOUT = 60.0
@@ -119,8 +121,14 @@ class IacCodeProcess:
         allowed_cwds: tuple[str, ...] = (),
         config_dir: Path | None = None,
         extra_env: tuple[str, ...] = (),
+        relay_output: bool = False,
     ) -> None:
         self.executable = executable or _find_iac_code()
+        #: Read the child's stdout and stderr and log each line (``--log-format
+        #: json``: the process's output stays one JSON object per line);
+        #: otherwise the child writes to ours directly.
+        self.relay_output = relay_output
+        self._relays: list[asyncio.Task[None]] = []
         self.allowed_cwds = allowed_cwds
         #: The runtime's config folder: the adapter reads its permission
         #: checkpoints and session transcripts there, so the child must use it.
@@ -159,17 +167,28 @@ class IacCodeProcess:
         except asyncio.TimeoutError:
             process.kill()
             await process.wait()
+        # What it wrote last is relayed (the pipes end with it), then the readers go.
+        relays, self._relays = self._relays, []
+        if relays:
+            await asyncio.wait(relays, timeout=1.0)
+        for relay in relays:
+            relay.cancel()
 
     async def _spawn(self) -> None:
         env = child_environment(
             os.environ, token=self.token, allowed_cwds=self.allowed_cwds, config_dir=self.config_dir,
             extra=self.extra_env,
         )
+        pipe = asyncio.subprocess.PIPE if self.relay_output else None
         self._process = await asyncio.create_subprocess_exec(
             self.executable, "a2a", "--host", "127.0.0.1", "--port", str(self.port),
             "--thinking-exposure", "all",
-            env=env,
+            env=env, stdout=pipe, stderr=pipe,
         )
+        for name, stream in (("stdout", self._process.stdout), ("stderr", self._process.stderr)):
+            if stream is not None:
+                self._relays.append(asyncio.create_task(_relay(stream, name, self._process.pid)))
+        self._relays = [relay for relay in self._relays if not relay.done()]
         await self._wait_healthy()
         log.info("iac-code a2a child %s ready on %s", self._process.pid, self.url)
 
@@ -204,6 +223,27 @@ class IacCodeProcess:
                 await self._spawn()
             except RuntimeError as exc:
                 log.error("iac-code a2a restart failed: %s", exc)
+
+
+#: The longest line of the child's relayed as one record (the rest follows in others).
+_RELAY_LINE_BYTES = 16 * 1024
+
+
+async def _relay(stream: asyncio.StreamReader, name: str, pid: int) -> None:
+    """Log each line the child writes on ``name`` (until it closes the pipe)."""
+    child = logging.getLogger("aguiadapter.iac_code")
+    while True:
+        try:
+            line = await stream.readuntil(b"\n")
+        except asyncio.IncompleteReadError as end:
+            line = end.partial
+            if not line:
+                return
+        except asyncio.LimitOverrunError as long:
+            line = await stream.read(min(long.consumed, _RELAY_LINE_BYTES) or _RELAY_LINE_BYTES)
+        text = line.decode(errors="replace").rstrip("\r\n")
+        if text:
+            log_fields(child, logging.INFO, text[:_RELAY_LINE_BYTES], {"stream": name, "pid": pid})
 
 
 def _find_iac_code() -> str:

@@ -273,6 +273,18 @@ def redacted_traceback(formatter: logging.Formatter, record: logging.LogRecord) 
     return redact("\n".join(parts)) if parts else ""
 
 
+def json_line(message: str, fields: Mapping[str, Any] | None = None, *, level: int = logging.INFO,
+              logger: str = "aguiadapter") -> str:
+    """One line as :class:`JsonFormatter` writes a log record (credentials masked):
+    for what the command line prints itself (banner, drain, usage errors) under
+    ``--log-format json``, so that every line of the process parses."""
+    record = logging.LogRecord(logger, level, "", 0, message, None, None)
+    record.event = message
+    record.fields = dict(fields or {})
+    RedactingFilter().filter(record)
+    return JsonFormatter().format(record)
+
+
 def configure_logging(level: str, fmt: str = "text", *, trace_ids: bool = False) -> None:
     """Install one stderr handler with the chosen format and the redactor
     (and, with ``trace_ids``, the trace and span ids: needs the otel extra)."""
@@ -289,6 +301,8 @@ def configure_logging(level: str, fmt: str = "text", *, trace_ids: bool = False)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # Python's warnings (a library's deprecation...) as log lines, in the chosen format.
+    logging.captureWarnings(True)
 
 
 def _trace_ids(record: logging.LogRecord) -> dict[str, str]:

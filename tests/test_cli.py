@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -40,6 +41,8 @@ async def start_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = Non
         banner.append(line)
         if "state:" in line:
             break
+        if line.startswith("{") and json.loads(line)["message"] == "listening":  # --log-format json
+            return process, json.loads(line)["urls"][0], banner
     match = re.search(r"listening on (http://\S+/)", "".join(banner))
     assert match, banner
     return process, match.group(1), banner
@@ -137,9 +140,18 @@ def test_options_beat_the_environment(tmp_path: Path) -> None:
     assert config.state_dir == tmp_path / "agui"
 
 
-def test_diagram_command_prints_the_generated_diagram() -> None:
+def test_diagram_command_prints_the_generated_diagrams_as_fenced_blocks() -> None:
     out = subprocess.run([sys.executable, "-m", "aguiadapter", "diagram"], capture_output=True, text=True, check=True)
-    assert out.stdout == "\n".join(render_all())
+    machine, client = render_all()
+    # Markdown a renderer takes: each diagram in a ```mermaid block of its own.
+    assert out.stdout == f"```mermaid\n{machine}```\n\n```mermaid\n{client}```\n"
+    for which, diagram in (("machine", machine), ("client", client)):
+        one = subprocess.run([sys.executable, "-m", "aguiadapter", "diagram", "--which", which],
+                             capture_output=True, text=True, check=True)
+        assert one.stdout == f"```mermaid\n{diagram}```\n"
+    wrong = subprocess.run([sys.executable, "-m", "aguiadapter", "diagram", "--which", "both"],
+                           capture_output=True, text=True, check=False)
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
 
 
 async def test_a_run_lost_with_a_killed_adapter_has_its_task_cancelled_on_next_use(
@@ -278,12 +290,27 @@ def test_every_bad_setting_exits_2_with_one_line() -> None:
         (("--demo",), {"IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS": "x"}, "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS"),
         (("--demo",), {"IAC_CODE_AGUI_ALLOWED_ORIGINS": "https://ok.example,ftp://no"}, "IAC_CODE_AGUI_ALLOWED_ORIGINS"),
         (("--demo", "--jwt-jwks-file", "missing-jwks.json"), {}, "--jwt-audience"),
+        (("--demo", "--jwt-jwks-url", "http://idp.example.test/jwks", "--jwt-audience", "a"), {}, "--jwt-jwks-url"),
+        (("--demo", "--jwt-jwks-url", "https://idp.example.test/jwks", "--jwt-jwks-file", "x.json",
+          "--jwt-audience", "a"), {}, "not both"),
+        (("--demo", "--jwt-jwks-refresh-seconds", "0"), {}, "--jwt-jwks-refresh-seconds"),
+        # A store option misspelt: refused before anything starts, with the close name.
+        (("--demo", "--store", "redis://127.0.0.1:9/0?lease_second=10"), {}, "did you mean lease_seconds?"),
+        (("--demo", "--store", "redis://127.0.0.1:9/0?socket_timout=1"), {}, "socket_timeout"),
+        (("--demo", "--store", "redis://:pw-secret@127.0.0.1:9/0?socket_timeout=soon"), {}, "socket_timeout"),
+        # An option of the file store next to a Redis store is refused, not ignored.
+        (("--demo", "--store", "redis://127.0.0.1:9/0", "--state-retention-days", "3"), {}, "--state-retention-days"),
+        (("--demo", "--state-retention-days=3"), {"IAC_CODE_AGUI_STORE": "redis://127.0.0.1:9/0"},
+         "--state-retention-days"),
+        (("--demo", "--store", "redis://127.0.0.1:9/0"), {"IAC_CODE_AGUI_STATE_RETENTION_DAYS": "3"},
+         "IAC_CODE_AGUI_STATE_RETENTION_DAYS"),
     ]
     for args, env, named in cases:
         done = run_cli_now(*args, env=env)
         assert done.returncode == 2, (args, env, done.stderr)
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
         assert named in done.stderr, (named, done.stderr)
+        assert "pw-secret" not in done.stderr, done.stderr
 
 
 def test_options_are_never_abbreviated_and_the_references_own_fail_with_a_pointer() -> None:
@@ -396,3 +423,61 @@ def test_the_runtimes_workspace_variable_is_read_when_ours_is_unset() -> None:
     assert config_from_args(build_parser(env).parse_args(["--demo"]), env).allowed_cwds == ("/srv/w",)
     both = {**env, "IAC_CODE_AGUI_ALLOWED_CWDS": "/ours"}
     assert config_from_args(build_parser(both).parse_args(["--demo"]), both).allowed_cwds == ("/ours",)
+
+
+def test_under_log_format_json_a_usage_error_is_one_json_line_too() -> None:
+    for args, env in ((("--demo", "--log-format", "json", "--nonsense"), {}),
+                      (("--demo", "--port", "99999"), {"IAC_CODE_AGUI_LOG_FORMAT": "json"}),
+                      (("--demo", "--log-format=json", "--store", "redis://127.0.0.1:9/0?lease_second=1"), {})):
+        done = run_cli_now(*args, env=env)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        line = json.loads(done.stderr)
+        assert line["level"] == "ERROR" and line["logger"] == "aguiadapter" and line["message"], line
+
+
+async def test_under_log_format_json_every_line_the_server_writes_is_json(tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aguiadapter", "--demo", "--port", "0", "--state-dir", str(tmp_path / "state"),
+        "--log-format", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    banner = json.loads(await asyncio.wait_for(process.stdout.readline(), 20))
+    while banner["message"] != "listening":
+        banner = json.loads(await asyncio.wait_for(process.stdout.readline(), 20))
+    (url,) = banner["urls"]
+    assert banner["state"] == str(tmp_path / "state" / "threads") and banner["auth"] == "none"
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, json=run_body(thread_id="json", text="hello", cwd=str(tmp_path))) as resp:
+            check_stream(await resp.read())
+    process.send_signal(signal.SIGTERM)
+    rest = (await asyncio.wait_for(process.stdout.read(), 20)).decode().splitlines()
+    assert await process.wait() == 0
+    lines = [json.loads(line) for line in rest]
+    assert lines[-1]["message"] == "shutting down", lines
+
+
+def test_every_serve_option_has_an_environment_variable_but_the_runtime_choices() -> None:
+    from aguiadapter.cli_help import ENVIRONMENT
+
+    parser = build_parser({})
+    options = {action.dest for action in parser._actions if action.option_strings and action.help != "==SUPPRESS=="}
+    without = options - set(ENVIRONMENT) - {"help", "version"}
+    assert without == {"demo", "spawn_iac_code", "write", "which"}, without  # why: docs/operations.md
+
+
+def test_the_tuning_options_read_their_variables_and_refuse_bad_values(tmp_path: Path) -> None:
+    env = {"IAC_CODE_AGUI_HEARTBEAT_SECONDS": "4", "IAC_CODE_AGUI_INTERRUPT_TTL_SECONDS": "60",
+           "IAC_CODE_AGUI_MAX_ACTIVE_RUNS": "8", "IAC_CODE_AGUI_MAX_ACTIVE_RUNS_PER_USER": "2",
+           "IAC_CODE_AGUI_RUN_LOG_MAX_EVENTS": "100", "IAC_CODE_AGUI_RUN_LOG_MAX_BYTES": "4096",
+           "IAC_CODE_AGUI_HISTORY_CACHE_SECONDS": "0", "IAC_CODE_AGUI_MAX_HISTORY_READS": "2",
+           "IAC_CODE_AGUI_HISTORY_PAGE_BYTES": "2048", "IAC_CODE_AGUI_METRICS_HOST": "127.0.0.2",
+           "IAC_CODE_AGUI_STATE_DIR": str(tmp_path)}
+    from aguiadapter.config import Config
+
+    for config in (config_from_args(build_parser(env).parse_args(["--demo"]), env), Config.from_env(env, demo=True)):
+        assert (config.heartbeat_seconds, config.interrupt_ttl_seconds, config.max_active_runs,
+                config.max_active_runs_per_user, config.run_log_max_events, config.run_log_max_bytes,
+                config.history_cache_seconds, config.max_history_reads, config.history_page_bytes,
+                config.metrics_host) == (4, 60, 8, 2, 100, 4096, 0, 2, 2048, "127.0.0.2")
+    done = run_cli_now("--demo", env={"IAC_CODE_AGUI_MAX_ACTIVE_RUNS": "0"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "IAC_CODE_AGUI_MAX_ACTIVE_RUNS" in done.stderr

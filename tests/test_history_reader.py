@@ -60,7 +60,8 @@ async def test_without_the_file_or_a_session_history_is_unavailable(client: A2AC
     reader.start(client)
     with pytest.raises(HistoryUnavailable) as refused:
         await reader.turns(record())
-    assert refused.value.response_headers() == {"Retry-After": "5"}
+    # The runtime answers 404 (it holds no such conversation): asking again cannot help.
+    assert refused.value.response_headers() == {} and refused.value.message_id == "history_gone"
     write_session(tmp_path, RECORDING["transcript"])
     with pytest.raises(HistoryUnavailable):
         await reader.turns(record(session_id=None))

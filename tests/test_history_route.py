@@ -95,6 +95,10 @@ async def test_after_a_runtime_restart_history_is_unavailable_with_retry_after(
         try:
             reply = await adapter.get("/threads/t-r/messages")
             assert reply.status == 503 and reply.json()["error"]["code"] == "HISTORY_UNAVAILABLE"
+            # It answers, holding no such conversation: only the thread's next turn helps.
+            assert "Retry-After" not in reply.headers and "next turn" in reply.json()["error"]["message"]
+            await adapter.run(run_body(thread_id="t-r", text="hello again", cwd=str(workspace)))
+            assert (await messages(adapter, "t-r"))[0] == 200
         finally:
             await restarted.close()
 

@@ -220,7 +220,7 @@ async def test_health_reports_protocol_and_runtime(adapter: RunningAdapter, demo
     async with adapter.session.get(adapter.url + "health") as resp:
         body = await resp.json()
     assert body["protocol"] == "ag-ui" and body["protocolVersion"] == "1.0"
-    assert body["a2a"] == {"url": demo.url, "reachable": True}
+    assert body["a2a"] == {"url": demo.url, "reachable": True, "status": "ok"}
     assert body["status"] == "ok" and body["serverVersion"]
 
 

@@ -59,6 +59,8 @@ async def start_server(tmp_path: Path, runtime: str, log_format: str) -> tuple[a
         assert line, "the server exited during startup"
         if "listening on" in line:
             return process, line.split("listening on ", 1)[1].split()[0].rstrip(",")
+        if line.startswith("{") and json.loads(line)["message"] == "listening":  # the banner as JSON
+            return process, json.loads(line)["urls"][0]
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])

@@ -8,7 +8,9 @@ import logging
 import os
 import subprocess
 import sys
+import signal
 import textwrap
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -367,6 +369,67 @@ async def _banner_url(log: Path, process: subprocess.Popen[bytes]) -> str:
         for line in log.read_text(errors="replace").splitlines():
             if " listening on http://" in line:
                 return line.split(" listening on ", 1)[1].split(",")[0].strip()
+            if line.startswith("{") and json.loads(line)["message"] == "listening":  # --log-format json
+                return str(json.loads(line)["urls"][0])
         return None
 
     return await eventually(listening, "the adapter prints its banner", timeout=30)
+
+
+async def test_health_probes_make_no_span(traced: Traced, workspace: Path) -> None:
+    for _ in range(5):
+        async with traced.adapter.session.get(traced.adapter.url + "health") as resp:
+            assert resp.status == 200
+    assert (await traced.adapter.run(run_body(thread_id="t-after", text="hi", cwd=str(workspace)),
+                                     headers=AUTH)).status == 200
+    spans = await traced.settled(1)
+    assert not [span for span in spans if "health" in span.name], [span.name for span in spans]
+    assert named(spans, "POST /")
+
+
+async def test_a_hanging_collector_does_not_stretch_shutdown(tmp_path: Path) -> None:
+    """A collector that takes connections and never answers: SIGTERM still
+    ends the process within the documented bound (no drain here: 2 s)."""
+    hung: list[asyncio.StreamWriter] = []
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hung.append(writer)
+        await reader.read(1 << 20)
+
+    collector = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = collector.sockets[0].getsockname()[1]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and not k.startswith("IAC_CODE_AGUI")}
+    env = {**clean, "PYTHONPATH": str(REPO), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+           "OTEL_BSP_SCHEDULE_DELAY": "50"}
+    log = tmp_path / "adapter.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "aguiadapter", "--demo", "--port", "0", "--state-dir", str(tmp_path / "state"),
+             "--log-format", "json", "--quiet-health"],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    try:
+        url = await _banner_url(log, process)
+        async with aiohttp.ClientSession() as session:
+            for n in range(3):
+                body = run_body(thread_id=f"hung-{n}", text="hello", cwd=str(tmp_path))
+                async with session.post(url, json=body) as resp:
+                    assert b"RUN_FINISHED" in await resp.read()
+                async with session.get(url + "health") as resp:
+                    assert resp.status == 200
+        await eventually(lambda: bool(hung), "the exporter is stuck on the collector")
+        process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        code = await asyncio.to_thread(process.wait, 30)
+        took = time.monotonic() - signalled
+    finally:
+        if process.poll() is None:
+            process.kill()
+        collector.close()
+        for writer in hung:
+            writer.close()
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    assert code == 0 and took < 2.0, (took, lines[-3:])
+    assert any(line["message"].startswith("trace exporter did not finish") for line in lines)
+    access = [line["message"] for line in lines if line["logger"] == "aiohttp.access"]
+    assert any('"POST / ' in line for line in access) and not any("/health" in line for line in access), access

@@ -19,7 +19,7 @@ import json
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
@@ -57,6 +57,10 @@ _SSE_TYPE: Final = "text/event-stream"
 _TRANSPORT_ERRORS: Final = (aiohttp.ClientError, HttpProcessingError, OSError, asyncio.TimeoutError)
 # The connection was never made: the request did not leave this process.
 _NOT_CONNECTED: Final = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+#: The statuses of a runtime that refuses this client's credentials.
+_REFUSED: Final = (401, 403)
+#: ``/health``'s ``a2a.status``: usable, refusing the token, or not answering.
+RuntimeStatus = Literal["ok", "unauthorized", "unreachable"]
 
 
 class A2AError(Exception):
@@ -77,6 +81,11 @@ class A2AUnavailable(A2AError):
         super().__init__(message)
         self.status = status
         self.sent = sent
+
+    @property
+    def unauthorized(self) -> bool:
+        """The runtime answered, refusing this server's credentials (401, 403)."""
+        return self.status in _REFUSED
 
 
 class A2AHttpError(A2AError):
@@ -306,6 +315,9 @@ class A2AClient:
             total=request_timeout, connect=connect_timeout, sock_connect=connect_timeout
         )
         self._health_timeout = aiohttp.ClientTimeout(total=min(_HEALTH_TIMEOUT, connect_timeout))
+        #: The status (401, 403) of the last call the runtime refused for its
+        #: credentials, until one is taken again; ``None`` when none was refused.
+        self.refused_status: int | None = None
 
     @property
     def url(self) -> str:
@@ -366,19 +378,30 @@ class A2AClient:
         return await self._call(CANCEL_TASK, {"id": task_id}, self._unary_timeout)
 
     async def health(self) -> bool:
-        """``GET <base>/health``: True on a 2xx reply, False on anything else."""
-        with self._endpoint.call("/health", http="GET") as call:
+        """Whether the runtime is usable: :meth:`health_status` is ``ok``."""
+        return await self.health_status() == "ok"
+
+    async def health_status(self) -> RuntimeStatus:
+        """``GET <base>/health``: ``ok`` on a 2xx reply, ``unauthorized`` when
+        the runtime refuses this client's token (401/403 there, or on the
+        last call it refused: a runtime whose ``/health`` is open), else
+        ``unreachable``."""
+        with self._endpoint.call("/health", http="GET", traced=False) as call:
             try:
                 session = self._get_session()
                 async with session.get(
                     f"{self._base}/health", headers=call.headers(self._json_headers), timeout=self._health_timeout
                 ) as resp:
                     call.answered(resp.status)
-                    return 200 <= resp.status < 300
+                    if resp.status in _REFUSED:
+                        return "unauthorized"
+                    if 200 <= resp.status < 300:
+                        return "unauthorized" if self.refused_status is not None else "ok"
+                    return "unreachable"
             except (*_TRANSPORT_ERRORS, ValueError, RuntimeError) as exc:
                 # Refused, timed out, bad URL, closed session: all mean "not healthy".
                 call.end(exc)
-                return False
+                return "unreachable"
 
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST a plain JSON body to an extra route of the runtime (not JSON-RPC).
@@ -456,12 +479,16 @@ class A2AClient:
                 f"{what}: A2A runtime unreachable ({type(exc).__name__})", sent=not isinstance(exc, _NOT_CONNECTED)
             ) from exc
         call.answered(resp.status)
+        if resp.status not in _REFUSED:
+            self.refused_status = None  # the token was taken (again)
         return resp
 
     async def _read_reply(self, resp: aiohttp.ClientResponse, what: str, max_bytes: int | None = None) -> Any:
         """Decode a JSON reply; the statuses meaning "unavailable" raise first."""
         status = resp.status
-        if status in (401, 403) or status >= 500:
+        if status in _REFUSED:
+            self.refused_status = status
+        if status in _REFUSED or status >= 500:
             raise A2AUnavailable(f"{what}: A2A runtime answered HTTP {status}", status=status)
         try:
             raw = await resp.read() if max_bytes is None else await _read_at_most(resp, what, max_bytes)

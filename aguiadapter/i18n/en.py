@@ -66,6 +66,7 @@ MESSAGES: dict[str, str] = {
     "state_persistence_failed": "The adapter could not save its recovery state reliably.",
     "state_store_unavailable": "The thread state store is unavailable; try again shortly.",
     "a2a_unavailable": "The agent runtime is unavailable.",
+    "a2a_unauthorized": "The agent runtime refused this server's credentials; an operator must fix its token.",
     "a2a_protocol_error": "The agent runtime returned an inconsistent response.",
     "a2a_execution_failed": "The agent run failed.",
     "cancelled": "The execution was cancelled.",
@@ -158,6 +159,10 @@ MESSAGES: dict[str, str] = {
         "The conversation cannot be read from the agent runtime right now; the thread itself is intact, and what"
         " it waits for is restored. Try again later to see the messages."
     ),
+    "connect_history_gone": (
+        "The agent runtime no longer holds this conversation (it restarted); the thread itself is intact, and"
+        " what it waits for is restored. Its messages show again after its next turn."
+    ),
     "connect_history_pipeline": (
         "This thread runs a pipeline, whose conversation the agent runtime does not keep; the pipeline's view"
         " and what it waits for are restored."
@@ -171,6 +176,11 @@ MESSAGES: dict[str, str] = {
     "history_pipeline": (
         "This thread runs a pipeline, whose conversation the agent runtime does not keep in the session"
         " transcript; GET /threads/{{threadId}} and the pipeline events show where it stands."
+    ),
+    "history_gone": (
+        "The agent runtime no longer holds this conversation (it restarted, or keeps no transcript): asking again"
+        " does not help; the thread's next turn makes it readable again. The thread itself is intact: GET"
+        " /threads/{{threadId}} still shows its state and pending interrupts."
     ),
     "history_busy": "Too many conversations are being read at once; try again after Retry-After seconds.",
     "history_too_large": (

@@ -56,6 +56,7 @@ MESSAGES: dict[str, str] = {
     "state_persistence_failed": "无法可靠地保存恢复所需的状态。",
     "state_store_unavailable": "会话状态存储暂时不可用，请稍后重试。",
     "a2a_unavailable": "Agent 运行时当前不可用。",
+    "a2a_unauthorized": "Agent 运行时拒绝了本服务器的凭据，需由运维人员修正其令牌。",
     "a2a_protocol_error": "Agent 运行时返回的响应前后不一致。",
     "a2a_execution_failed": "Agent 运行失败。",
     "cancelled": "该执行已取消。",
@@ -136,6 +137,10 @@ MESSAGES: dict[str, str] = {
     "connect_history_unavailable": (
         "暂时无法从 agent 运行时读取对话内容；thread 本身完好，其等待处理的内容已恢复。请稍后重试以查看消息。"
     ),
+    "connect_history_gone": (
+        "agent 运行时已不再保存该会话（运行时已重启）；thread 本身完好，其等待处理的内容已恢复。"
+        "下一轮对话之后即可再次看到消息。"
+    ),
     "connect_history_pipeline": (
         "该 thread 运行的是 pipeline，agent 运行时不保存其对话；pipeline 的视图和等待处理的内容已恢复。"
     ),
@@ -147,6 +152,11 @@ MESSAGES: dict[str, str] = {
     "history_pipeline": (
         "该 thread 运行的是 pipeline，agent 运行时不会把 pipeline 的对话写入会话记录；"
         "请通过 GET /threads/{{threadId}} 和 pipeline 事件查看其进度。"
+    ),
+    "history_gone": (
+        "agent 运行时已不再保存该会话（运行时已重启，或不保存会话记录）：重试无济于事，"
+        "该 thread 的下一轮对话之后即可再次读取。"
+        "thread 本身完好：GET /threads/{{threadId}} 仍会显示其状态和待处理的中断。"
     ),
     "history_busy": "同时读取的会话过多；请在 Retry-After 秒后重试。",
     "history_too_large": (

@@ -332,9 +332,9 @@ class RunDriver:
         if self._inner is not None:
             self._inner.cancel()
 
-    def message(self, code: ErrorCode) -> str:
-        """The caller-language message of an error code."""
-        return render(code.message_id, self.ticket.language)
+    def message(self, code: ErrorCode, message_id: str | None = None) -> str:
+        """The caller-language message of an error code (or of a more precise id)."""
+        return render(message_id or code.message_id, self.ticket.language)
 
     # ------------------------------------------------------------ opening
     async def open(self) -> None:
@@ -590,18 +590,18 @@ class RunDriver:
         if ending.cancel_task:
             await self.context.runtime.cancel_task(self.identity.task_id)
         if ending.end is End.REJECT:
-            await self._refuse_answer(ending.code)
+            await self._refuse_answer(ending.code, ending.message_id)
         elif ending.end is End.DETACH:
             self._note_error(ending.code)
             await self._close_spans()
-            await self._end(tm.detach, ending.code, self.message(ending.code))
+            await self._end(tm.detach, ending.code, self.message(ending.code, ending.message_id))
         else:
-            await self._fail(ending.code, detail=ending.detail)
+            await self._fail(ending.code, detail=ending.detail, message_id=ending.message_id)
 
-    async def _fail(self, code: ErrorCode, detail: str | None = None) -> None:
+    async def _fail(self, code: ErrorCode, detail: str | None = None, message_id: str | None = None) -> None:
         self._note_error(code)
         await self._close_spans()
-        message = self.message(code)
+        message = self.message(code, message_id)
         if detail and code in (ErrorCode.A2A_EXECUTION_FAILED, ErrorCode.INVALID_INPUT):
             # The runtime's own words help the user more than the code alone
             # (never the request's own secrets, which a provider may quote).
@@ -611,12 +611,12 @@ class RunDriver:
         else:
             await self._end(tm.fail, code, message)
 
-    async def _refuse_answer(self, code: ErrorCode) -> None:
+    async def _refuse_answer(self, code: ErrorCode, message_id: str | None = None) -> None:
         """The answer was not applied: the run ends with an error, the thread
         keeps waiting with the same pending interrupts."""
         self._note_error(code)
         await self._close_spans()
-        await self._end(tm.reject, code, self.message(code))
+        await self._end(tm.reject, code, self.message(code, message_id))
 
     async def _abandon(self) -> None:
         """Stopped: cancel the runtime's task and end the execution. A client

@@ -54,6 +54,8 @@ class Ending:
     cancel_task: bool = False
     #: The runtime's own words, for the client's message.
     detail: str | None = None
+    #: A catalog message more precise than the code's own.
+    message_id: str | None = None
 
 
 @attrs.frozen
@@ -77,6 +79,8 @@ class Failure:
     lost_write: str | None = None
     #: The task may wait for an input nobody can answer: cancel it.
     stuck: bool = False
+    #: The runtime answered, refusing this server's credentials (401, 403).
+    unauthorized: bool = False
     #: The request that carried the answers may have reached the runtime
     #: (the connection broke after it was made).
     sent: bool = False
@@ -94,7 +98,15 @@ CANCELLED_AFTER_LOST: Final = frozenset({"bind_task", "interrupt", "hand_off", "
 
 
 def ending_for(failure: Failure) -> Ending:
-    """How the run ends after ``failure`` (see the table in the tests)."""
+    """How the run ends after ``failure`` (see the table in the tests); a
+    refused token says so in its message, whatever the ending."""
+    ending = _ending_for(failure)
+    if failure.unauthorized and ending.code is ErrorCode.A2A_UNAVAILABLE:
+        return attrs.evolve(ending, message_id="a2a_unauthorized")
+    return ending
+
+
+def _ending_for(failure: Failure) -> Ending:
     code = failure.code
     if failure.lost_write is not None:
         return Ending(End.LOST, ErrorCode.STATE_PERSISTENCE_FAILED, failure.lost_write in CANCELLED_AFTER_LOST)
@@ -134,6 +146,7 @@ def failure_of(exc: BaseException, *, resuming: bool, accepted: bool, turn: bool
         lost_write=exc.transition if isinstance(exc, LostWrite) else None,
         stuck=isinstance(exc, LostTask) and exc.cancel,
         sent=isinstance(exc, A2AUnavailable) and exc.sent,
+        unauthorized=isinstance(exc, A2AUnavailable) and exc.unauthorized,
     )
 
 

@@ -32,10 +32,11 @@ Interface (what ``GET /threads/{id}/messages`` and ``POST /connect`` call)::
 
 ``record`` is the thread's :class:`~aguiadapter.threads.record.ThreadRecord`
 the caller already checked ownership of. Both raise :class:`HistoryUnavailable`
-(an ``AdapterError`` answered 503 ``HISTORY_UNAVAILABLE`` with ``Retry-After``)
-when the runtime cannot serve the transcript: the route answers 404 (iac-code
-after a restart, until the thread's next turn; a runtime without the route),
-the runtime is down or answers nonsense. A thread that never reached the
+(an ``AdapterError`` answered 503 ``HISTORY_UNAVAILABLE``) when the runtime
+cannot serve the transcript: with ``Retry-After`` when it is down or answers
+nonsense, without when its route answers 404 (iac-code after a restart,
+until the thread's next turn; a runtime without the route), where asking
+again cannot help. A thread that never reached the
 runtime has an empty history (no call is made). A pipeline thread has
 none that can be told (``HistoryUnavailable`` without ``Retry-After``):
 iac-code keeps a pipeline's conversation out of the session transcript,
@@ -107,7 +108,14 @@ class HistoryUnavailable(AdapterError):
 
 
 class _NotServed(Exception):
-    """The runtime's route did not serve the transcript (the disk may)."""
+    """The runtime's route did not serve the transcript (the disk may);
+    ``gone``: it answered 404, it holds no such conversation (iac-code after a
+    restart, until the thread's next turn; a runtime without the route), so
+    asking again cannot help."""
+
+    def __init__(self, reason: str, *, gone: bool = False) -> None:
+        super().__init__(reason)
+        self.gone = gone
 
 
 class _TooLarge(Exception):
@@ -276,7 +284,7 @@ class HistoryReader:
         try:
             return await self._from_runtime(record.context_id)
         except _NotServed as exc:
-            reason = str(exc)
+            reason, gone = str(exc), exc.gone
         except _TooLarge as exc:
             log.warning("thread %s: history not read: %s", record.thread_id, exc)
             raise HistoryUnavailable(str(exc), "history_too_large", retry=False) from None
@@ -291,6 +299,8 @@ class HistoryReader:
                 log.info("thread %s: history read from the runtime's folder (%s)", record.thread_id, reason)
                 return rows
         log.info("thread %s: history unavailable: %s", record.thread_id, reason)
+        if gone:  # no Retry-After: only the thread's next turn helps
+            raise HistoryUnavailable(reason, "history_gone", retry=False)
         raise HistoryUnavailable(reason)
 
     async def _from_runtime(self, context_id: str) -> list[dict[str, Any]]:
@@ -315,7 +325,7 @@ class HistoryReader:
             except A2AHttpError as exc:
                 if exc.status == 409 and attempt == 1:
                     continue
-                raise _NotServed(f"HTTP {exc.status}") from exc
+                raise _NotServed(f"HTTP {exc.status}", gone=exc.status == 404) from exc
             except A2AError as exc:
                 raise _NotServed(type(exc).__name__) from exc
             messages = document.get("messages")

@@ -134,6 +134,10 @@ class ThreadStore(Protocol):
     async def ping(self) -> bool:
         """Whether the store answers (for /health)."""
 
+    async def status(self) -> str:
+        """``ok``, ``unauthorized`` (it refuses the configured credentials) or
+        ``unreachable``: ``/health``'s ``store.status``."""
+
     async def start(self) -> None:
         """Open connections and background work."""
 

@@ -203,13 +203,14 @@ class A2AEndpoint:
         if parts.port is not None:
             self._server["server.port"] = parts.port
 
-    def call(self, method: str, *, http: str | None = None) -> A2ACall:
+    def call(self, method: str, *, http: str | None = None, traced: bool = True) -> A2ACall:
         """One request: a JSON-RPC ``method``, or for a plain route ``http``
-        (its HTTP method) with ``method`` the path, e.g. ``call("/health", http="GET")``."""
+        (its HTTP method) with ``method`` the path, e.g. ``call("/health", http="GET")``;
+        ``traced=False``: timed, but no span (the health probe)."""
         telemetry = self._telemetry
         name = method if http is None else f"{http} {method}"
         span = None
-        if telemetry.tracing is not None:
+        if telemetry.tracing is not None and traced:
             attributes = dict(self._server)
             if http is None:
                 attributes.update({"rpc.system": "jsonrpc", "rpc.method": method, "rpc.jsonrpc.version": "2.0"})
@@ -302,3 +303,32 @@ def tracer_provider_from_env(env: Mapping[str, str]) -> SdkTracerProvider | None
             f"{variable} is set, but tracing needs the otel extra: pip install 'aguiadapter[otel]' ({exc})"
         ) from exc
     return provider_from_env(env)
+
+
+#: How long the command line waits, at shutdown, for the spans still queued
+#: to reach the collector: a dead or hanging collector costs this much, no more.
+TRACE_SHUTDOWN_SECONDS: Final = 1.0
+
+
+def shutdown_within(provider: SdkTracerProvider, seconds: float = TRACE_SHUTDOWN_SECONDS) -> bool:
+    """Shut the tracer provider down (sending what is queued), waiting at most
+    ``seconds``; ``False`` (and one log line) when the exporter did not finish:
+    its thread is left behind, a daemon, and the spans it held are lost."""
+    import logging
+    import threading
+
+    done = threading.Event()
+
+    def shutdown() -> None:
+        try:
+            provider.shutdown()
+        finally:
+            done.set()
+
+    threading.Thread(target=shutdown, name="trace-shutdown", daemon=True).start()
+    if done.wait(seconds):
+        return True
+    logging.getLogger(__name__).warning(
+        "trace exporter did not finish within %g s (collector down or hanging); spans still queued are lost",
+        seconds)
+    return False

@@ -74,6 +74,9 @@ class Tracing:
         async def trace_request(request: web.Request, handler: Handler) -> web.StreamResponse:
             resource = request.match_info.route.resource
             route = resource.canonical if resource is not None else None
+            if route is not None and route.endswith(HEALTH_PATH):
+                # Probes every few seconds from every balancer: traces of nothing.
+                return await handler(request)
             attributes: dict[str, str] = {
                 "http.request.method": request.method,
                 "url.path": request.path,
@@ -186,6 +189,10 @@ class TraceIdsFilter(logging.Filter):
         return True
 
 
+#: The route no span is made for (nor for the runtime's health call it makes).
+HEALTH_PATH: Final = "/health"
+
+
 # ------------------------------------------------------------- from OTEL_*
 def provider_from_env(env: Mapping[str, str]) -> SdkTracerProvider:
     """An SDK tracer provider configured by the standard ``OTEL_*`` variables.
@@ -201,7 +208,10 @@ def provider_from_env(env: Mapping[str, str]) -> SdkTracerProvider:
     resource = Resource.create({SERVICE_VERSION: __version__})
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: "aguiadapter"}))
-    provider = SdkTracerProvider(resource=resource)
+    # No shutdown at interpreter exit: the command line shuts it down itself,
+    # within a bound (shutdown_within), and a second, unbounded try at exit
+    # would wait on a dead collector all the same.
+    provider = SdkTracerProvider(resource=resource, shutdown_on_exit=False)
     for exporter in _exporters(env):
         provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider

@@ -21,6 +21,13 @@ def _label(state_id: str) -> str:
     return state_id.replace("_", " ")
 
 
+def _view_label(view: str) -> str:
+    """A front end's name for a state, with the API's ``state`` when it differs
+    (``GET /threads/{threadId}`` says ``interrupted``, the diagram "waiting for the user")."""
+    api = next(state.value for state, seen in CLIENT_VIEW.items() if seen == view)
+    return _label(view) if api == view else f"{_label(view)} ({api})"
+
+
 def _transitions() -> Iterator[tuple[State, State, str, tuple[str, ...]]]:
     """(source, target, event, guards) of every declared transition, in order."""
     for state in ThreadMachine.states:
@@ -64,7 +71,7 @@ def render_client_mermaid() -> str:
             labels.append(seen)
     views = list(dict.fromkeys(CLIENT_VIEW.values()))
     lines = ["stateDiagram-v2", "    direction LR"]
-    lines += [f'    state "{_label(view)}" as {view}' for view in views]
+    lines += [f'    state "{_view_label(view)}" as {view}' for view in views]
     lines.append(f"    [*] --> {CLIENT_VIEW[ThreadState.IDLE]}")
     lines += [f"    {source} --> {target} : {' / '.join(labels)}" for (source, target), labels in edges.items()]
     return DIAGRAM_HEADER + "\n".join(lines) + "\n"
@@ -73,6 +80,16 @@ def render_client_mermaid() -> str:
 def render_all() -> list[str]:
     """The diagrams of docs/thread-states.md, in the page's order."""
     return [render_mermaid(), render_client_mermaid()]
+
+
+#: ``diagram --which NAME``: the diagrams by name, in the page's order.
+DIAGRAMS = {"machine": render_mermaid, "client": render_client_mermaid}
+
+
+def fenced(diagrams: list[str]) -> str:
+    """The diagrams as Markdown ```mermaid blocks, a blank line apart: what a
+    renderer takes (two bare diagrams in a row are one invalid diagram)."""
+    return "\n".join(f"```mermaid\n{diagram}```\n" for diagram in diagrams)
 
 
 def update_document(path: str) -> bool:

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from ..a2a.client import A2AClient
 from ..config import NO_RUNTIME, Config
+from ..logs import mask_url
 from ..telemetry import Telemetry
 from ..store.factory import open_store
 from ..service.history_reader import HistoryReader
@@ -155,6 +156,7 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             started.client = started.service = started.limits = None
             app[HISTORY].stop()
             await client.close()
+            await app[AUTH].close()
             if demo is not None:
                 await demo.close()
 
@@ -176,8 +178,13 @@ async def _probe(url: str, token: str | None) -> None:
     """Warn when the runtime does not answer; the server starts all the same
     (``/health`` reports it until it does). Not traced: no request caused it."""
     async with A2AClient(url, token=token) as probe:
-        if not await probe.health():
-            log.warning("the A2A runtime does not answer at %s; runs fail until it does", url)
+        status = await probe.health_status()
+    if status == "unauthorized":
+        log.error("the A2A runtime at %s refuses this server's token (HTTP 401/403): give it the runtime's token "
+                  "(--a2a-token, IAC_CODE_AGUI_A2A_TOKEN; iac-code a2a reads IACCODE_A2A_HTTP_TOKEN); runs fail "
+                  "until they match", mask_url(url))
+    elif status != "ok":
+        log.warning("the A2A runtime does not answer at %s; runs fail until it does", mask_url(url))
 
 
 def _metrics_listener(host: str, port: int):  # type: ignore[no-untyped-def]

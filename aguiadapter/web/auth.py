@@ -64,6 +64,9 @@ class Authenticator(Protocol):
     async def start(self) -> None:
         """Load what checking needs (a JWKS file); fail here, not on the first request."""
 
+    async def close(self) -> None:
+        """Release what ``start`` opened (a JWKS URL's connections)."""
+
     async def principal(self, request: web.Request) -> str | None:
         """The verified user (``None`` when the mode names nobody); ``Unauthorized`` to refuse."""
 
@@ -73,6 +76,9 @@ class OpenAccess:
 
     async def start(self) -> None:
         """Nothing to load."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
 
     async def principal(self, request: web.Request) -> str | None:
         """Nobody is named."""
@@ -88,6 +94,9 @@ class SharedToken:
     async def start(self) -> None:
         """Nothing to load."""
 
+    async def close(self) -> None:
+        """Nothing to release."""
+
     async def principal(self, request: web.Request) -> str | None:
         """Nobody is named; a missing or different token is refused."""
         given = bearer_token(request)
@@ -97,20 +106,28 @@ class SharedToken:
 
 
 class VerifiedIdentity:
-    """Bearer JWTs verified against a JWKS file; the principal claim names the user."""
+    """Bearer JWTs verified against a JWKS file or URL; the principal claim names the user."""
 
     def __init__(self, settings: JwtSettings) -> None:
         try:
             from .jwks import JwtVerifier
+            from .jwks_url import JwksUrl
         except ImportError as exc:
             raise RuntimeError(
-                "--jwt-jwks-file needs the jwt extra: pip install 'aguiadapter[jwt]'"
+                "--jwt-jwks-file and --jwt-jwks-url need the jwt extra: pip install 'aguiadapter[jwt]'"
             ) from exc
-        self.verifier = JwtVerifier(settings)
+        url = settings.jwks_url
+        source = None if url is None else JwksUrl(url, settings.jwks_refresh_seconds,
+                                                  settings.jwks_fetch_timeout_seconds)
+        self.verifier = JwtVerifier(settings, source)
 
     async def start(self) -> None:
-        """Read the key set; an unusable file stops the start."""
+        """Read the key set; an unusable file or URL stops the start."""
         await self.verifier.start()
+
+    async def close(self) -> None:
+        """Close the key source's connections."""
+        await self.verifier.close()
 
     async def principal(self, request: web.Request) -> str | None:
         """The user the token names."""
@@ -120,7 +137,9 @@ class VerifiedIdentity:
         try:
             return await self.verifier.principal(token)
         except TokenRefused as exc:
-            log_fields(log, logging.INFO, "JWT refused", {"reason": exc.reason})
+            # The claimed kid and iss (never the token): a rotation or a client
+            # of another environment shows at a glance.
+            log_fields(log, logging.INFO, "JWT refused", {"reason": exc.reason, "kid": exc.kid, "iss": exc.iss})
             raise Unauthorized(_MESSAGES.get(exc.reason), presented=True) from None
 
 
@@ -151,6 +170,9 @@ class HostPrincipal:
 
     async def start(self) -> None:
         """Nothing to load."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
 
     async def principal(self, request: web.Request) -> str | None:
         """The user the hook names; nobody (or a name no thread can hold) is refused."""

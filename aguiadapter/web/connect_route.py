@@ -140,6 +140,8 @@ async def _history(
         )
     except HistoryUnavailable as exc:
         log.info("thread %s: connect without history: %s", record.thread_id, exc.reason)
+        if exc.message_id == "history_gone":  # the runtime restarted: the next turn brings it back
+            return HistoryMissing(render("connect_history_gone", language))
         if not exc.retry:  # a pipeline thread: asking again does not help
             return HistoryMissing(render("connect_history_pipeline", language))
         retry = exc.response_headers().get("Retry-After")

@@ -181,8 +181,11 @@ async def health(request: web.Request) -> web.Response:
     client, service = backend(request)
     config = request.config_dict[CONFIG]
     kind = config.runtime_kind
-    reachable, store_ok = await asyncio.gather(client.health(), service.store.ping())
-    runtime: dict[str, Any] = {"reachable": reachable}
+    runtime_status, store_status = await asyncio.gather(client.health_status(), service.store.status())
+    reachable, store_ok = runtime_status == "ok", store_status == "ok"
+    # ``reachable`` as before (usable); ``status`` says why not: a refused
+    # token is an operator's fix, not a network outage.
+    runtime: dict[str, Any] = {"reachable": reachable, "status": runtime_status}
     if await _may_see_internals(request):
         runtime = {"url": mask_url(client.url), **runtime}
     status = "ok" if reachable and store_ok else "degraded"
@@ -199,7 +202,7 @@ async def health(request: web.Request) -> web.Response:
             # demo (the scripted agent), iac-code (a supervised child) or a2a.
             "runtime": kind,
             "a2a": runtime,
-            "store": {"kind": service.store.kind, "reachable": store_ok},
+            "store": {"kind": service.store.kind, "reachable": store_ok, "status": store_status},
         },
         # A draining replica tells the load balancer to send it nothing new.
         status=503 if service.draining else 200,

@@ -1,4 +1,5 @@
-"""Bearer JWTs checked against the keys of a JWKS file that may change.
+"""Bearer JWTs checked against the keys of a JWKS file that may change
+(or of a JWKS URL: :mod:`aguiadapter.web.jwks_url`).
 
 Used with ``--jwt-jwks-file`` (needs ``aguiadapter[jwt]``: PyJWT with its
 ``crypto`` extra). The file is a JSON Web Key Set (RFC 7517) of public keys
@@ -25,7 +26,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import jwt
@@ -58,11 +59,16 @@ class JwksError(RuntimeError):
 
 
 class TokenRefused(Exception):
-    """A bearer token that does not prove who calls; ``reason`` says why (never the token)."""
+    """A bearer token that does not prove who calls; ``reason`` says why (never
+    the token). ``kid`` and ``iss``, as the token claims them (unverified, for
+    the log line an operator reads when a provider rotates or a client
+    mixes up environments), are set by :meth:`JwtVerifier.principal`."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kid: str | None = None
+        self.iss: str | None = None
 
 
 @attrs.frozen
@@ -199,6 +205,22 @@ def _jwk_problem(exc: Exception) -> str:
     return text or type(exc).__name__
 
 
+class KeySource(Protocol):
+    """Where a verifier's keys come from: a file, a URL."""
+
+    async def load(self) -> None:
+        """The first read (at start): ``JwksError`` when it gives no usable set."""
+
+    async def current(self) -> KeySet:
+        """The key set to check a token with."""
+
+    async def unknown_kid(self) -> KeySet:
+        """The key set after a token named a ``kid`` it lacks (fetched again when allowed)."""
+
+    async def close(self) -> None:
+        """Release what the source holds open."""
+
+
 #: What :class:`JwksFile` remembers of a file that cannot be read at all.
 _MISSING = "missing"
 
@@ -214,6 +236,13 @@ class JwksFile:
         #: The version last refused (or ``_MISSING``), so that a bad file is reported once.
         self._refused: FileVersion | str | None = None
         self._checked_at = float("-inf")
+
+    async def close(self) -> None:
+        """Nothing is held open."""
+
+    async def unknown_kid(self) -> KeySet:
+        """A file is looked at on its own schedule: the set as it is."""
+        return self.keys
 
     async def load(self) -> None:
         """The first read (at startup): ``JwksError`` when it fails."""
@@ -270,6 +299,19 @@ class JwksFile:
                     self.path, why, len(self.keys))
 
 
+def _claimed(token: str) -> tuple[str | None, str | None]:
+    """The ``kid`` and ``iss`` a token claims, unverified, cut to a length a log line holds."""
+    try:
+        kid = jwt.get_unverified_header(token).get("kid")
+    except PyJWTError:
+        kid = None
+    try:
+        iss = jwt.decode(token, options={"verify_signature": False}).get("iss")
+    except (PyJWTError, AttributeError):
+        iss = None
+    return (kid[:100] if isinstance(kid, str) else None), (iss[:200] if isinstance(iss, str) else None)
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return exc.strerror or type(exc).__name__
@@ -279,17 +321,39 @@ def _reason(exc: BaseException) -> str:
 class JwtVerifier:
     """Checks bearer JWTs and tells whose they are."""
 
-    def __init__(self, settings: JwtSettings) -> None:
+    def __init__(self, settings: JwtSettings, source: KeySource | None = None) -> None:
+        """``source``: where the keys come from (a :class:`~aguiadapter.web.jwks_url.JwksUrl`);
+        by default the settings' JWKS file."""
         self.settings = settings
-        self.jwks = JwksFile(settings.jwks_file, settings.jwks_check_seconds)
+        if source is None:
+            if settings.jwks_file is None:
+                raise ValueError("no JWKS file in the settings: give the key source")
+            source = JwksFile(settings.jwks_file, settings.jwks_check_seconds)
+        self.jwks = source
 
     async def start(self) -> None:
         """Read the key set (``JwksError`` when it is unusable)."""
         await self.jwks.load()
 
+    async def close(self) -> None:
+        """Close what the key source holds open (the URL's connections)."""
+        await self.jwks.close()
+
     async def principal(self, token: str) -> str:
-        """The user a valid token names; ``TokenRefused`` otherwise."""
-        return self.verify(token, await self.jwks.current())
+        """The user a valid token names; ``TokenRefused`` (with the token's
+        claimed ``kid`` and ``iss``) otherwise. A ``kid`` the set does not
+        hold may be a key just rotated in: the source is asked again (a
+        URL at most every ``jwks_refresh_seconds``), once."""
+        try:
+            try:
+                return self.verify(token, await self.jwks.current())
+            except TokenRefused as exc:
+                if exc.reason != "unknown_key":
+                    raise
+                return self.verify(token, await self.jwks.unknown_kid())
+        except TokenRefused as exc:
+            exc.kid, exc.iss = _claimed(token)
+            raise
 
     def verify(self, token: str, keys: KeySet) -> str:
         """Check ``token`` with ``keys`` (signature, algorithm, time, issuer, audience)."""

@@ -25,6 +25,7 @@ import logging
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_log import AccessLogger
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 from aiohttp.web_request import BaseRequest
 
@@ -197,3 +198,13 @@ class AdapterRunner(web.AppRunner):
             header_timeout=self.header_timeout,
             **plain._kwargs,
         )
+
+
+class AccessLogWithoutHealth(AccessLogger):
+    """aiohttp's access log without the ``GET /health`` lines (``--quiet-health``):
+    a balancer probing every few seconds drowns the requests that matter."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        if request.method == "GET" and request.path.endswith("/health"):
+            return
+        super().log(request, response, time)

@@ -197,3 +197,62 @@ async def test_the_spawned_child_gets_none_of_the_adapters_secrets(
         assert child[name] == env[name], name
     assert child["IAC_CODE_CONFIG_DIR"] == str(config_dir) and child["TEAM_CA_NAME"] == "passed-by-name"
     assert text.count("inside the iac-code child's config folder") == 1, text
+
+
+async def test_a_wrong_token_for_the_real_runtime_reads_as_unauthorized_not_as_an_outage(
+    tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path
+) -> None:
+    """iac-code a2a answers 401 on every route, /health included, to a token it does not know."""
+    from tests.support.adapter import start_adapter
+
+    wrong = await start_adapter(tmp_path / "state", iac_runtime.url, a2a_token="not-the-runtime-token",
+                                allowed_cwds=(str(iac_runtime.workspaces_root),))
+    try:
+        async with wrong.session.get(wrong.url + "health") as resp:
+            health = await resp.json()
+        assert health["a2a"]["status"] == "unauthorized" and health["a2a"]["reachable"] is False
+        reply = await wrong.run(run_body(thread_id="e2e-401", text="[scenario:normal] hi", cwd=str(iac_workspace)))
+        error = reply.events()[-1]
+        assert error["type"] == "RUN_ERROR" and error["code"] == "A2A_UNAVAILABLE"
+        assert "credentials" in error["message"], error
+    finally:
+        await wrong.close()
+
+
+async def test_under_log_format_json_the_spawned_runtimes_lines_are_json_too(
+    tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path
+) -> None:
+    """iac-code a2a writes uvicorn's lines to stderr: relayed as log records, so
+    that every line the process writes parses."""
+    import json
+    import os
+    import signal
+    import sys
+
+    env = {**iac_runtime._environment(), "PATH": os.environ["PATH"]}
+    env.pop("IACCODE_A2A_HTTP_TOKEN")
+    env.pop("IAC_CODE_CONFIG_DIR")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "--port", "0", "--config-dir", str(tmp_path / "c"),
+        "--state-dir", str(tmp_path / "state"), "--allowed-cwd", str(iac_runtime.workspaces_root),
+        "--log-format", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )
+    assert process.stdout is not None
+    lines: list[dict[str, Any]] = []
+    try:
+        while not lines or lines[-1]["message"] != "listening":
+            raw = await asyncio.wait_for(process.stdout.readline(), 60)
+            assert raw, lines
+            lines.append(json.loads(raw))
+        body = run_body(thread_id="e2e-json", text="[scenario:normal] hi", cwd=str(iac_workspace))
+        async with aiohttp.ClientSession() as session:
+            async with session.post(lines[-1]["urls"][0], json=body) as resp:
+                assert b"RUN_FINISHED" in await resp.read()
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest = (await asyncio.wait_for(process.communicate(), 15))[0].decode().splitlines()
+    lines += [json.loads(line) for line in rest]
+    assert process.returncode == 0
+    child = [line for line in lines if line["logger"] == "aguiadapter.iac_code"]
+    assert any("Uvicorn running on" in line["message"] and line["stream"] == "stderr" for line in child), lines
+    assert lines[-1]["message"] != "" and any(line["message"] == "shutting down" for line in lines)

@@ -159,6 +159,7 @@ async def test_after_a_runtime_restart_the_permission_comes_back_and_history_say
         "no snapshot: an empty one would erase the page's conversation"
     )
     assert hydrate[1]["name"] == "iac-code.history.v1" and hydrate[1]["value"]["code"] == "HISTORY_UNAVAILABLE"
+    assert "retryAfterSeconds" not in hydrate[1]["value"], "after a restart only the thread's next turn helps"
     assert hydrate[-1]["outcome"] == {"type": "interrupt", "interrupts": [interrupt]}
 
 

@@ -31,7 +31,8 @@ from tests.support.eventually import eventually
 from .redis_server import signal_and_wait
 
 REPO = Path(__file__).resolve().parents[2]
-_BANNER = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)/")
+#: The banner's address, in text or as the JSON line of ``--log-format json``.
+_BANNER = re.compile(rb'(?:listening on |"urls": \[")http://127\.0\.0\.1:(\d+)/')
 HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 #: The environment variable of ``--store`` (``aguiadapter.config.ENV_STORE``).
 ENV_STORE = "IAC_CODE_AGUI_STORE"

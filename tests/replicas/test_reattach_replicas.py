@@ -112,7 +112,7 @@ async def test_a_second_signal_cancels_what_is_still_draining(
     start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
     demo: DemoRuntime, workspace: Path,
 ) -> None:
-    (only,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "30")
+    (only,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "30", "--log-format", "json")
     body = run_body(thread_id="t-twice", text="slow 30", cwd=str(workspace))
     async with http.post(only.url, data=json.dumps(body), headers=SSE) as resp:
         raw = b""
@@ -125,6 +125,11 @@ async def test_a_second_signal_cancels_what_is_still_draining(
         await asyncio.to_thread(only.process.wait, 5)
     await eventually(lambda: [t.state for t in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"],
                      "cancelled as before the drain existed")
+    # Under --log-format json every line the process wrote parses: banner, drain, shutdown included.
+    lines = [json.loads(line) for line in only.log_path.read_text().splitlines()]
+    said = [line["message"] for line in lines if line["logger"] == "aguiadapter"]
+    assert said[0] == "listening" and "draining" in said and said[-1] == "shutting down", said
+    assert next(line for line in lines if line["message"] == "draining")["runs"] == 1
 
 
 async def test_the_thread_route_on_another_replica_shows_the_pending_interrupt(

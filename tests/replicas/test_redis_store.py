@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -214,6 +215,27 @@ async def test_the_cancel_listener_reconnects_after_redis_restarts(
     assert heard[0].startswith("exec-")
 
 
+
+async def test_an_outage_of_redis_is_logged_once_and_so_is_its_end(
+    make_store: MakeStore, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "aguiadapter.store.redis.store")
+    store = await make_store()
+    await asyncio.wait_for(store.listening.wait(), 5)
+    await redis_server.kill()
+
+    def said() -> list[str]:
+        return [record.getMessage() for record in caplog.records if record.getMessage().startswith("redis store")]
+
+    await eventually(lambda: any("unreachable" in line for line in said()), "the outage is told", timeout=10)
+    await asyncio.sleep(2 * rs.WATCH_SECONDS)  # still down: nothing more from the watch
+    await redis_server.start()
+    await eventually(lambda: any("reconnected" in line for line in said()), "its end is told", timeout=10)
+    lines = said()
+    assert len(lines) == 2 and lines[0].startswith("redis store unreachable") and "store=redis://" in lines[0], lines
+    assert lines[1].startswith("redis store reconnected") and "outage_seconds=" in lines[1], lines
+
+
 async def test_redis_down_maps_to_the_documented_errors(make_store: MakeStore, redis_server: RedisServer) -> None:
     store = await make_store()
     claim = await store.claim("t-1", "run-1")
@@ -330,3 +352,23 @@ async def test_delete_thread_erases_the_thread_only_while_its_claim_holds(make_s
     page = await store.list_threads(list_owner(None, None), None, 10)
     assert [summary.thread_id for summary in page.threads] == ["t-kept"]
     assert [summary.thread_id async for summary in store.each_summary()] == ["t-kept"]
+
+
+async def test_a_password_redis_refuses_is_unauthorized_not_unreachable(
+    make_store: MakeStore, redis_server: RedisServer, raw: Any
+) -> None:
+    store = await make_store()
+    assert await store.status() == "ok"
+    await raw.config_set("requirepass", "the-new-password")
+    try:
+        await raw.execute_command("AUTH", "the-new-password")
+        await raw.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        # The store's connections are gone; its URL carries no password.
+        assert await store.status() == "unauthorized" and not await store.ping()
+        wrong = RedisThreadStore(redis_server.url.replace("redis://", "redis://:wrong-password@"))
+        with pytest.raises(RedisStoreError, match="refuses its credentials") as refused:
+            await wrong.start()
+        assert "wrong-password" not in str(refused.value)
+        await wrong.close()
+    finally:
+        await raw.config_set("requirepass", "")

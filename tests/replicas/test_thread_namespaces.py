@@ -139,6 +139,14 @@ async def test_new_threads_per_user_are_counted_across_replicas(
         assert 1 <= int(refused.headers["Retry-After"]) <= 60
     assert await stored_record(redis_server.url, thread_key("n-3", "alice")) is None
     assert (await post(http, first.url, run_body(thread_id="n-3", text="hi", cwd=str(workspace)), bob)).status == 200
+    # The window's key names the user hashed, as thread keys do: no key holds a principal in clear.
+    client = aioredis.from_url(redis_server.url)
+    try:
+        names = [name.decode() async for name in client.scan_iter("*")]
+    finally:
+        await client.aclose()
+    assert any(name.startswith("aguiadapter:new-threads:") for name in names), names
+    assert not [name for name in names if "alice" in name or "bob" in name], names
 
 
 async def test_a_shared_token_replica_cannot_reach_a_jwt_users_key_on_the_same_store(

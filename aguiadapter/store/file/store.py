@@ -148,6 +148,10 @@ class FileThreadStore:
             return False
         return True
 
+    async def status(self) -> str:
+        """``ok`` or ``unreachable`` (a folder asks for no credentials)."""
+        return "ok" if await self.ping() else "unreachable"
+
     async def renew(self, claim: Claim) -> bool:
         """A claim held in memory stays valid until released."""
         return self._claims.get(claim.thread_id) == claim

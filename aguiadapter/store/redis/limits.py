@@ -2,7 +2,7 @@
 
 Two sorted sets per deployment prefix (see ``docs/redis-layout.md``):
 ``<prefix>runs`` holds every active run's slot and ``<prefix>user-runs:<user>``
-the slots of one user; a member's score is when its lease ends (Redis's own
+the slots of one user (the user hashed: :func:`hashed_user`); a member's score is when its lease ends (Redis's own
 clock, in milliseconds). Taking a slot is one Lua script: drop the lapsed
 members, compare the counts with the limits, add the slot to both sets.
 The replica renews the leases of its slots every third of a lease while the
@@ -13,6 +13,7 @@ renewing, and its slots stop counting one lease later.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Collection
@@ -112,8 +113,8 @@ class RedisRunSlots:
         return f"{self.prefix}runs"
 
     def user_key(self, user: str) -> str:
-        """The sorted set of one user's active runs."""
-        return f"{self.prefix}user-runs:{user}"
+        """The sorted set of one user's active runs (the user hashed, as in the thread keys)."""
+        return f"{self.prefix}user-runs:{hashed_user(user)}"
 
     async def take(self, slot: RunSlot, max_total: int | None, max_per_user: int | None) -> Taken:
         """Take a slot unless a limit is reached (one script, so replicas cannot both take the last)."""
@@ -147,14 +148,21 @@ class RedisRunSlots:
 
 
     async def new_thread(self, user: str, limit: int, window_seconds: float) -> float:
-        """A sliding window per user in ``<prefix>new-threads:<user>``, shared by every replica."""
+        """A sliding window per user in ``<prefix>new-threads:<sha256(user)[:32]>``, shared by every replica."""
         window_ms = max(1, int(window_seconds * 1000))
-        keys = [f"{self.prefix}new-threads:{user}"]
+        keys = [f"{self.prefix}new-threads:{hashed_user(user)}"]
         try:
             answer = await _bounded(self._new_thread(keys=keys, args=[uuid.uuid4().hex, limit, window_ms]))
         except _ERRORS as exc:
             raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         return int(answer) / 1000
+
+
+def hashed_user(user: str) -> str:
+    """A user as key names hold it: 32 hex of its SHA-256, so that no key
+    (``redis-cli --scan``, a dump, a slow log) holds a principal in clear;
+    the empty user (runs without one) stays empty."""
+    return hashlib.sha256(user.encode()).hexdigest()[:32] if user else ""
 
 
 async def _bounded(call: Awaitable[_T]) -> _T:

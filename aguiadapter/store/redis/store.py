@@ -23,6 +23,7 @@ before the URL reaches redis-py: ``prefix`` (key prefix, default
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import secrets
 import time
@@ -36,15 +37,16 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError, RedisError
 
+from ...logs import log_fields
 from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, owner_id, owner_of, summary_of
 from ...threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json
+from ..run_log import LogBounds
 from .limits import RedisRunSlots
 from .run_log import RedisRunLogs
 from .run_log import _key as run_log_key
 from .thread_list import RedisThreadList
-from ..run_log import LogBounds
 from ..contract import Claim, PersistenceError, StoreUnavailable, parse_stored_record
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,8 @@ DEFAULT_RETENTION_DAYS = 30.0
 SWEEPER_LEASE_MS = 4000
 #: At most this many due threads are handed out per sweep.
 SWEEP_BATCH = 100
+#: How often the store PINGs Redis to tell an outage and its end in the logs.
+WATCH_SECONDS = 1.0
 #: States whose records may expire after the retention period.
 EXPIRING_STATES = frozenset({"idle", "terminal"})
 #: Low bits of a fencing token that come from a random number, so that a
@@ -204,13 +208,36 @@ def split_store_url(url: str) -> tuple[str, RedisSettings]:
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name in _OPTION_NAMES:
             ours[name] = value
-        else:
+        elif name in _redis_py_options():
             theirs.append((name, value))
+        else:
+            raise RedisStoreError(_unknown_option(name))
     settings = _settings_from(ours)
     return urlunsplit(parts._replace(query=urlencode(theirs))), settings
 
 
 _OPTION_NAMES = frozenset({"prefix", "lease_seconds", "retention_days"})
+#: Options redis-py takes from a URL as strings, besides those it parses itself
+#: (``URL_QUERY_ARGUMENT_PARSERS``): anything else would reach a connection's
+#: constructor and fail there, at the first command, as a long traceback.
+_REDIS_PY_STRING_OPTIONS = frozenset({
+    "client_name", "username", "password", "ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_ca_data",
+    "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_ciphers",
+})
+
+
+def _redis_py_options() -> frozenset[str]:
+    from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS
+
+    return _REDIS_PY_STRING_OPTIONS | frozenset(URL_QUERY_ARGUMENT_PARSERS)
+
+
+def _unknown_option(name: str) -> str:
+    known = sorted(_OPTION_NAMES | _redis_py_options())
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return (f"unknown option {name[:100]!r} in the store URL: {hint}the store's own are "
+            f"{', '.join(sorted(_OPTION_NAMES))}; redis-py's: {', '.join(sorted(_redis_py_options()))}")
 
 
 def _settings_from(options: dict[str, str]) -> RedisSettings:
@@ -274,6 +301,9 @@ class RedisThreadStore:
         self._closing = False
         #: Set while the cancel listener is subscribed (tests wait on it).
         self.listening = asyncio.Event()
+        #: When Redis stopped answering (monotonic), until it answers again.
+        self._lost_at: float | None = None
+        self._watcher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ identity
     @property
@@ -306,24 +336,37 @@ class RedisThreadStore:
         """Check that Redis answers, then listen for cancels."""
         try:
             await _bounded(self._client.ping())
+        except _REFUSED_CREDENTIALS as exc:
+            raise RedisStoreError(
+                f"the redis store at {self._url} refuses its credentials ({_why(exc)}): check the user and "
+                "password in --store / IAC_CODE_AGUI_STORE against Redis's requirepass or ACL") from exc
         except _ERRORS as exc:
             raise RedisStoreError(f"cannot reach the redis store at {self._url}: {_why(exc)}") from exc
         self._listener = asyncio.create_task(self._listen_forever(), name="redis-cancel-listener")
+        self._watcher = asyncio.create_task(self._watch_forever(), name="redis-store-watch")
 
     async def close(self) -> None:
         """Stop listening and close the connections."""
         self._closing = True
         listener, self._listener = self._listener, None
-        if listener is not None:
-            await _stop_task(listener)
+        watcher, self._watcher = self._watcher, None
+        for task in (listener, watcher):
+            if task is not None:
+                await _stop_task(task)
         await self._client.aclose()
 
     async def ping(self) -> bool:
         """Whether Redis answers (for /health)."""
+        return await self.status() == "ok"
+
+    async def status(self) -> str:
+        """``ok``, ``unauthorized`` (Redis refuses the URL's user or password) or ``unreachable``."""
         try:
-            return bool(await _bounded(self._client.ping()))
+            return "ok" if await _bounded(self._client.ping()) else "unreachable"
+        except _REFUSED_CREDENTIALS:
+            return "unauthorized"
         except _ERRORS:
-            return False
+            return "unreachable"
 
     # ------------------------------------------------------------- records
     async def load(self, thread_id: str) -> ThreadRecord | None:
@@ -526,14 +569,40 @@ class RedisThreadStore:
             delay = 0.1 if self.listening.is_set() else min(delay * 2, 5.0)
             self.listening.clear()
             if not self._closing:
+                self._lost(problem)
                 log.warning("cancel listener lost redis (%s); again in %.1f s", problem, delay)
                 await asyncio.sleep(delay)
+
+    async def _watch_forever(self) -> None:
+        """PING every :data:`WATCH_SECONDS`: an outage gets one ``redis store
+        unreachable`` line and its end one ``redis store reconnected`` line,
+        whatever the calls that failed in between logged."""
+        while not self._closing:
+            await asyncio.sleep(WATCH_SECONDS)
+            try:
+                await _bounded(self._client.ping())
+            except _ERRORS as exc:
+                self._lost(_why(exc))
+            else:
+                self._back()
+
+    def _lost(self, problem: str) -> None:
+        if self._lost_at is None:
+            self._lost_at = time.monotonic()
+            log_fields(log, logging.WARNING, "redis store unreachable", {"store": self._url, "error": problem})
+
+    def _back(self) -> None:
+        if self._lost_at is not None:
+            log_fields(log, logging.INFO, "redis store reconnected", {
+                "store": self._url, "outage_seconds": round(time.monotonic() - self._lost_at, 1)})
+            self._lost_at = None
 
     async def _listen_once(self) -> None:
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         try:
             await pubsub.subscribe(self.keys.cancel_channel, self.keys.attach_channel)
             self.listening.set()
+            self._back()
             attach = self.keys.attach_channel.encode()
             while not self._closing:
                 message = await pubsub.get_message(timeout=0.25)
@@ -561,6 +630,10 @@ _SAVE_REFUSALS = {
 async def _bounded(call: Awaitable[_T]) -> _T:
     """Await a Redis call for at most :data:`CALL_TIMEOUT_SECONDS`."""
     return await asyncio.wait_for(call, CALL_TIMEOUT_SECONDS)
+
+
+#: What Redis answers to a wrong or missing user or password (NOAUTH, WRONGPASS, NOPERM).
+_REFUSED_CREDENTIALS = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
 
 
 def _why(exc: BaseException) -> str:
