@@ -10,6 +10,7 @@ from aiohttp import web
 
 from ..a2a.client import A2AClient
 from ..config import NO_RUNTIME, Config
+from ..images import ImageWork
 from ..telemetry import Telemetry
 from ..threads.file_store import FileThreadStore
 from ..threads.history_reader import HistoryReader
@@ -21,7 +22,7 @@ from . import connect_route, handlers, history_routes, thread_list, thread_route
 from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
-from .keys import AUTH, BACKEND, CONFIG, HISTORY, STREAMS, TELEMETRY, Backend
+from .keys import AUTH, BACKEND, CONFIG, HISTORY, IMAGES, STREAMS, TELEMETRY, Backend
 from .stream_watch import StreamWatch
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ def create_app(
     app[AUTH] = authenticator_for(config, principal)
     app[STREAMS] = StreamWatch(config.heartbeat_seconds)
     app[HISTORY] = _history_reader(config)
+    app[IMAGES] = ImageWork()
     app.on_response_prepare.append(add_cors_headers)
     app.router.add_get("/health", handlers.health)
     app.router.add_get("/", handlers.index)
@@ -94,6 +96,7 @@ def create_app(
     if config.metrics_port is not None:
         app.cleanup_ctx.append(_metrics_listener(config.metrics_host, config.metrics_port))
     app.on_shutdown.append(_stop_runs)
+    app.on_cleanup.append(_stop_image_work)
     return app
 
 
@@ -217,6 +220,10 @@ def _configured_store(config: Config) -> ThreadStore:
     except ImportError as exc:
         raise RuntimeError("--store redis://... needs the redis extra: pip install 'aguiadapter[redis]'") from exc
     return store_from_url(config.store_url)
+
+
+async def _stop_image_work(app: web.Application) -> None:
+    app[IMAGES].close()
 
 
 async def _stop_runs(app: web.Application) -> None:

@@ -20,11 +20,10 @@ from ..protocol.request_json import decode_request_json
 from ..threads.driver import Ticket
 from ..threads.service import ThreadService
 from ..threads.store import StoreUnavailable
-from ..images import fit_images
 from ..workspace import resolve_workspace
 from .auth import HostPrincipal, OpenAccess, Unauthorized, bind_user_id
 from .http_errors import error_response, request_language
-from .keys import AUTH, CONFIG, STREAMS, TELEMETRY, admission, backend
+from .keys import AUTH, CONFIG, IMAGES, STREAMS, TELEMETRY, admission, backend
 from .sse import SseWriter
 
 
@@ -221,10 +220,13 @@ async def run(request: web.Request) -> web.StreamResponse:
                 # From every line this run logs, the runtime's quotes included.
                 hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
                 cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
-                run_input = await fit_images(run_input)
                 # Before admission: a refused run never touches its thread or the runtime.
                 slot = await limits.acquire(run_input.iac_code.user_id)
-                ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
+                # Images are decoded only once the run limits and the new-thread gate said yes.
+                ticket = await service.admit(
+                    run_input, canonical_digest(payload), language, cwd, principal,
+                    prepare=request.config_dict[IMAGES].fit,
+                )
             except AdapterError as exc:
                 return error_response(exc, language, request)
             # The ticket holds what the run needs; the decoded body is not kept for

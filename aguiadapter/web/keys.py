@@ -8,6 +8,7 @@ from aiohttp import web
 from ..a2a.client import A2AClient
 from ..config import Config
 from ..errors import AdapterError, ErrorCode
+from ..images import ImageWork
 from ..telemetry import Telemetry
 from ..threads.limits import AdmissionLimits
 from ..threads.history_reader import HistoryReader
@@ -41,6 +42,8 @@ STREAMS = web.AppKey("aguiadapter.streams", StreamWatch)
 #: Threads' conversations, read from the runtime on demand (``GET /threads/{id}/messages``,
 #: ``POST /connect``): ``await request.config_dict[HISTORY].page(record, limit=...)``.
 HISTORY = web.AppKey("aguiadapter.history", HistoryReader)
+#: The images' fitting, its decodes bounded by one memory budget per app.
+IMAGES = web.AppKey("aguiadapter.images", ImageWork)
 
 
 def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:
