@@ -10,6 +10,7 @@ decode beyond the bound is refused from its header.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import struct
@@ -25,6 +26,7 @@ import aguiadapter.images
 from aguiadapter.config import JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.images import MAX_DECODED_PIXELS, TARGET_IMAGE_BYTES
+from aguiadapter.web.keys import IMAGES
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.envelopes import image_part, png_chunk
 from tests.support.eventually import eventually
@@ -226,3 +228,46 @@ async def test_a_compressed_body_within_the_limit_runs(adapter: RunningAdapter, 
     body = json.dumps(run_body(thread_id="gz", text="hello", cwd=str(workspace))).encode()
     reply = await adapter.post("/", gzip.compress(body), {"Content-Encoding": "gzip"})
     assert reply.events()[-1]["type"] == "RUN_FINISHED"
+
+
+# --- large bodies take turns between being read and being admitted ----------------------------
+
+
+async def test_large_bodies_are_prepared_one_at_a_time_and_small_ones_do_not_wait(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path
+) -> None:
+    running = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),))
+    work = running.app[IMAGES]
+    real_fit = work.fit
+    active, most = 0, 0
+    release = asyncio.Event()
+
+    async def fit(run_input: Any) -> Any:
+        nonlocal active, most
+        if not run_input.thread_id.startswith("large-"):
+            return await real_fit(run_input)
+        active += 1
+        most = max(most, active)
+        try:
+            await release.wait()
+            return await real_fit(run_input)
+        finally:
+            active -= 1
+
+    work.fit = fit  # type: ignore[method-assign]
+    try:
+        large = [
+            asyncio.create_task(running.run(body_with(image_part(padded(300, 300)), cwd=str(workspace), thread_id=f"large-{n}")))
+            for n in range(3)
+        ]
+        await eventually(lambda: active >= 1, "a large body is being prepared")
+        # While it holds its turn, another user's ordinary run goes through; the other large ones wait.
+        small = await running.run(run_body(thread_id="small", text="hi", cwd=str(workspace)))
+        assert small.events()[-1]["type"] == "RUN_FINISHED"
+        assert active == 1
+        release.set()
+        for reply in await asyncio.gather(*large):
+            assert reply.events()[-1]["type"] == "RUN_FINISHED"
+        assert most == 1
+    finally:
+        await running.close()

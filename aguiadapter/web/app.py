@@ -22,7 +22,8 @@ from . import connect_route, handlers, history_routes, thread_list, thread_route
 from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
-from .keys import AUTH, BACKEND, CONFIG, HISTORY, IMAGES, STREAMS, TELEMETRY, Backend
+from .body_turns import LargeBodies
+from .keys import AUTH, BACKEND, CONFIG, HISTORY, IMAGES, LARGE_BODIES, STREAMS, TELEMETRY, Backend
 from .stream_watch import StreamWatch
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ def create_app(
     app[STREAMS] = StreamWatch(config.heartbeat_seconds)
     app[HISTORY] = _history_reader(config)
     app[IMAGES] = ImageWork()
+    app[LARGE_BODIES] = LargeBodies()
     app.on_response_prepare.append(add_cors_headers)
     app.router.add_get("/health", handlers.health)
     app.router.add_get("/", handlers.index)

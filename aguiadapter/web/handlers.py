@@ -23,7 +23,7 @@ from ..threads.store import StoreUnavailable
 from ..workspace import resolve_workspace
 from .auth import HostPrincipal, OpenAccess, Unauthorized, bind_user_id
 from .http_errors import error_response, request_language
-from .keys import AUTH, CONFIG, IMAGES, STREAMS, TELEMETRY, admission, backend
+from .keys import AUTH, CONFIG, IMAGES, LARGE_BODIES, STREAMS, TELEMETRY, admission, backend
 from .sse import SseWriter
 
 
@@ -48,6 +48,12 @@ async def _may_see_internals(request: web.Request) -> bool:
 
 async def read_json_body(request: web.Request, limit: int) -> Any:
     """The JSON body, read with a hard size limit (also as a sub-app)."""
+    return decode_request_json(await read_body(request, limit))
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The bytes of a JSON body, read with a hard size limit counted on what
+    its ``Content-Encoding`` inflates to, as it inflates."""
     if request.content_type != "application/json":
         raise AdapterError(ErrorCode.UNSUPPORTED_MEDIA_TYPE)
     if request.content_length is not None and request.content_length > limit:
@@ -66,7 +72,7 @@ async def read_json_body(request: web.Request, limit: int) -> Any:
         if size > limit:
             raise AdapterError(ErrorCode.REQUEST_TOO_LARGE)
         chunks.append(chunk)
-    return decode_request_json(b"".join(chunks))
+    return b"".join(chunks)
 
 
 @functools.cache
@@ -214,19 +220,23 @@ async def run(request: web.Request) -> web.StreamResponse:
         try:
             try:
                 principal = await authenticate(request)
-                payload = await read_json_body(request, config.max_body_bytes)
-                language = request_language(request, payload)
-                run_input = bind_user_id(parse_run_input(payload), principal)
-                # From every line this run logs, the runtime's quotes included.
-                hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
-                cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
-                # Before admission: a refused run never touches its thread or the runtime.
-                slot = await limits.acquire(run_input.iac_code.user_id)
-                # Images are decoded only once the run limits and the new-thread gate said yes.
-                ticket = await service.admit(
-                    run_input, canonical_digest(payload), language, cwd, principal,
-                    prepare=request.config_dict[IMAGES].fit,
-                )
+                body = await read_body(request, config.max_body_bytes)
+                # A large body waits for its turn, whole (see body_turns).
+                async with request.config_dict[LARGE_BODIES].turn(len(body)):
+                    payload = decode_request_json(body)
+                    del body
+                    language = request_language(request, payload)
+                    run_input = bind_user_id(parse_run_input(payload), principal)
+                    # From every line this run logs, the runtime's quotes included.
+                    hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
+                    cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
+                    # Before admission: a refused run never touches its thread or the runtime.
+                    slot = await limits.acquire(run_input.iac_code.user_id)
+                    # Images are decoded only once the run limits and the new-thread gate said yes.
+                    ticket = await service.admit(
+                        run_input, canonical_digest(payload), language, cwd, principal,
+                        prepare=request.config_dict[IMAGES].fit,
+                    )
             except AdapterError as exc:
                 return error_response(exc, language, request)
             # The ticket holds what the run needs; the decoded body is not kept for

@@ -14,6 +14,7 @@ from ..threads.limits import AdmissionLimits
 from ..threads.history_reader import HistoryReader
 from ..threads.service import ThreadService
 from .auth import Authenticator
+from .body_turns import LargeBodies
 from .stream_watch import StreamWatch
 
 
@@ -44,6 +45,8 @@ STREAMS = web.AppKey("aguiadapter.streams", StreamWatch)
 HISTORY = web.AppKey("aguiadapter.history", HistoryReader)
 #: The images' fitting, its decodes bounded by one memory budget per app.
 IMAGES = web.AppKey("aguiadapter.images", ImageWork)
+#: Large run bodies take turns between being read and being admitted.
+LARGE_BODIES = web.AppKey("aguiadapter.large_bodies", LargeBodies)
 
 
 def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:
