@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -89,6 +90,8 @@ def fit_elsewhere(body: dict[str, Any], *, budget: int = 256 * MIB, threads: int
     done = subprocess.run(
         [sys.executable, "-c", _FIT, str(budget), str(threads), str(copies)],
         input=json.dumps(body), capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+        # One malloc arena: what the peak shows is pixels held at once, not which thread's arena kept what.
+        env={**os.environ, "MALLOC_ARENA_MAX": "1"},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return dict(json.loads(done.stdout))

@@ -8,10 +8,11 @@ decoded as soon as it was read, held all of that together and kept every
 other user's events waiting behind all sixteen.
 
 So a body over :data:`LARGE_BODY_BYTES` waits, once read, for its turn: one
-(:data:`LARGE_BODIES_AT_ONCE`) is decoded, admitted and has its images
-fitted at a time, first come first served; the others hold only their raw
-bytes meanwhile. The turn starts after the body is whole, so a client that
-sends slowly never holds it. Ordinary requests do not take turns.
+(:data:`LARGE_BODIES_AT_ONCE`) is decoded (in a worker thread, so that other
+users' events go on), admitted and has its images fitted at a time, first
+come first served; the others hold only their raw bytes meanwhile. The turn
+starts after the body is whole, so a client that sends slowly never holds it.
+Ordinary requests do not take turns.
 """
 
 from __future__ import annotations
@@ -37,10 +38,14 @@ class LargeBodies:
         self.threshold = threshold
         self._turns = asyncio.Semaphore(at_once)
 
+    def is_large(self, size: int) -> bool:
+        """Whether a body of ``size`` bytes takes turns."""
+        return size > self.threshold
+
     @contextlib.asynccontextmanager
     async def turn(self, size: int) -> AsyncIterator[None]:
         """Hold a turn for a body of ``size`` bytes (none is needed for a small one)."""
-        if size <= self.threshold:
+        if not self.is_large(size):
             yield
             return
         async with self._turns:

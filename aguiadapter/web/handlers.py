@@ -15,6 +15,7 @@ from ..version import __version__
 from ..errors import AdapterError, ErrorCode
 from ..logs import mask_url, secrets_hidden
 from ..protocol.digest import canonical_digest
+from ..protocol.inputs import RunAgentInput
 from ..protocol.parsing import parse_cancel_request, parse_run_input
 from ..protocol.request_json import decode_request_json
 from ..threads.driver import Ticket
@@ -222,11 +223,18 @@ async def run(request: web.Request) -> web.StreamResponse:
                 principal = await authenticate(request)
                 body = await read_body(request, config.max_body_bytes)
                 # A large body waits for its turn, whole (see body_turns).
-                async with request.config_dict[LARGE_BODIES].turn(len(body)):
-                    payload = decode_request_json(body)
+                large_bodies = request.config_dict[LARGE_BODIES]
+                async with large_bodies.turn(len(body)):
+                    if large_bodies.is_large(len(body)):
+                        # Off the event loop: other users' events go on meanwhile.
+                        payload, parsed, digest = await asyncio.to_thread(_decoded_run, body)
+                    else:
+                        payload, parsed, digest = _decoded_run(body)
                     del body
                     language = request_language(request, payload)
-                    run_input = bind_user_id(parse_run_input(payload), principal)
+                    if isinstance(parsed, AdapterError):
+                        raise parsed
+                    run_input = bind_user_id(parsed, principal)
                     # From every line this run logs, the runtime's quotes included.
                     hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
                     cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
@@ -234,7 +242,7 @@ async def run(request: web.Request) -> web.StreamResponse:
                     slot = await limits.acquire(run_input.iac_code.user_id)
                     # Images are decoded only once the run limits and the new-thread gate said yes.
                     ticket = await service.admit(
-                        run_input, canonical_digest(payload), language, cwd, principal,
+                        run_input, digest, language, cwd, principal,
                         prepare=request.config_dict[IMAGES].fit,
                     )
             except AdapterError as exc:
@@ -245,6 +253,16 @@ async def run(request: web.Request) -> web.StreamResponse:
             return await _stream(request, service, ticket, language)
         finally:
             await limits.release(slot)
+
+
+def _decoded_run(body: bytes) -> tuple[Any, RunAgentInput | AdapterError, str]:
+    """The body's JSON, the run it asks for (or why it is refused) and its digest."""
+    payload = decode_request_json(body)
+    try:
+        parsed: RunAgentInput | AdapterError = parse_run_input(payload)
+    except AdapterError as exc:
+        return payload, exc, ""
+    return payload, parsed, canonical_digest(payload)
 
 
 async def _stream(request: web.Request, service: ThreadService, ticket: Ticket, language: str) -> web.StreamResponse:
