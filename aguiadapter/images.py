@@ -214,7 +214,11 @@ class ImageWork:
         if plan.image is None:
             return source
         image = plan.image
-        taken = await self._budget.take(plan.cost)
+        try:
+            taken = await self._budget.take(plan.cost)
+        except BaseException:
+            image.close()
+            raise
         try:
             work = asyncio.get_running_loop().run_in_executor(self._executor(), _reencode, image, source.media_type)
         except BaseException:
