@@ -59,6 +59,7 @@ from .report import (
     write_json,
 )
 from .history import history_json, render_history
+from .image_attack import image_attack_json, render_image_attack
 from .replay_memory import render_replay_memory, replay_memory_json
 from .shutdown import render_shutdown, shutdown_json
 from .statefiles import make_state_dir
@@ -69,7 +70,7 @@ MB = 1024 * 1024
 
 
 MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
-            "capacity", "ids", "shutdown", "replay", "history", "threadlist")
+            "capacity", "ids", "shutdown", "replay", "history", "threadlist", "images")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -106,6 +107,8 @@ class Bench:
         self.history: Results | None = None
         #: 16. (GET /threads of a user with many threads), when measured.
         self.thread_list: Results | None = None
+        #: 17. (image bombs, gzipped), when measured.
+        self.image_attack: Results | None = None
 
     # ------------------------------------------------------------ processes
     def _adapter_server(self, state_dir: Path, port: int, name: str = "adapter",
@@ -745,6 +748,12 @@ class Bench:
 
         self.thread_list = await measure_thread_list(self)
 
+    async def measure_images(self) -> None:
+        """17. Peak RSS under gzipped image bombs, and another user's run (see benchmarks/image_attack.py)."""
+        from .image_attack import measure_image_attack
+
+        self.image_attack = await measure_image_attack(self)
+
     async def measure_shutdown(self) -> None:
         """13. Seconds from SIGTERM or SIGINT to exit (see benchmarks/shutdown.py)."""
         from .shutdown import measure_shutdown
@@ -925,6 +934,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
             ("ids", bench.measure_ids), ("shutdown", bench.measure_shutdown), ("replay", bench.measure_replay),
             ("history", bench.measure_history),
             ("threadlist", bench.measure_threadlist),
+            ("images", bench.measure_images),
         ]
         for name, step in steps:
             if name not in only:
@@ -955,6 +965,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
         document["history"] = history_json(bench.history)
     if bench.thread_list is not None:
         document["thread_list"] = thread_list_json(bench.thread_list)
+    if bench.image_attack is not None:
+        document["image_attack"] = image_attack_json(bench.image_attack)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path(__file__).resolve().parent / "results" / f"bench-{profile}-{stamp}.json"
     write_json(out, document)
@@ -981,6 +993,9 @@ async def run(argv: Sequence[str] | None = None) -> int:
         print(render_history(bench.history))
     if bench.thread_list is not None:
         print(render_thread_list(bench.thread_list))
+        print()
+    if bench.image_attack is not None:
+        print(render_image_attack(bench.image_attack))
         print()
     for line in _notes(bench.results):
         print(line)

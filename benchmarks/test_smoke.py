@@ -32,6 +32,8 @@ from benchmarks.report import (
 from benchmarks.history import KEYS as HISTORY_KEYS
 from benchmarks.history import LABELS as HISTORY_LABELS
 from benchmarks.history import TARGETS as HISTORY_TARGETS
+from benchmarks.image_attack import KEYS as IMAGE_KEYS
+from benchmarks.image_attack import TARGETS as IMAGE_TARGETS
 from benchmarks.replay_memory import KEYS as REPLAY_KEYS
 from benchmarks.replay_memory import LABELS as REPLAY_LABELS
 from benchmarks.shutdown import CASE_LABELS, CASES
@@ -232,4 +234,18 @@ def test_the_thread_list_of_a_user_with_many_threads_is_measured_and_printed(smo
     assert all("median" in cell or cell["na"].startswith("n/a: ") for cell in redis.values()), redis
     assert all(not details.get("errors") for details in section["details"].values()), section["details"]
     for label in LIST_LABELS.values():
+        assert label in output
+
+
+def test_the_image_bomb_attack_is_measured_and_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    section = document["image_attack"]
+    assert set(section["results"]) == set(IMAGE_TARGETS)
+    for target, row in section["results"].items():
+        assert set(row) == set(IMAGE_KEYS), target
+        assert all("median" in cell for cell in row.values()), (target, row, section["details"])
+    # The images are refused from their header, the largest decoded ones run.
+    assert set(section["details"]["bomb_refused"]["statuses_large"][0]) == {"400"}
+    assert set(section["details"]["bomb_decoded"]["statuses_large"][0]) == {"200"}
+    for label in section["labels"].values():
         assert label in output

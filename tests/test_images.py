@@ -15,7 +15,7 @@ from PIL import Image
 
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.errors import AdapterError
-from aguiadapter.images import MAX_SIDE, RUNTIME_INLINE_IMAGE_BYTES, TARGET_IMAGE_BYTES, fit_images
+from aguiadapter.images import MAX_SIDE, RUNTIME_INLINE_IMAGE_BYTES, TARGET_IMAGE_BYTES, ImageWork
 from aguiadapter.protocol.content import ImagePart
 from aguiadapter.protocol.parsing import parse_run_input
 from tests.support.adapter import run_body, start_adapter
@@ -46,7 +46,11 @@ def body_with(*images: dict[str, object], cwd: str = "/tmp") -> dict[str, object
 def fitted_images(body: dict[str, object]) -> list[ImagePart]:
     import asyncio
 
-    run_input = asyncio.run(fit_images(parse_run_input(body)))
+    work = ImageWork()
+    try:
+        run_input = asyncio.run(work.fit(parse_run_input(body)))
+    finally:
+        work.close()
     assert run_input.new_user_message is not None and not isinstance(run_input.new_user_message.content, str)
     return [part for part in run_input.new_user_message.content if isinstance(part, ImagePart)]
 

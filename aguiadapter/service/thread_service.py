@@ -158,10 +158,21 @@ class ThreadService:
 
     # ------------------------------------------------------------- admission
     async def admit(
-        self, run_input: RunAgentInput, digest: str, language: str, cwd: str, principal: str | None = None
+        self,
+        run_input: RunAgentInput,
+        digest: str,
+        language: str,
+        cwd: str,
+        principal: str | None = None,
+        prepare: Callable[[RunAgentInput], Awaitable[RunAgentInput]] | None = None,
     ) -> Ticket:
         """Check a request against the thread and claim the thread for it
-        (``principal``: the verified caller, who owns the threads they start)."""
+        (``principal``: the verified caller, who owns the threads they start).
+
+        ``prepare`` (the images' fitting) makes a new turn's input ready once
+        the turn is admitted, new-thread gate included, and before anything of
+        the thread is written or the runtime asked: costly work a refused
+        request never gets, and a refusal of its own that leaves nothing behind."""
         if self.draining:
             raise Draining()
         key = await self._key_of(run_input.thread_id, principal)
@@ -186,6 +197,8 @@ class ThreadService:
             if known is None and plan.kind is tm.PlanKind.TURN and self.new_thread_gate is not None:
                 # Before anything of the thread is written.
                 await self.new_thread_gate(owner_of(record))
+            if plan.kind is tm.PlanKind.TURN and prepare is not None:
+                run_input = await prepare(run_input)
             view: TaskView | None = None
             if plan.kind is tm.PlanKind.EXPIRE:
                 await self._expire(shell)

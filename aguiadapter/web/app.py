@@ -10,6 +10,7 @@ from aiohttp import web
 
 from ..a2a.client import A2AClient
 from ..config import NO_RUNTIME, Config
+from ..images import ImageWork
 from ..logs import mask_url
 from ..telemetry import Telemetry
 from ..store.factory import open_store
@@ -22,7 +23,8 @@ from . import connect_route, handlers, history_routes, thread_list, thread_route
 from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
-from .keys import AUTH, BACKEND, CONFIG, HISTORY, STREAMS, TELEMETRY, Backend
+from .body_turns import LargeBodies
+from .keys import AUTH, BACKEND, CONFIG, HISTORY, IMAGES, LARGE_BODIES, STREAMS, TELEMETRY, Backend
 from .stream_watch import StreamWatch
 
 if TYPE_CHECKING:
@@ -77,6 +79,8 @@ def create_app(
     app[AUTH] = authenticator_for(config, principal)
     app[STREAMS] = StreamWatch(config.heartbeat_seconds)
     app[HISTORY] = _history_reader(config)
+    app[IMAGES] = ImageWork()
+    app[LARGE_BODIES] = LargeBodies()
     app.on_response_prepare.append(add_cors_headers)
     app.router.add_get("/health", handlers.health)
     app.router.add_get("/", handlers.index)
@@ -95,6 +99,7 @@ def create_app(
     if config.metrics_port is not None:
         app.cleanup_ctx.append(_metrics_listener(config.metrics_host, config.metrics_port))
     app.on_shutdown.append(_stop_runs)
+    app.on_cleanup.append(_stop_image_work)
     return app
 
 
@@ -215,6 +220,10 @@ def run_log_bounds(config: Config) -> LogBounds | None:
     if not config.resumable:
         return None
     return LogBounds(config.run_log_max_events, config.run_log_max_bytes, config.replay_retention_seconds)
+
+
+async def _stop_image_work(app: web.Application) -> None:
+    app[IMAGES].close()
 
 
 async def _stop_runs(app: web.Application) -> None:

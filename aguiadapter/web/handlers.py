@@ -15,16 +15,17 @@ from ..version import __version__
 from ..errors import AdapterError, ErrorCode
 from ..logs import KNOWN_SECRETS, mask_url, secrets_hidden
 from ..protocol.digest import canonical_digest
+from ..protocol.inputs import RunAgentInput
 from ..protocol.parsing import parse_cancel_request, parse_run_input
+from ..protocol.profile import Profile
 from ..protocol.request_json import decode_request_json
 from ..runs.driver import Ticket
 from ..service.thread_service import ThreadService
 from ..store.contract import StoreUnavailable
-from ..images import fit_images
 from ..workspace import resolve_workspace
 from .auth import HostPrincipal, OpenAccess, Unauthorized, bind_user_id, named_user_id
 from .http_errors import error_response, request_language
-from .keys import AUTH, CONFIG, STREAMS, TELEMETRY, admission, backend
+from .keys import AUTH, CONFIG, IMAGES, LARGE_BODIES, STREAMS, TELEMETRY, admission, backend
 from .sse import SseWriter
 
 
@@ -49,6 +50,12 @@ async def _may_see_internals(request: web.Request) -> bool:
 
 async def read_json_body(request: web.Request, limit: int) -> Any:
     """The JSON body, read with a hard size limit (also as a sub-app)."""
+    return decode_request_json(await read_body(request, limit))
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The bytes of a JSON body, read with a hard size limit counted on what
+    its ``Content-Encoding`` inflates to, as it inflates."""
     if request.content_type != "application/json":
         raise AdapterError(ErrorCode.UNSUPPORTED_MEDIA_TYPE)
     if request.content_length is not None and request.content_length > limit:
@@ -67,7 +74,7 @@ async def read_json_body(request: web.Request, limit: int) -> Any:
         if size > limit:
             raise AdapterError(ErrorCode.REQUEST_TOO_LARGE)
         chunks.append(chunk)
-    return decode_request_json(b"".join(chunks))
+    return b"".join(chunks)
 
 
 @functools.cache
@@ -221,19 +228,33 @@ async def run(request: web.Request) -> web.StreamResponse:
         try:
             try:
                 principal = await authenticate(request)
-                payload = await read_json_body(request, config.max_body_bytes)
-                language = request_language(request, payload)
-                run_input = bind_user_id(parse_run_input(payload, config.profile), principal)
-                # From every line this run logs, the runtime's quotes included.
-                hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
-                cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
-                run_input = await fit_images(run_input)
-                # Before admission: a refused run never touches its thread or the runtime.
-                slot = await limits.acquire(run_input.iac_code.user_id)
-                ticket = await service.admit(run_input, canonical_digest(payload), language, cwd, principal)
-                # Admitted: the runtime has them now, and may quote them later,
-                # outside this request (an expiry, a later turn).
-                KNOWN_SECRETS.remember(run_input.iac_code.secret_values())
+                body = await read_body(request, config.max_body_bytes)
+                # A large body waits for its turn, whole (see body_turns).
+                large_bodies = request.config_dict[LARGE_BODIES]
+                async with large_bodies.turn(len(body)):
+                    if large_bodies.is_large(len(body)):
+                        # Off the event loop: other users' events go on meanwhile.
+                        payload, parsed, digest = await asyncio.to_thread(_decoded_run, body, config.profile)
+                    else:
+                        payload, parsed, digest = _decoded_run(body, config.profile)
+                    del body
+                    language = request_language(request, payload)
+                    if isinstance(parsed, AdapterError):
+                        raise parsed
+                    run_input = bind_user_id(parsed, principal)
+                    # From every line this run logs, the runtime's quotes included.
+                    hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
+                    cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
+                    # Before admission: a refused run never touches its thread or the runtime.
+                    slot = await limits.acquire(run_input.iac_code.user_id)
+                    # Images are decoded only once the run limits and the new-thread gate said yes.
+                    ticket = await service.admit(
+                        run_input, digest, language, cwd, principal,
+                        prepare=request.config_dict[IMAGES].fit,
+                    )
+                    # Admitted: the runtime has them now, and may quote them later,
+                    # outside this request (an expiry, a later turn).
+                    KNOWN_SECRETS.remember(run_input.iac_code.secret_values())
             except AdapterError as exc:
                 return error_response(exc, language, request)
             # The ticket holds what the run needs; the decoded body is not kept for
@@ -242,6 +263,16 @@ async def run(request: web.Request) -> web.StreamResponse:
             return await _stream(request, service, ticket, language)
         finally:
             await limits.release(slot)
+
+
+def _decoded_run(body: bytes, profile: Profile) -> tuple[Any, RunAgentInput | AdapterError, str]:
+    """The body's JSON, the run it asks for in ``profile`` (or why it is refused) and its digest."""
+    payload = decode_request_json(body)
+    try:
+        parsed: RunAgentInput | AdapterError = parse_run_input(payload, profile)
+    except AdapterError as exc:
+        return payload, exc, ""
+    return payload, parsed, canonical_digest(payload)
 
 
 async def _stream(request: web.Request, service: ThreadService, ticket: Ticket, language: str) -> web.StreamResponse:

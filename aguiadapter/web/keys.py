@@ -8,11 +8,13 @@ from aiohttp import web
 from ..a2a.client import A2AClient
 from ..config import Config
 from ..errors import AdapterError, ErrorCode
+from ..images import ImageWork
 from ..telemetry import Telemetry
 from ..service.limits import AdmissionLimits
 from ..service.history_reader import HistoryReader
 from ..service.thread_service import ThreadService
 from .auth import Authenticator
+from .body_turns import LargeBodies
 from .stream_watch import StreamWatch
 
 
@@ -41,6 +43,10 @@ STREAMS = web.AppKey("aguiadapter.streams", StreamWatch)
 #: Threads' conversations, read from the runtime on demand (``GET /threads/{id}/messages``,
 #: ``POST /connect``): ``await request.config_dict[HISTORY].page(record, limit=...)``.
 HISTORY = web.AppKey("aguiadapter.history", HistoryReader)
+#: The images' fitting, its decodes bounded by one memory budget per app.
+IMAGES = web.AppKey("aguiadapter.images", ImageWork)
+#: Large run bodies take turns between being read and being admitted.
+LARGE_BODIES = web.AppKey("aguiadapter.large_bodies", LargeBodies)
 
 
 def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:
