@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import run_body
+from tests.support.stops import assert_stopped
 from tests.support.tokens import bearer
 from tests.test_admin_command import threads
 
@@ -63,7 +64,7 @@ async def test_a_cancel_from_the_command_ends_the_stream_another_replica_relays(
     assert cancelled.code == 0, cancelled.err
     assert cancelled.json()["outcome"] == "cancelled" and cancelled.json()["state"] == "terminal"
     assert cancelled.json()["runtimeTask"]["state"] == "TASK_STATE_CANCELED"
-    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CANCELLED"
+    assert_stopped(events)  # AG-UI 1.0: RUN_FINISHED with the cancelled outcome
     assert demo.state.cancel_calls[session["taskId"]] >= 1
     record = await stored_record(redis_server.url, "t-slow")
     assert record.state == "terminal" and record.last_error == "CANCELLED"
