@@ -354,6 +354,106 @@ async def test_without_the_middleware_copilotkit_resumes_under_the_interrupted_r
     assert not any("Successfully wrote" in text for text in shown(report, "tool"))
 
 
+async def test_a_question_answered_cancel_ends_quietly_and_the_chat_goes_on(
+    node_for_copilotkit: str,
+    chromium: str,
+    pages: Path,
+    recorded: tuple[str, list[Exchange]],
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    """AG-UI 1.0's cancelled outcome, read by CopilotKit through the example's shim.
+
+    The adapter ends the cancelled question's run ``RUN_FINISHED`` with
+    ``outcome: {"type": "cancelled"}`` (the recording proxy sees it as sent);
+    the page shows no error, the card goes, and the next message is answered.
+    """
+    agui_url, exchanges = recorded
+    async with example_server(node_for_copilotkit, pages, agui_url, workspace) as url:
+        report = await chat(node_for_copilotkit, chromium, url, "v2", tmp_path, flow="cancel-question")
+
+    assert report["error"] is None, (
+        f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}\nconsole: {report['console']}"
+    )
+    assert report["steps"] == ["loaded", "question shown", "question cancelled", "next turn answered"]
+    assert shown({"transcript": report["afterCancel"]}, "error") == []
+    assert shown({"transcript": report["afterCancel"]}, "approval") == []
+    assert shown(report, "user") == ["question", "hello again"]
+    assert 'You said: "hello again"' in "\n".join(shown(report, "assistant"))
+    asked, cancelled, again = runs(exchanges)
+    (interrupt,) = json.loads(_last_event(asked.reply))["outcome"]["interrupts"]
+    assert cancelled.body["resume"] == [{"interruptId": interrupt["id"], "status": "cancelled"}]
+    assert json.loads(_last_event(cancelled.reply))["outcome"] == {"type": "cancelled"}
+    assert again.status == 200 and json.loads(_last_event(again.reply))["outcome"] == {"type": "success"}
+    assert report["pageErrors"] == []
+    assert [line for line in report["console"] if line["type"] in ("error", "warning")] == []
+
+
+async def test_without_the_shim_copilotkit_fails_the_cancelled_outcome(
+    node_for_copilotkit: str,
+    chromium: str,
+    pages: Path,
+    recorded: tuple[str, list[Exchange]],
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    """The negative control: CopilotKit's @ag-ui/client 0.0.59 rejects the 1.0 outcome.
+
+    When a CopilotKit release that knows the cancelled outcome is pinned, this
+    test fails: then examples/copilotkit/cancelled-outcome.mjs can go.
+    """
+    agui_url, exchanges = recorded
+    async with example_server(node_for_copilotkit, pages, agui_url, workspace, "--no-cancelled-outcome-shim") as url:
+        report = await chat(node_for_copilotkit, chromium, url, "v2", tmp_path, flow="cancel-question")
+
+    assert report["steps"][:3] == ["loaded", "question shown", "question cancelled"], report["error"]
+    _, cancelled, *_ = runs(exchanges)
+    assert json.loads(_last_event(cancelled.reply))["outcome"] == {"type": "cancelled"}
+    # What the person is shown instead of a quiet end: CopilotKit's schema error.
+    (banner,) = shown({"transcript": report["afterCancel"]}, "error")
+    assert "Expected 'success' | 'interrupt'" in banner, banner
+
+
+async def test_an_attachment_the_adapter_cannot_use_is_named_and_the_chat_goes_on(
+    node_for_copilotkit: str,
+    chromium: str,
+    pages: Path,
+    recorded: tuple[str, list[Exchange]],
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    """AG-UI 1.0: an SVG attached in CopilotKit's chat is skipped, not fatal.
+
+    CopilotKit sends it inline as an image part; the adapter answers the text,
+    and its ``iac-code.input.skipped.v1`` notice reaches the page through
+    CopilotKit's runtime, which shows it; the next message is answered.
+    """
+    agui_url, exchanges = recorded
+    async with example_server(node_for_copilotkit, pages, agui_url, workspace) as url:
+        report = await chat(node_for_copilotkit, chromium, url, "v2", tmp_path, flow="attachment")
+
+    assert report["error"] is None, (
+        f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}\nconsole: {report['console']}"
+    )
+    assert report["steps"] == ["loaded", "attachment answered", "next turn answered"]
+    assert "image/svg+xml" in report["skipped"] and "PNG, JPEG, GIF or WebP" in report["skipped"]
+    assert shown({"transcript": report["afterAttachment"]}, "error") == []
+    assert shown(report, "error") == [] and shown(report, "skipped") == []  # the next run starts clean
+    attached, again = runs(exchanges)
+    parts = attached.body["messages"][-1]["content"]
+    assert [part["type"] for part in parts] == ["text", "image"], parts
+    assert parts[1]["source"]["type"] == "data" and parts[1]["source"]["mimeType"] == "image/svg+xml"
+    events = [json.loads(line.removeprefix("data:")) for line in attached.reply.decode().splitlines()
+              if line.startswith("data:")]
+    assert events[1]["name"] == "iac-code.input.skipped.v1"
+    assert events[1]["value"]["parts"] == [
+        {"index": 1, "type": "image", "source": "data", "mimeType": "image/svg+xml", "reason": "unsupported_image_type"}
+    ]
+    assert events[-1]["outcome"] == {"type": "success"} and again.status == 200
+    assert report["pageErrors"] == []
+    assert [line for line in report["console"] if line["type"] in ("error", "warning")] == []
+
+
 def _last_event(stream: bytes) -> str:
     """The JSON of the last ``data:`` line of an SSE body."""
     lines = [line for line in stream.decode().splitlines() if line.startswith("data:")]
