@@ -16,6 +16,7 @@
 // question's card, and once that run has ended says `hello again`;
 // "afterCancel" in the report is what the chat showed right after the
 // cancelled run ended (the error banner, if any, clears at the next run).
+// "stopAfterCancel" stops there.
 // With "flow": "attachment" it attaches an SVG image (the chat's file input)
 // to `look at this`, waits for the reply and the example's notice of what
 // the adapter left out ("skipped" in the report), then says `hello again`.
@@ -119,6 +120,7 @@ async function cancelQuestion(page) {
   await page.waitForLoadState("networkidle");
   report.afterCancel = await transcript(page);
   report.steps.push("question cancelled");
+  if (job.stopAfterCancel) return; // the negative control: what the page showed is all it needs
 
   await say(page, "hello again");
   await waitForText(page, "assistant", 'You said: "hello again"');
