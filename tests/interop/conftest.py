@@ -112,7 +112,10 @@ async def drive(
     for step in summary.get("steps", []):
         whole = step.get("error") is None and len(step.get("exchanges") or ()) == 1
         if whole and step.get("httpStatus") == 200 and step.get("sse"):
-            judge(step["sse"].encode(), advertised=advertised, request=step.get("request"))
+            # A connect's stream may follow a live run after its own (the adapter's
+            # extension): like RunningAdapter, judge only a run against its input.
+            request = None if step.get("kind") == "connect" else step.get("request")
+            judge(step["sse"].encode(), advertised=advertised, request=request)
     return summary
 
 
