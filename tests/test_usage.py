@@ -13,7 +13,7 @@ from typing import Any
 from aguiadapter.translate.usage import UsageLedger
 from tests.support.recordings import recorded_objects
 from tests.support.stream_rules import check_usage_entries
-from tests.test_translator import load, translate
+from tests.pure.test_translator import load, translate
 
 
 def _usage_reports(name: str) -> list[dict[str, Any]]:
