@@ -94,7 +94,7 @@ async def test_ctrl_c_closes_open_streams_and_exits_within_a_second(tmp_path: Pa
     assert process.returncode == 0
     assert stream_closed < 1.5 and exited < 2.5, (stream_closed, exited)
     # The client is told why its stream ends: a stop, in the profile's form.
-    events = check_stream(seen + rest)
+    events = check_stream(seen + rest, advertised=parse_profile(compat).value)
     assert_stopped(events, parse_profile(compat))
 
 
