@@ -69,7 +69,7 @@ async def cancel_active_run(adapter: RunningAdapter, demo: DemoRuntime, workspac
         reply = await cancel(adapter, execution_id, {"threadId": "c-act", "rosInvocationId": "invocation-1"})
         rest = await asyncio.wait_for(resp.read(), 5)
     assert reply.json() == {"executionId": execution_id, "status": "cancelled"}
-    events = check_stream(seen + rest, advertised=profile.value)
+    events = check_stream(seen + rest, advertised=adapter.advertised())
     assert_stopped(events, profile)
     assert any(e["type"] == "TEXT_MESSAGE_END" for e in events), "the open message was closed before the end"
     (task,) = demo.state.tasks.values()

@@ -273,7 +273,7 @@ async def cancelled_by_the_runtime(adapter: RunningAdapter, demo: DemoRuntime, w
                 seen += await resp.content.readany()
             (task_id,) = [task.id for task in demo.state.tasks.values() if task.state != "TASK_STATE_CANCELED"]
             await client.cancel_task(task_id)
-            return adapter.judged(Reply(resp.status, dict(resp.headers), seen + await resp.read()), request, {})
+            return Reply(resp.status, dict(resp.headers), seen + await resp.read(), advertised=adapter.advertised())
     finally:
         await client.close()
 

@@ -193,7 +193,7 @@ async def test_a_cancelled_question_cancels_the_task(
         interrupt = await interrupt_on(adapter, "t-qc", workspace, text="question")
         answer = [{"interruptId": interrupt["id"], "status": "cancelled"}]
         reply = await adapter.run(resume_body("t-qc", workspace, answer))
-        events = check_stream(reply.body, advertised=profile.value)
+        events = check_stream(reply.body, advertised=adapter.advertised())
         assert_stopped(events, profile)
         assert [task.state for task in demo.state.tasks.values()] == ["TASK_STATE_CANCELED"]
         record = await FileThreadStore(adapter.config.state_dir).load("t-qc")

@@ -6,7 +6,8 @@
 // Options: --agui-url (the adapter, default $AGUI_URL or http://127.0.0.1:8000/),
 // --host (default 127.0.0.1), --port (default $PORT or 3000; 0 picks a free one),
 // --cwd (the workspace the page sends; default a new temporary folder),
-// --dist (the built pages, default dist/), --no-resume-middleware (see below).
+// --dist (the built pages, default dist/), --no-resume-middleware (see below),
+// --no-cancelled-outcome-shim (see cancelled-outcome.mjs).
 //
 // One Node HTTP server:
 //   /api/copilotkit/*   CopilotKit's own runtime (@copilotkit/runtime v2), whose one agent,
@@ -37,6 +38,7 @@ const { AdapterHttpAgent } = await import("@aguiadapter/client");
 const { CopilotRuntime, createCopilotRuntimeHandler } = await import("@copilotkit/runtime/v2");
 const { createCopilotNodeHandler } = await import("@copilotkit/runtime/v2/node");
 const { AdapterHistoryRunner } = await import("./adapter-runner.mjs");
+const { withoutCancelledOutcome } = await import("./cancelled-outcome.mjs");
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -48,6 +50,7 @@ const { values: options } = parseArgs({
     cwd: { type: "string" },
     dist: { type: "string", default: "dist" },
     "no-resume-middleware": { type: "boolean", default: false },
+    "no-cancelled-outcome-shim": { type: "boolean", default: false },
   },
 });
 
@@ -74,7 +77,11 @@ function freshRunIdForResume(input, next) {
 // A run whose stream stops before its end (a dropped connection, an adapter
 // replica shut down in a rolling deploy) re-attaches with Last-Event-ID until
 // its RUN_FINISHED or RUN_ERROR: the chat never keeps a cut-off reply.
-const adapter = new AdapterHttpAgent({ url: options["agui-url"] });
+// CopilotKit's @ag-ui/client 0.0.59 fails a run that ends with AG-UI 1.0's
+// cancelled outcome (a question answered Cancel): withoutCancelledOutcome
+// lets it end quietly; --no-cancelled-outcome-shim shows the failure.
+const shim = options["no-cancelled-outcome-shim"] ? {} : { fetch: withoutCancelledOutcome() };
+const adapter = new AdapterHttpAgent({ url: options["agui-url"], ...shim });
 // --no-resume-middleware shows the upstream bug (the approval is refused);
 // with a fixed CopilotKit it is how to check that the middleware can go.
 if (!options["no-resume-middleware"]) adapter.use(freshRunIdForResume);

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tests.support.adapter import RunningAdapter, run_body
+from aguiadapter.protocol.profile import Profile
+from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream, texts
 from tests.support.envelopes import MIB, image_part
 from tests.support.iac_runtime import IacRuntime
@@ -74,11 +75,8 @@ async def test_an_8_mib_png_runs_to_the_end_against_the_real_runtime(
     assert sent.startswith("data:image/"), sent[:40]
 
 
-@pytest.mark.usefixtures("vision_stub_model")
-async def test_parts_the_runtime_cannot_use_are_skipped_and_the_real_runtime_gets_the_rest(
-    iac_adapter: RunningAdapter, iac_workspace: Path, model_stub: ModelStub
-) -> None:
-    marker = f"skip-{uuid.uuid4()}"
+def mixed_parts(iac_workspace: Path, marker: str) -> dict[str, object]:
+    """A turn with an image by URL, a text, a document handle and an inline PNG."""
     body = run_body(thread_id=f"e2e-skip-{uuid.uuid4()}", text=None, cwd=str(iac_workspace))
     body["messages"] = [{"id": "m1", "role": "user", "content": [
         {"type": "image", "source": {"type": "url", "value": "https://example.invalid/a.png"}},
@@ -86,12 +84,35 @@ async def test_parts_the_runtime_cannot_use_are_skipped_and_the_real_runtime_get
         {"type": "document", "source": {"type": "file", "value": "file-abc", "provider": "openai"}},
         image_part(noisy_png(8, 8)),
     ]}]
-    reply = await iac_adapter.run(body)
+    return body
+
+
+@pytest.mark.usefixtures("vision_stub_model")
+async def test_parts_the_runtime_cannot_use_are_skipped_and_the_real_runtime_gets_the_rest(
+    iac_adapter: RunningAdapter, iac_workspace: Path, model_stub: ModelStub
+) -> None:
+    marker = f"skip-{uuid.uuid4()}"
+    reply = await iac_adapter.run(mixed_parts(iac_workspace, marker))
     assert reply.status == 200, reply.body[:300]
-    events = check_stream(reply.body)
+    events = check_stream(reply.body, advertised=iac_adapter.advertised())
     assert events[1]["name"] == "iac-code.input.skipped.v1"
     assert [(p["index"], p["reason"]) for p in events[1]["value"]["parts"]] == [(0, "image_url"), (2, "unsupported_part")]
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
     (call,) = model_stub.calls_with(marker)
     (sent,) = images_sent(call.body)
     assert sent.startswith("data:image/png"), "only the inline image reached the model"
+
+
+async def test_the_compat_profile_refuses_those_parts_before_the_real_runtime_sees_the_turn(
+    tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path, model_stub: ModelStub
+) -> None:
+    """``--compat iac-code-agui``: the protocol reference's form, INVALID_INPUT, nothing sent on."""
+    adapter = await start_adapter(tmp_path / "compat", iac_runtime.url, a2a_token=iac_runtime.token,
+                                  allowed_cwds=(str(iac_runtime.workspaces_root),), profile=Profile.IAC_CODE_AGUI)
+    marker = f"skip-compat-{uuid.uuid4()}"
+    try:
+        reply = await adapter.run(mixed_parts(iac_workspace, marker))
+    finally:
+        await adapter.close()
+    assert reply.status == 400 and reply.json()["error"]["code"] == "INVALID_INPUT", reply.body[:300]
+    assert model_stub.calls_with(marker) == []

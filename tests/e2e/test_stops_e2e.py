@@ -63,7 +63,7 @@ async def test_the_cancel_route_stops_a_streaming_turn_in_the_profiles_form(
             reply = await adapter.post(path, identity)
             rest = await asyncio.wait_for(resp.read(), 15)
         assert reply.json() == {"executionId": session["executionId"], "status": "cancelled"}
-        events = check_stream(seen + rest, advertised=profile.value)
+        events = check_stream(seen + rest, advertised=adapter.advertised())
         assert_stopped(events, profile)
         assert_valid_agui(events, max_warnings=0)
         assert any(e["type"] == "TEXT_MESSAGE_END" for e in events), "the streaming message was closed first"
@@ -85,12 +85,12 @@ async def test_a_question_answered_cancelled_ends_the_turn_in_the_profiles_form(
         with model_stub.use_pipeline_script(plan.script, plan.name):
             first = check_stream((await adapter.run(
                 run_body(thread_id=thread_id, text=plan.prompt, cwd=str(iac_workspace), **plan.agui_options())
-            )).body)
+            )).body, advertised=adapter.advertised())
             (question,) = interrupts_of(first)
             assert question["metadata"]["kind"] == "ask_user_question"
             resume = run_body(thread_id=thread_id, text=None, cwd=str(iac_workspace), **plan.agui_options())
             resume["resume"] = [{"interruptId": question["id"], "status": "cancelled"}]
-            events = check_stream((await adapter.run(resume)).body, advertised=profile.value)
+            events = check_stream((await adapter.run(resume)).body, advertised=adapter.advertised())
         assert_stopped(events, profile)
         assert_valid_agui(events, max_warnings=0)
         assert await iac_runtime.task_state(session_of(first)["taskId"]) == CANCELED

@@ -95,12 +95,16 @@ async def run_node(node: str, script: Path, payload: dict[str, Any], timeout: fl
     return result
 
 
-async def drive(node: str, url: str, thread_id: str, props: dict[str, Any], steps: list[dict[str, Any]], **plan: Any) -> dict[str, Any]:
+async def drive(
+    node: str, url: str, thread_id: str, props: dict[str, Any], steps: list[dict[str, Any]],
+    *, advertised: str | None = None, **plan: Any,
+) -> dict[str, Any]:
     """Run ``drive.mjs`` (``HttpAgent`` from ``@ag-ui/client``) over *steps*; returns its summary.
 
     Every stream the client received whole (one exchange, no client error)
-    meets the AG-UI 1.0 stream checker: a step the client saw cut, re-attached
-    or failed on is judged by its own test.
+    meets the AG-UI 1.0 stream checker, strict in ``advertised`` (the profile
+    the adapter at ``url`` serves; ``None``: the default): a step the client
+    saw cut, re-attached or failed on is judged by its own test.
     """
     summary = await run_node(
         node, DRIVER, {"url": url, "threadId": thread_id, "forwardedProps": props, "steps": steps, **plan}
@@ -108,7 +112,10 @@ async def drive(node: str, url: str, thread_id: str, props: dict[str, Any], step
     for step in summary.get("steps", []):
         whole = step.get("error") is None and len(step.get("exchanges") or ()) == 1
         if whole and step.get("httpStatus") == 200 and step.get("sse"):
-            judge(step["sse"].encode(), request=step.get("request"))
+            # A connect's stream may follow a live run after its own (the adapter's
+            # extension): like RunningAdapter, judge only a run against its input.
+            request = None if step.get("kind") == "connect" else step.get("request")
+            judge(step["sse"].encode(), advertised=advertised, request=request)
     return summary
 
 

@@ -12,6 +12,14 @@
 // page (its URL carries ?thread=...) while the approval waits, and approves on
 // the card the reloaded page shows; "before" and "restored" in the report are
 // what the chat showed before and right after the reload.
+// With "flow": "cancel-question" it asks `question`, clicks Cancel on the
+// question's card, and once that run has ended says `hello again`;
+// "afterCancel" in the report is what the chat showed right after the
+// cancelled run ended (the error banner, if any, clears at the next run).
+// "stopAfterCancel" stops there.
+// With "flow": "attachment" it attaches an SVG image (the chat's file input)
+// to `look at this`, waits for the reply and the example's notice of what
+// the adapter left out ("skipped" in the report), then says `hello again`.
 // With "expectRefusal" (the example started with --no-resume-middleware) it
 // only asks for the permission, clicks Approve and stops once the run that
 // carried the answer has ended and the page shows the error.
@@ -35,10 +43,10 @@ const UI = {
   },
 }[job.ui];
 // The example's own cards.
-const ROLES = { ...UI, tool: "[data-testid=tool-call]", approval: "[data-testid=approval]", error: "[data-testid=error]" };
+const ROLES = { ...UI, skipped: "[data-testid=skipped]", tool: "[data-testid=tool-call]", approval: "[data-testid=approval]", error: "[data-testid=error]" };
 delete ROLES.idle;
 
-const report = { steps: [], transcript: [], before: null, restored: null, url: null, approval: null, console: [], pageErrors: [], requests: [], error: null };
+const report = { steps: [], transcript: [], before: null, restored: null, afterCancel: null, url: null, approval: null, console: [], pageErrors: [], requests: [], error: null };
 
 async function transcript(page) {
   return page.evaluate((roles) => {
@@ -93,6 +101,49 @@ async function reload(page) {
   await page.waitForSelector(ROLES.approval, { state: "detached" });
   await page.waitForSelector(UI.idle);
   report.steps.push("approved and finished");
+}
+
+async function cancelQuestion(page) {
+  await say(page, "question");
+  const cancel = page.getByRole("button", { name: "Cancel" });
+  await cancel.waitFor();
+  await page.waitForSelector(UI.idle);
+  report.approval = await page.innerText(ROLES.approval);
+  report.steps.push("question shown");
+  const answered = page.waitForResponse(
+    (response) => response.request().method() === "POST" && response.url().endsWith("/agent/default/run"),
+  );
+  await cancel.click();
+  await (await answered).finished();
+  await page.waitForSelector(UI.idle);
+  // Let the page settle on the ended run (an error would show as the banner) before looking.
+  await page.waitForLoadState("networkidle");
+  report.afterCancel = await transcript(page);
+  report.steps.push("question cancelled");
+  if (job.stopAfterCancel) return; // the negative control: what the page showed is all it needs
+
+  await say(page, "hello again");
+  await waitForText(page, "assistant", 'You said: "hello again"');
+  await page.waitForSelector(UI.idle);
+  report.steps.push("next turn answered");
+}
+
+const SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><rect width="8" height="8"/></svg>';
+
+async function attachment(page) {
+  await page.waitForSelector(UI.idle);
+  await page.setInputFiles("input[type=file]", { name: "diagram.svg", mimeType: "image/svg+xml", buffer: Buffer.from(SVG) });
+  await say(page, "look at this");
+  await waitForText(page, "assistant", 'You said: "look at this"');
+  await page.waitForSelector(UI.idle);
+  report.skipped = await page.innerText(ROLES.skipped);
+  report.afterAttachment = await transcript(page);
+  report.steps.push("attachment answered");
+
+  await say(page, "hello again");
+  await waitForText(page, "assistant", 'You said: "hello again"');
+  await page.waitForSelector(UI.idle);
+  report.steps.push("next turn answered");
 }
 
 async function chat(page) {
@@ -157,6 +208,10 @@ try {
 
   if (job.flow === "reload") {
     await reload(page);
+  } else if (job.flow === "attachment") {
+    await attachment(page);
+  } else if (job.flow === "cancel-question") {
+    await cancelQuestion(page);
   } else {
     await chat(page);
   }

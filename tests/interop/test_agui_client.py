@@ -236,7 +236,7 @@ async def test_a_cancelled_question_ends_in_run_error_cancelled_in_the_compat_pr
             {"forgetInterrupts": True},  # what the application has to do after a RUN_ERROR
             {"run": True},  # the refused turn's message is already in agent.messages
         ]
-        summary = await drive(node, adapter.url, "i-qc", iac_props(workspace), steps)
+        summary = await drive(node, adapter.url, "i-qc", iac_props(workspace), steps, advertised=adapter.advertised())
     finally:
         await adapter.close()
     assert summary["verificationErrors"] == []

@@ -6,6 +6,12 @@ writes it to ``<tmp>/<name>.sse`` and runs the validator's CLI on it
 helper ``assert_valid_agui(events, max_warnings=0)`` on the parsed events,
 then this project's own stream checks.
 
+Every capture is taken in both wire profiles (the ``profile`` fixture: AG-UI
+1.0, the default, and ``--compat iac-code-agui``), and the stream checker is
+strict in the profile that served it. Most streams are the same in both;
+the stops and the skipped content part differ, and each test asserts its
+profile's form. Only the AGUI207 options, a client-side rewrite, run once.
+
 One rule is excluded, for one kind of capture only: AGUI207 on a resumed run
 that reports the result of the tool call started before the interrupt (see
 "AGUI207" in tests/interop/README.md). ``test_the_agui207_exclusion_hides_nothing_else``
@@ -18,17 +24,19 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.protocol.profile import Profile
+from aguiadapter.protocol.profile import DEFAULT_PROFILE, Profile
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse
 from tests.support.stops import PROFILES, assert_stopped
-from tests.support.validation import findings, run_validator, validate
+from tests.support.validation import findings, run_validator
+from tests.support.validation import validate as validate_once
 
 from .conftest import drive, iac_props
 
@@ -57,6 +65,35 @@ def terminal(events: list[dict[str, Any]]) -> dict[str, Any]:
     return events[-1]
 
 
+@pytest.fixture(params=PROFILES, ids=lambda profile: profile.value)
+def profile(request: pytest.FixtureRequest) -> Profile:
+    """The wire profile every adapter of a test serves: each capture is taken in both."""
+    chosen: Profile = request.param
+    return chosen
+
+
+@pytest.fixture
+async def adapter(tmp_path: Path, demo: DemoRuntime, profile: Profile) -> AsyncIterator[RunningAdapter]:
+    """``tests/conftest.py``'s adapter, serving ``profile``."""
+    running = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
+                                  profile=profile)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+@pytest.fixture
+def validate(profile: Profile) -> Any:
+    """:func:`tests.support.validation.validate`, the capture named for ``profile``
+    and the checker strict in it."""
+
+    async def judged(directory: Path, name: str, body: bytes, excluded: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        return await validate_once(directory, f"{name}-{profile.value}", body, excluded, advertised=profile.value)
+
+    return judged
+
+
 @pytest.fixture
 def captures(tmp_path: Path) -> Path:
     """Where the .sse files go (``AGUI_INTEROP_CAPTURE_DIR`` keeps them)."""
@@ -77,15 +114,19 @@ def captures(tmp_path: Path) -> Path:
         ("reasoning", "think", "REASONING_MESSAGE_CONTENT"),
     ],
 )
-async def test_turns(adapter: RunningAdapter, workspace: Path, captures: Path, name: str, text: str, needle: str) -> None:
+async def test_turns(
+    adapter: RunningAdapter, workspace: Path, captures: Path, validate: Any, name: str, text: str, needle: str
+) -> None:
     events = await validate(captures, name, await capture(adapter, run_of(workspace, f"c-{name}", text)))
     assert needle in {e["type"] for e in events}
     assert terminal(events)["outcome"] == {"type": "success"}
 
 
-async def test_heartbeats(tmp_path: Path, demo: DemoRuntime, workspace: Path, captures: Path) -> None:
+async def test_heartbeats(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, captures: Path, validate: Any, profile: Profile
+) -> None:
     # SSE comments between events (": heartbeat"), as after 15 s of silence in production.
-    running = await start_adapter(tmp_path / "hb-state", demo.url, heartbeat_seconds=0.05)
+    running = await start_adapter(tmp_path / "hb-state", demo.url, heartbeat_seconds=0.05, profile=profile)
     try:
         body = await capture(running, run_of(workspace, "c-hb", "slow 1"))
     finally:
@@ -100,7 +141,8 @@ async def test_heartbeats(tmp_path: Path, demo: DemoRuntime, workspace: Path, ca
                                               ({"status": "cancelled"}, "denied")],
                          ids=["allow", "deny", "cancelled"])
 async def test_permission_interrupt_and_resume(
-    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, captures: Path, answer: dict[str, Any], word: str
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, captures: Path, validate: Any,
+    answer: dict[str, Any], word: str,
 ) -> None:
     thread = f"c-perm-{answer['status']}-{answer.get('payload', {}).get('decision', '')}"
     interrupted = await validate(captures, f"interrupt-{thread}", await capture(adapter, run_of(workspace, thread, "permission x.txt")))
@@ -115,7 +157,9 @@ async def test_permission_interrupt_and_resume(
     assert sum(demo.state.tool_runs.values()) == (1 if word == "Successfully" else 0)
 
 
-async def test_question_interrupt_and_answer(adapter: RunningAdapter, workspace: Path, captures: Path) -> None:
+async def test_question_interrupt_and_answer(
+    adapter: RunningAdapter, workspace: Path, captures: Path, validate: Any
+) -> None:
     interrupted = await validate(captures, "interrupt-question", await capture(adapter, run_of(workspace, "c-q", "question")))
     (interrupt,) = terminal(interrupted)["outcome"]["interrupts"]
     option = interrupt["metadata"]["options"][0]
@@ -134,16 +178,44 @@ def run_error(events: list[dict[str, Any]], code: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "text"), [("error-fail", "fail"), ("error-rpcerror", "rpcerror")])
-async def test_runtime_failures(adapter: RunningAdapter, workspace: Path, captures: Path, name: str, text: str) -> None:
+async def test_runtime_failures(
+    adapter: RunningAdapter, workspace: Path, captures: Path, validate: Any, name: str, text: str
+) -> None:
     events = await validate(captures, name, await capture(adapter, run_of(workspace, f"c-{name}", text)))
     run_error(events, "A2A_EXECUTION_FAILED")
 
 
-async def test_a_cancelled_question(adapter: RunningAdapter, workspace: Path, captures: Path) -> None:
+async def test_a_cancelled_question(
+    adapter: RunningAdapter, workspace: Path, captures: Path, validate: Any, profile: Profile
+) -> None:
     interrupted = await capture(adapter, run_of(workspace, "c-qc", "question"))
     (interrupt,) = parse_sse(interrupted)[0][-1]["outcome"]["interrupts"]
     body = await capture(adapter, resume_of(workspace, "c-qc", interrupt, {"status": "cancelled"}))
-    assert_stopped(await validate(captures, "stop-cancelled-question", body))
+    assert_stopped(await validate(captures, "stop-cancelled-question", body), profile)
+
+
+IMAGE_BY_URL = {"type": "image", "source": {"type": "url", "value": "https://example.invalid/a.png"}}
+
+
+async def test_a_part_the_adapter_cannot_use(
+    adapter: RunningAdapter, workspace: Path, captures: Path, validate: Any, profile: Profile
+) -> None:
+    """AG-UI 1.0 skips an image by URL and says so before the first text; the
+    ``iac-code-agui`` profile refuses the run, as the protocol reference does."""
+    body = run_of(workspace, "c-skip", None)
+    body["messages"] = [{"id": "m-skip", "role": "user",
+                         "content": [{"type": "text", "text": "look at this"}, IMAGE_BY_URL]}]
+    reply = await adapter.run(body)
+    if profile is Profile.IAC_CODE_AGUI:
+        assert reply.status == 400 and reply.json()["error"]["code"] == "INVALID_INPUT", reply.body
+        return
+    assert reply.status == 200, reply.body
+    events = await validate(captures, "skipped-part", reply.body)
+    (notice,) = [e for e in events if e["type"] == "CUSTOM" and e["name"] == "iac-code.input.skipped.v1"]
+    first_text = next(i for i, e in enumerate(events) if e["type"] == "TEXT_MESSAGE_START")
+    assert events.index(notice) < first_text
+    assert 'You said: "look at this"' in "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert terminal(events)["outcome"] == {"type": "success"}
 
 
 def dead_url() -> str:
@@ -154,8 +226,8 @@ def dead_url() -> str:
     return f"http://127.0.0.1:{port}/"
 
 
-async def test_a2a_unavailable(tmp_path: Path, workspace: Path, captures: Path) -> None:
-    running = await start_adapter(tmp_path / "dead-state", dead_url())
+async def test_a2a_unavailable(tmp_path: Path, workspace: Path, captures: Path, validate: Any, profile: Profile) -> None:
+    running = await start_adapter(tmp_path / "dead-state", dead_url(), profile=profile)
     try:
         body = await capture(running, run_of(workspace, "c-dead", "hello"))
     finally:
@@ -172,20 +244,19 @@ async def read_until(resp: Any, needle: bytes, count: int = 1) -> bytes:
     return seen
 
 
-@pytest.mark.parametrize("profile", PROFILES)
 async def test_a_runtime_cancel_through_the_cancel_route(
-    tmp_path: Path, demo: DemoRuntime, workspace: Path, captures: Path, profile: Profile
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, captures: Path, validate: Any, profile: Profile
 ) -> None:
     adapter = await start_adapter(tmp_path / "cancel-state", demo.url, allowed_cwds=(str(workspace.parent),),
                                   profile=profile)
     try:
-        await cancel_through_the_route(adapter, demo, workspace, captures, profile)
+        await cancel_through_the_route(adapter, demo, workspace, captures, validate, profile)
     finally:
         await adapter.close()
 
 
 async def cancel_through_the_route(
-    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, captures: Path, profile: Profile
+    adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, captures: Path, validate: Any, profile: Profile
 ) -> None:
     body = run_of(workspace, "c-cancel", "slow 10")
     async with adapter.session.post(adapter.url, json=body) as resp:
@@ -198,14 +269,16 @@ async def cancel_through_the_route(
         )
         rest = await asyncio.wait_for(resp.read(), 10)
     assert reply.status == 200 and reply.json()["status"] == "cancelled"
-    assert_stopped(await validate(captures, f"stop-cancel-route-{profile.value}", seen + rest), profile)
+    assert_stopped(await validate(captures, "stop-cancel-route", seen + rest), profile)
     assert demo.state.cancel_calls[value["taskId"]] == 1
 
 
-async def test_the_runtime_cutting_the_stream(tmp_path: Path, workspace: Path, captures: Path) -> None:
+async def test_the_runtime_cutting_the_stream(
+    tmp_path: Path, workspace: Path, captures: Path, validate: Any, profile: Profile
+) -> None:
     runtime = DemoRuntime()
     await runtime.start()
-    running = await start_adapter(tmp_path / "cut-state", runtime.url)
+    running = await start_adapter(tmp_path / "cut-state", runtime.url, profile=profile)
     try:
         async with running.session.post(running.url, json=run_of(workspace, "c-cut", "slow 10")) as resp:
             seen = await read_until(resp, b"TEXT_MESSAGE_CONTENT", 2)
@@ -217,8 +290,10 @@ async def test_the_runtime_cutting_the_stream(tmp_path: Path, workspace: Path, c
     run_error(await validate(captures, "error-runtime-cut", seen + rest), "A2A_UNAVAILABLE")
 
 
-async def test_the_adapter_shutting_down(tmp_path: Path, demo: DemoRuntime, workspace: Path, captures: Path) -> None:
-    running = await start_adapter(tmp_path / "shut-state", demo.url)
+async def test_the_adapter_shutting_down(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, captures: Path, validate: Any, profile: Profile
+) -> None:
+    running = await start_adapter(tmp_path / "shut-state", demo.url, profile=profile)
     try:
         async with running.session.post(running.url, json=run_of(workspace, "c-shut", "slow 10")) as resp:
             seen = await read_until(resp, b"TEXT_MESSAGE_CONTENT", 2)
@@ -227,7 +302,7 @@ async def test_the_adapter_shutting_down(tmp_path: Path, demo: DemoRuntime, work
             await stopping
     finally:
         await running.session.close()
-    assert_stopped(await validate(captures, "stop-shutdown", seen + rest))
+    assert_stopped(await validate(captures, "stop-shutdown", seen + rest), profile)
     assert sum(demo.state.cancel_calls.values()) == 1
 
 
@@ -252,6 +327,7 @@ async def test_the_resumed_run_passes_the_validator_with_no_rule_excluded(
     [("result-only", {"AGUI207"}), ("reopen", set()), ("reopen-args", set())],
     ids=["result-only", "reopen", "reopen-args"],
 )
+@pytest.mark.parametrize("profile", [DEFAULT_PROFILE], ids=[DEFAULT_PROFILE.value])  # the client's rewrite: once
 async def test_agui207_options_under_the_validator(
     node: str, adapter: RunningAdapter, workspace: Path, captures: Path, variant: str, rules: set[str]
 ) -> None:

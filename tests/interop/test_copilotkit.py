@@ -33,6 +33,7 @@ from aiohttp import web
 
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter
+from tests.support.agui import judge
 
 from .conftest import HERE, missing, run_node
 
@@ -72,6 +73,7 @@ class Exchange:
     headers: dict[str, str]
     status: int
     reply: bytes
+    content_type: str = ""
 
     def error(self) -> dict[str, Any]:
         error: dict[str, Any] = json.loads(self.reply)["error"]
@@ -80,7 +82,10 @@ class Exchange:
 
 @pytest.fixture
 async def recorded(adapter: RunningAdapter) -> AsyncIterator[tuple[str, list[Exchange]]]:
-    """A pass-through proxy in front of the adapter that keeps every request and its answer."""
+    """A pass-through proxy in front of the adapter that keeps every request and its answer.
+
+    Every whole stream it passed on meets the AG-UI 1.0 stream checker, in the
+    profile the adapter serves, once the test is done with them."""
     exchanges: list[Exchange] = []
     session = aiohttp.ClientSession()
 
@@ -97,7 +102,8 @@ async def recorded(adapter: RunningAdapter) -> AsyncIterator[tuple[str, list[Exc
             async for chunk in upstream.content.iter_any():
                 reply += chunk
                 await response.write(chunk)
-            exchanges.append(Exchange(path, json.loads(body), dict(request.headers), upstream.status, bytes(reply)))
+            exchanges.append(Exchange(path, json.loads(body), dict(request.headers), upstream.status, bytes(reply),
+                                      upstream.headers["Content-Type"]))
             await response.write_eof()
             return response
 
@@ -112,6 +118,9 @@ async def recorded(adapter: RunningAdapter) -> AsyncIterator[tuple[str, list[Exc
     finally:
         await runner.cleanup()
         await session.close()
+    for exchange in exchanges:
+        if exchange.status == 200 and exchange.content_type.startswith("text/event-stream"):
+            judge(exchange.reply, advertised=adapter.advertised(), request=exchange.body if exchange.path == "/" else None)
 
 
 @contextlib.asynccontextmanager
@@ -352,6 +361,108 @@ async def test_without_the_middleware_copilotkit_resumes_under_the_interrupted_r
     logged = [line["text"] for line in report["console"] if line["type"] == "error"]
     assert any("RUN_ID_CONFLICT" in text and "docs/front-ends.md" in text for text in logged), logged
     assert not any("Successfully wrote" in text for text in shown(report, "tool"))
+
+
+async def test_a_question_answered_cancel_ends_quietly_and_the_chat_goes_on(
+    node_for_copilotkit: str,
+    chromium: str,
+    pages: Path,
+    recorded: tuple[str, list[Exchange]],
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    """AG-UI 1.0's cancelled outcome, read by CopilotKit through the example's shim.
+
+    The adapter ends the cancelled question's run ``RUN_FINISHED`` with
+    ``outcome: {"type": "cancelled"}`` (the recording proxy sees it as sent);
+    the page shows no error, the card goes, and the next message is answered.
+    """
+    agui_url, exchanges = recorded
+    async with example_server(node_for_copilotkit, pages, agui_url, workspace) as url:
+        report = await chat(node_for_copilotkit, chromium, url, "v2", tmp_path, flow="cancel-question")
+
+    assert report["error"] is None, (
+        f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}\nconsole: {report['console']}"
+    )
+    assert report["steps"] == ["loaded", "question shown", "question cancelled", "next turn answered"]
+    assert shown({"transcript": report["afterCancel"]}, "error") == []
+    assert shown({"transcript": report["afterCancel"]}, "approval") == []
+    assert shown(report, "user") == ["question", "hello again"]
+    assert 'You said: "hello again"' in "\n".join(shown(report, "assistant"))
+    asked, cancelled, again = runs(exchanges)
+    (interrupt,) = json.loads(_last_event(asked.reply))["outcome"]["interrupts"]
+    assert cancelled.body["resume"] == [{"interruptId": interrupt["id"], "status": "cancelled"}]
+    assert json.loads(_last_event(cancelled.reply))["outcome"] == {"type": "cancelled"}
+    assert again.status == 200 and json.loads(_last_event(again.reply))["outcome"] == {"type": "success"}
+    assert report["pageErrors"] == []
+    assert [line for line in report["console"] if line["type"] in ("error", "warning")] == []
+
+
+async def test_without_the_shim_copilotkit_fails_the_cancelled_outcome(
+    node_for_copilotkit: str,
+    chromium: str,
+    pages: Path,
+    recorded: tuple[str, list[Exchange]],
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    """The negative control: CopilotKit's @ag-ui/client 0.0.59 rejects the 1.0 outcome.
+
+    When a CopilotKit release that knows the cancelled outcome is pinned, this
+    test fails: then examples/copilotkit/cancelled-outcome.mjs can go.
+    """
+    agui_url, exchanges = recorded
+    async with example_server(node_for_copilotkit, pages, agui_url, workspace, "--no-cancelled-outcome-shim") as url:
+        report = await chat(node_for_copilotkit, chromium, url, "v2", tmp_path, flow="cancel-question",
+                            stopAfterCancel=True)
+
+    assert report["error"] is None, report["error"]
+    assert report["steps"] == ["loaded", "question shown", "question cancelled"]
+    _, cancelled = runs(exchanges)
+    assert json.loads(_last_event(cancelled.reply))["outcome"] == {"type": "cancelled"}
+    # What the person is shown instead of a quiet end: CopilotKit's schema error.
+    (banner,) = shown({"transcript": report["afterCancel"]}, "error")
+    assert "Expected 'success' | 'interrupt'" in banner, banner
+
+
+async def test_an_attachment_the_adapter_cannot_use_is_named_and_the_chat_goes_on(
+    node_for_copilotkit: str,
+    chromium: str,
+    pages: Path,
+    recorded: tuple[str, list[Exchange]],
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    """AG-UI 1.0: an SVG attached in CopilotKit's chat is skipped, not fatal.
+
+    CopilotKit sends it inline as an image part; the adapter answers the text,
+    and its ``iac-code.input.skipped.v1`` notice reaches the page through
+    CopilotKit's runtime, which shows it; the next message is answered.
+    """
+    agui_url, exchanges = recorded
+    async with example_server(node_for_copilotkit, pages, agui_url, workspace) as url:
+        report = await chat(node_for_copilotkit, chromium, url, "v2", tmp_path, flow="attachment")
+
+    assert report["error"] is None, (
+        f"{report['error']}\nsteps: {report['steps']}\npage: {report['transcript']}\nconsole: {report['console']}"
+    )
+    assert report["steps"] == ["loaded", "attachment answered", "next turn answered"]
+    assert "image/svg+xml" in report["skipped"] and "PNG, JPEG, GIF or WebP" in report["skipped"]
+    assert shown({"transcript": report["afterAttachment"]}, "error") == []
+    assert shown(report, "error") == [] and shown(report, "skipped") == []  # the next run starts clean
+    attached, again = runs(exchanges)
+    parts = attached.body["messages"][-1]["content"]
+    assert [part["type"] for part in parts] == ["text", "image"], parts
+    assert parts[1]["source"]["type"] == "data" and parts[1]["source"]["mimeType"] == "image/svg+xml"
+    events = [json.loads(line.removeprefix("data:")) for line in attached.reply.decode().splitlines()
+              if line.startswith("data:")]
+    assert events[1]["name"] == "iac-code.input.skipped.v1"
+    assert events[1]["value"]["parts"] == [
+        {"index": 1, "type": "image", "source": "data", "mimeType": "image/svg+xml", "reason": "unsupported_image_type"}
+    ]
+    assert events[-1]["outcome"] == {"type": "success"} and again.status == 200
+    assert report["pageErrors"] == []
+    assert [line for line in report["console"] if line["type"] in ("error", "warning")] == []
 
 
 def _last_event(stream: bytes) -> str:

@@ -57,8 +57,13 @@ def findings(report: dict[str, Any]) -> set[str]:
     return {d["rule"] for d in report["diagnostics"] if d["severity"] in ("error", "warning")}
 
 
-async def validate(directory: Path, name: str, body: bytes, excluded: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """Write ``name.sse`` and judge it three ways; returns its events."""
+async def validate(
+    directory: Path, name: str, body: bytes, excluded: Iterable[str] = (), *, advertised: str | None = None
+) -> list[dict[str, Any]]:
+    """Write ``name.sse`` and judge it three ways; returns its events.
+
+    ``advertised`` is the profile the adapter that sent it serves (``None``:
+    the default): the stream checker is strict in that profile."""
     path = directory / f"{name}.sse"
     path.write_bytes(body)
     options = [opt for rule in excluded for opt in ("--off", rule)]
@@ -66,5 +71,5 @@ async def validate(directory: Path, name: str, body: bytes, excluded: Iterable[s
     assert code == 0, f"ag-ui-validate {path.name} --max-warnings 0 {' '.join(options)}:\n{text}"
     events, _ = parse_sse(body)
     assert_valid_agui(events, max_warnings=0, severity_overrides={rule: "off" for rule in excluded})
-    check_stream(body)
+    check_stream(body, advertised=advertised)
     return events

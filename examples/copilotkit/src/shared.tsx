@@ -183,6 +183,49 @@ export function ErrorBanner(): ReactElement | null {
   );
 }
 
+/** What the person is told for each reason of iac-code.input.skipped.v1 (docs/ui-guide.md). */
+const SKIP_REASONS: Record<string, string> = {
+  image_url: "send the image itself, not a link",
+  provider_file: "the agent cannot read this file handle",
+  unsupported_image_type: "use PNG, JPEG, GIF or WebP",
+  unsupported_part: "audio, video and documents are not read",
+  unsupported_source: "the agent cannot read this kind of source",
+};
+
+type SkippedPart = { index: number; type: string; reason: string; mimeType?: string };
+
+/**
+ * The attachments the adapter left out of the last message, and why.
+ *
+ * AG-UI 1.0: a part the runtime cannot use (an image by URL, an SVG, a
+ * document) does not fail the message; the adapter sends the rest and says
+ * what it left out in a CUSTOM event iac-code.input.skipped.v1 before the
+ * reply. The person should know the agent did not see it.
+ */
+export function SkippedNotice(): ReactElement | null {
+  const { agent } = useAgent();
+  const [parts, setParts] = useState<SkippedPart[]>([]);
+  useEffect(() => {
+    const subscription = agent.subscribe({
+      onRunStartedEvent: () => setParts([]),
+      onCustomEvent: ({ event }) => {
+        if (event.name === "iac-code.input.skipped.v1") setParts((event.value as { parts: SkippedPart[] }).parts);
+      },
+    });
+    return () => subscription.unsubscribe();
+  }, [agent]);
+  if (parts.length === 0) return null;
+  return (
+    <div className="skipped" role="status" data-testid="skipped">
+      {parts.map((part) => (
+        <p key={part.index}>
+          {`The agent did not get your ${part.mimeType ?? part.type} attachment: ${SKIP_REASONS[part.reason] ?? part.reason}.`}
+        </p>
+      ))}
+    </div>
+  );
+}
+
 /** The hooks both chats use: the thread in the address, the approval card in the chat, the tool card for every tool. */
 export function AdapterHooks(): null {
   useThreadInAddress();
