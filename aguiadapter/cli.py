@@ -307,7 +307,7 @@ def _check_store(config: cfg.Config, argv: Sequence[str], env: Mapping[str, str]
     try:
         from .store.redis.store import split_store_url
     except ImportError:
-        return  # said at startup, with the extra to install
+        raise ValueError("--store redis://... needs the redis extra: pip install 'aguiadapter[redis]'") from None
     from redis.asyncio.connection import parse_url
 
     try:

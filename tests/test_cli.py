@@ -248,6 +248,18 @@ def run_cli_now(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
                           capture_output=True, text=True, timeout=60, check=False)
 
 
+def test_a_redis_store_without_the_redis_extra_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    # A stand-in ``redis`` package that cannot be imported, first on the path: as if the extra were missing.
+    (tmp_path / "redis").mkdir()
+    (tmp_path / "redis" / "__init__.py").write_text("raise ImportError('no redis here')\n")
+    root = str(Path(__file__).resolve().parents[1])
+    done = run_cli_now("--demo", "--port", "0", "--store", "redis://127.0.0.1:9/0",
+                       env={"PYTHONPATH": os.pathsep.join((str(tmp_path), root))})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "needs the redis extra: pip install 'aguiadapter[redis]'" in done.stderr
+    assert "demo runtime" not in done.stderr, "nothing started"
+
+
 def test_without_a_runtime_the_server_does_not_start_and_names_the_three_ways() -> None:
     # A misspelt variable leaves no URL: no demo answers users by accident.
     done = run_cli_now("--port", "0", env={"IAC_CODE_AGUI_A2A_ULR": "http://127.0.0.1:9/"})
