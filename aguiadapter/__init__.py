@@ -13,6 +13,8 @@ from .version import __version__
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from .config import Config, JwtSettings
+    from .store.contract import ThreadStore
+    from .store.factory import open_store
     from .web.app import create_app, create_metrics_app
     from .web.auth import PRINCIPAL_KEY, PrincipalHook, Unauthorized, principal_from_request_key
     from .web.server import AdapterRunner
@@ -23,10 +25,12 @@ __all__ = [
     "Config",
     "JwtSettings",
     "PrincipalHook",
+    "ThreadStore",
     "Unauthorized",
     "__version__",
     "create_app",
     "create_metrics_app",
+    "open_store",
     "principal_from_request_key",
 ]
 
@@ -41,6 +45,9 @@ _WHERE = {
     "PrincipalHook": ".web.auth",
     "Unauthorized": ".web.auth",
     "principal_from_request_key": ".web.auth",
+    # create_app(config, store=...): the store an app keeps its threads in.
+    "ThreadStore": ".store.contract",
+    "open_store": ".store.factory",
 }
 
 

@@ -264,3 +264,23 @@ async def test_a_host_middleware_names_the_user_without_an_aiohttp_warning() -> 
         warnings.simplefilter("error")
         request[PRINCIPAL_KEY] = "alice"
         assert await principal_from_request_key(request) == "alice"
+
+
+async def test_a_host_hands_the_app_the_store_it_opened(tmp_path: Path, demo: DemoRuntime) -> None:
+    # create_app(store=...) takes a type the package root exports, and the app keeps its threads there,
+    # not in the folder its Config names.
+    from aguiadapter import ThreadStore, open_store
+
+    store: ThreadStore = open_store(None, state_dir=tmp_path / "chosen")
+    config = Config(state_dir=tmp_path / "named", a2a_url=demo.url, allowed_cwds=(str(tmp_path),))
+    runner, base = await serve(create_app(config, store=store))
+    try:
+        async with aiohttp.ClientSession() as session:
+            body = run_body(thread_id="t-store", text="hello", cwd=str(tmp_path))
+            async with session.post(base + "/", json=body) as resp:
+                assert resp.status == 200
+                assert texts(check_stream(await resp.read()))
+        assert (await store.load("t-store")) is not None
+        assert not (tmp_path / "named" / "threads").exists() or not any((tmp_path / "named" / "threads").iterdir())
+    finally:
+        await runner.cleanup()

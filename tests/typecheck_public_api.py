@@ -17,10 +17,12 @@ from aguiadapter import (
     Config,
     JwtSettings,
     PrincipalHook,
+    ThreadStore,
     Unauthorized,
     __version__,
     create_app,
     create_metrics_app,
+    open_store,
     principal_from_request_key,
 )
 
@@ -40,6 +42,8 @@ def build(state_dir: Path) -> web.Application:
     host.add_subapp("/metrics-app/", create_metrics_app(adapter))
     other: web.Application = create_app(Config.from_env(demo=True), principal=principal_from_request_key)
     host.add_subapp("/other/", other)
+    shared: ThreadStore = open_store(None, state_dir=state_dir / "shared")
+    host.add_subapp("/shared/", create_app(Config(state_dir=state_dir, demo=True), store=shared))
     settings: JwtSettings | None = Config.from_env().jwt
     assert settings is None or settings.principal_claim
     return host

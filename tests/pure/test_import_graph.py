@@ -126,7 +126,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "cli": BASE | {"admin", "cli_help", "config", "iac_process", "logs", "protocol", "store", "telemetry", "threads",
                    "web"},
     "__main__": frozenset({"cli"}),
-    "(root)": frozenset({"config", "version", "web"}),
+    "(root)": frozenset({"config", "store", "version", "web"}),
 }
 #: Modules the thread rules never import: they take events and time in and
 #: hand a new record and events out, so a test needs no loop, file or socket.
