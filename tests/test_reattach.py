@@ -17,7 +17,7 @@ from ag_ui.core.capabilities import AgentCapabilities
 
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.profile import Profile
-from aguiadapter.runs import driver as driver_module
+from aguiadapter.runs import grace as grace_module
 from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import RunningAdapter, run_body, started
 from tests.support.agui import check_stream, parse_sse_ids, texts
@@ -132,7 +132,7 @@ async def test_a_client_that_re_attaches_to_this_process_is_seen_at_once_not_at_
     tmp_path: Path, demo: DemoRuntime, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Its looks an hour apart: only the re-attach itself can tell the run.
-    monkeypatch.setattr(driver_module, "GRACE_POLL_SECONDS", 3600.0)
+    monkeypatch.setattr(grace_module, "GRACE_POLL_SECONDS", 3600.0)
     async with started(tmp_path, demo.url, disconnect_grace_seconds=3600.0) as adapter:
         body = run_body(thread_id="t-seen", text="slow 30", cwd=str(workspace))
         first = await read_then_cut(adapter.url, body, events=4)

@@ -25,7 +25,7 @@ from ..errors import AdapterError, ErrorCode
 from ..protocol.events import Event
 from ..protocol.inputs import IacCodeProps
 from ..protocol.resume import Answer
-from ..translate.mapper import IdentityLearned, RunIdentity, RunTranslator, TurnOutcome
+from ..translate.mapper import Chunk, IdentityLearned, RunIdentity, RunTranslator, TurnOutcome
 from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import TaskFate, TaskView, task_fate, waiting_inputs
 from ..runtime.iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
@@ -52,13 +52,13 @@ class LostTask(AdapterError):
 
 
 # ------------------------------------------------------------ the decisions
-def answer_taken(translator: RunTranslator, interrupt_id: str) -> bool:
+def answer_taken(translator: RunTranslator, outcome: TurnOutcome | None, interrupt_id: str) -> bool:
     """Positive evidence that the runtime took the answer to this input: its
     receipt (a duplicate too: taken before), a relayed tool result, or a
-    turn that ended or paused without asking for it again."""
+    turn that ended (``outcome``, the stream's so far) or paused without
+    asking for it again."""
     if interrupt_id in translator.received or translator.relayed_results:
         return True
-    outcome = translator.outcome
     if outcome is None or outcome.kind not in ("success", "interrupt"):
         return False
     return all(item.input_id != interrupt_id for item in outcome.inputs)
@@ -132,9 +132,6 @@ def outcome_of(fate: TaskFate, asks: Sequence[InputEnvelope], detail: str | None
 class FollowedRun(Protocol):
     """What the follow protocol needs from the run it serves."""
 
-    #: The run's ids as far as it stored them.
-    identity: RunIdentity
-
     def applied_answers(self) -> Collection[str]:
         """The interrupts whose answers the thread records as applied."""
 
@@ -148,7 +145,7 @@ class FollowedRun(Protocol):
         """Store that the runtime took these answers."""
 
     async def bind(self, learned: IdentityLearned) -> None:
-        """Take the task and session ids the run learned, and store them."""
+        """Store the task and session ids the run learned."""
 
 
 class Follower:
@@ -186,7 +183,8 @@ class Follower:
 
     @property
     def identity(self) -> RunIdentity:
-        return self.run.identity
+        """The run's ids: the translator's, which learns them from the streams."""
+        return self.translator.identity
 
     def _names(self) -> tuple[str, str]:
         return self.identity.thread_id, self.identity.run_id
@@ -242,26 +240,15 @@ class Follower:
                     self.run.first_event()
                     if skip_snapshot:
                         batch[:] = [result for result in batch if "task" not in result]
-                # Spans the chunk opens are forgotten if its answer's acceptance
-                # cannot be stored: its events never go out.
-                spans = translator.spans.snapshot() if accepting is not None else None
-                events = await self._translate(batch)
-                if accepting is not None and answer_taken(translator, accepting):
-                    try:
-                        await self.accept([accepting])
-                    except BaseException:
-                        if spans is not None:
-                            translator.spans.restore(spans)
-                        raise
+                chunk = await self._take(batch, tentative=accepting is not None)
+                if await self._commit(chunk, accepting):
                     accepting = None
-                await self.run.emit(events)
-                del events
+                await self.run.emit(chunk.events)
                 if recover_after_first:
                     recover_after_first = False
                     await self.recover_pipeline()
-                if translator.outcome is not None:
-                    outcome, translator.outcome = translator.outcome, None
-                    return outcome
+                if chunk.outcome is not None:
+                    return chunk.outcome
         except A2ARpcError as exc:
             meant = refusal(exc, answering=accepting is not None)
             if meant is not None:
@@ -279,40 +266,35 @@ class Follower:
             raise AnswerRefused("the runtime closed the answer's stream without taking it")
         return None
 
-    async def _translate(self, batch: list[dict[str, Any]]) -> list[Event]:
-        """The events of one chunk, once the record they depend on is
-        stored. The chunk is translated whole and emptied before any write:
-        its decoded results (hundreds of KiB of objects on a busy stream)
-        are not kept while its events wait for the record or the client."""
-        translator = self.translator
-        identity = self.identity
-        # Spans opened by this chunk are forgotten if its record cannot be
-        # stored: its events never go out, so nothing may close them.
-        spans = translator.spans.snapshot() if identity.task_id is None or identity.session_id is None else None
-        events: list[Event] = []
+    async def _take(self, batch: list[dict[str, Any]], *, tentative: bool) -> Chunk:
+        """The chunk's translation; the ids named before a result it cannot
+        read are stored all the same (the task they name can be cancelled)."""
         try:
-            for result in batch:
-                events += translator.feed(result)
-                if translator.outcome is not None:
-                    break
-        finally:
-            batch.clear()
-            learned = translator.learned()
-            if learned is not None:
-                await self._bind(learned, spans)
-        return events
-
-    async def _bind(self, learned: IdentityLearned, spans: tuple[object, ...] | None) -> None:
-        """Store the task and session ids the run learned, before any event
-        of the chunk that named them goes out (one write where iac-code names
-        the task and its session one result apart): an adapter that dies
-        right after still finds its task."""
-        try:
-            await self.run.bind(learned)
+            return self.translator.take(batch, tentative=tentative)
         except BaseException:
-            if spans is not None:
-                self.translator.spans.restore(spans)
+            learned = self.translator.learned()
+            if learned is not None:
+                await self.run.bind(learned)
             raise
+
+    async def _commit(self, chunk: Chunk, accepting: str | None) -> bool:
+        """Store what a chunk's events depend on before any of them goes out:
+        the task and session ids it named (one write where iac-code names the
+        task and its session one result apart: an adapter that dies right
+        after still finds its task), then the acceptance of the answer it
+        shows taken (whether it did). A chunk whose writes fail is forgotten."""
+        try:
+            if chunk.learned is not None:
+                await self.run.bind(chunk.learned)
+            if chunk.error is not None:
+                raise chunk.error
+            if accepting is not None and answer_taken(self.translator, chunk.outcome, accepting):
+                await self.accept([accepting])
+                return True
+        except BaseException:
+            self.translator.forget(chunk)
+            raise
+        return False
 
     # ------------------------------------------------------------ following
     async def follow(self) -> TurnOutcome | None:

@@ -65,6 +65,23 @@ class IdentityLearned:
     session_id: str | None
 
 
+@attrs.frozen
+class Chunk:
+    """What one network chunk of results means (:meth:`RunTranslator.take`):
+    its events, how the turn ended if it said so, the ids it named, and the
+    error it stopped at. The run writes what the chunk needs (its ids, an
+    answer's acceptance), then sends the events; a chunk whose writes fail
+    is forgotten (:meth:`RunTranslator.forget`): its events never go out."""
+
+    events: list[Event]
+    outcome: TurnOutcome | None = None
+    learned: IdentityLearned | None = None
+    #: The mismatch the chunk stopped at, raised once its ids are stored.
+    error: IdentityMismatch | None = None
+    #: The spans before the chunk, when it was taken on trust.
+    before: tuple[object, ...] | None = attrs.field(default=None, repr=False)
+
+
 _ERROR_STATES = frozenset({wire.FAILED, wire.REJECTED, wire.AUTH_REQUIRED})
 
 
@@ -135,6 +152,37 @@ class RunTranslator:
         if self._learned and not self._session_announced:
             self._announce_session(out, final=False)
         return out
+
+    def take(self, batch: list[dict[str, Any]], *, tentative: bool = False) -> Chunk:
+        """Translate one network chunk, and empty it (its decoded results are
+        not kept while its events wait for a write). The chunk is taken on
+        trust (its spans can be forgotten) when ``tentative`` (it may carry
+        an answer's acceptance) or while the run's ids are not all known (it
+        may name them, and they are stored before its events go out). A
+        result it cannot read raises; :meth:`learned` then still has the ids
+        named before it."""
+        ident = self.identity
+        held = tentative or ident.task_id is None or ident.session_id is None
+        before = self.spans.snapshot() if held else None
+        events: list[Event] = []
+        error: IdentityMismatch | None = None
+        try:
+            for result in batch:
+                events += self.feed(result)
+                if self.outcome is not None:
+                    break
+        except IdentityMismatch as exc:
+            error = exc
+        finally:
+            batch.clear()
+        outcome, self.outcome = self.outcome, None
+        return Chunk(events, outcome, self.learned(), error, before)
+
+    def forget(self, chunk: Chunk) -> None:
+        """The chunk's writes failed and its events never go out: forget the
+        spans it opened, so that nothing closes them (ids given out stay used)."""
+        if chunk.before is not None:
+            self.spans.restore(chunk.before)
 
     def learned(self) -> IdentityLearned | None:
         """The run's task and session ids once the stream named a new one

@@ -56,13 +56,15 @@ def translator(**state: Any) -> RunTranslator:
     ],
 )
 def test_an_answer_is_taken_only_on_positive_evidence(state: dict[str, Any], taken: bool) -> None:
-    assert answer_taken(translator(**state), "perm-1") is taken
+    state = dict(state)
+    outcome = state.pop("outcome", None)
+    assert answer_taken(translator(**state), outcome, "perm-1") is taken
 
 
 def test_a_relayed_tool_result_means_the_turn_went_on_past_the_answer() -> None:
     made = translator()
     made._results = 1
-    assert answer_taken(made, "perm-1")
+    assert answer_taken(made, None, "perm-1")
 
 
 @pytest.mark.parametrize(

@@ -237,3 +237,32 @@ def test_a_handover_with_more_than_a_text_open_closes_everything_as_before() -> 
     closing, open_text = translator.hand_over()
     assert open_text is None
     assert [e["type"] for e in closing if e["type"] != "CUSTOM"] == ["TEXT_MESSAGE_END", "STEP_FINISHED"]
+
+
+def test_a_chunk_hands_out_its_events_outcome_and_ids_and_is_forgotten_if_its_writes_fail() -> None:
+    """A chunk taken on trust (it carries an answer's acceptance) whose write
+    fails is forgotten: nothing closes the reply it opened, whose start never
+    went out. One whose writes succeed keeps its spans."""
+    translator = RunTranslator(RunIdentity("t", "r", "e", "ctx-1", "inv"))
+    named = translator.take([_status("TASK_STATE_WORKING", iacCodeSessionId="s-1")])
+    assert named.learned == IdentityLearned("task-1", "s-1"), "the ids the chunk named, to store first"
+    batch = [delta("Half a reply"), _status("TASK_STATE_COMPLETED")]
+    lost = translator.take(batch, tentative=True)
+    assert batch == [], "the chunk is emptied: its results are not kept while its events wait"
+    assert "TEXT_MESSAGE_START" in types(lost.events)
+    assert lost.outcome is not None and lost.outcome.kind == "success"
+    translator.forget(lost)
+    assert translator.finish() == [], "no end for a start that was never sent"
+
+    kept = translator.take([delta("Another reply")], tentative=True)
+    assert kept.outcome is None, "an outcome is handed out with its chunk, not kept for the next"
+    assert types(translator.finish()) == ["TEXT_MESSAGE_END"]
+
+
+def test_a_chunk_that_names_another_task_still_hands_out_the_ids_it_named_before() -> None:
+    translator = RunTranslator(RunIdentity("t", "r", "e", "ctx-1", "inv"))
+    other = _status("TASK_STATE_WORKING")
+    other["statusUpdate"]["taskId"] = "task-2"
+    chunk = translator.take([_status("TASK_STATE_WORKING", iacCodeSessionId="s-1"), other])
+    assert isinstance(chunk.error, IdentityMismatch)
+    assert chunk.learned == IdentityLearned("task-1", "s-1"), "stored before the error ends the run"
