@@ -30,6 +30,7 @@ from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import TaskFate, TaskView, task_fate, waiting_inputs
 from ..runtime.iac_code import AnswerRefused, Batches, IacCodeRuntime, TaskMismatch
 from ..runtime.transcript import after_answers
+from .looks import judge_with_unseen, view_task
 
 log = logging.getLogger(__name__)
 
@@ -341,12 +342,11 @@ class Follower:
     async def _fate(self, view: TaskView) -> tuple[TaskFate, list[InputEnvelope]]:
         """What the task's view says, with the inputs no stream announced
         read from where the runtime keeps them when it says one waits."""
-        known, answered = list(self.envelopes.values()), self.run.applied_answers()
-        fate, asks = task_fate(view, known, answered)
-        if fate is TaskFate.UNSEEN:
-            known += await self.runtime.unseen_inputs(view, self.identity.session_id)
-            fate, asks = task_fate(view, known, answered)
-        return fate, asks
+        answered = self.run.applied_answers()
+        return await judge_with_unseen(
+            self.runtime, view, self.identity.session_id, list(self.envelopes.values()),
+            lambda known: task_fate(view, known, answered), lambda judged: judged[0],
+        )
 
     def _stopped(
         self, move: Move, fate: TaskFate, asks: Sequence[InputEnvelope], view: TaskView, task_id: str
@@ -402,10 +402,8 @@ class Follower:
         """The task now; outside a pipeline with the transcript once its
         execution waits (only the transcript tells a turn that ended from
         one that waits for an input)."""
-        pipeline = self.translator.pipeline
-        after = pipeline.last_sequence if pipeline.pipeline_run_id is not None else None
         runtime, context_id = self.runtime, self.identity.context_id
-        view = await runtime.view(task_id, context_id, pipeline_after=after)
+        view = await view_task(runtime, task_id, context_id, self.translator.pipeline)
         if not view.is_pipeline and view.execution_status == "input-required":
             view = await runtime.view(task_id, context_id, pipeline_after=None, transcript=True)
         return view

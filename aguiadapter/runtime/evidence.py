@@ -162,6 +162,12 @@ class Findings:
         """The inputs the runtime took an answer to."""
         return {key for key, status in self.statuses.items() if status is InputStatus.TAKEN}
 
+    @property
+    def unanswerable(self) -> bool:
+        """The task waits for an input whose ids nobody can read (none of the
+        carried ones): no answer can reach it, and it would wait forever."""
+        return self.fate is TaskFate.UNSEEN and not self.waiting()
+
 
 def input_status(envelope: InputEnvelope, raised_after: int, view: TaskView, *, in_doubt: bool = False) -> InputStatus:
     """Whether the runtime still waits for ``envelope`` (raised after

@@ -31,12 +31,13 @@ from ..i18n import render
 from ..protocol.events import Event
 from ..protocol.inputs import ForwardedProps, IacCodeProps, RunAgentInput, latest_user_message
 from ..protocol.profile import DEFAULT_PROFILE, Profile
-from ..runtime.evidence import Findings, TaskFate, TaskView, assess, input_status, waiting_inputs
+from ..runtime.evidence import Findings, TaskView, assess, input_status, waiting_inputs
 from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
 from ..threads import machine as tm
 from ..threads.access import is_legacy_of, legacy_key, may_read
 from ..runs.driver import RunContext, RunDriver, StopReason, Ticket
+from ..runs.looks import judge_with_unseen, view_task
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
 from ..threads.listing import owner_of
@@ -292,16 +293,13 @@ class ThreadService:
         record = shell.record
         if record.task_id is None:
             return TaskView(None)
-        pipeline = record.pipeline
-        after = None
-        if pipeline is not None and pipeline.pipeline_run_id is not None:
-            after = min((item.raised_after for item in record.pending_interrupts), default=pipeline.last_sequence)
         try:
             async with shell.renewing():
                 if restore:
                     await self.runtime.restore_session(record.cwd, record.session_id, record.task_id)
-                return await self.runtime.view(
-                    record.task_id, record.context_id, pipeline_after=after, transcript=transcript
+                return await view_task(
+                    self.runtime, record.task_id, record.context_id, record.pipeline,
+                    waiting=[item.raised_after for item in record.pending_interrupts], transcript=transcript,
                 )
         except TaskMismatch as exc:
             log.error("thread %s: %s", record.thread_id, exc)
@@ -326,33 +324,19 @@ class ThreadService:
                 shell, tm.cancel, render(ErrorCode.CANCELLED.message_id, "en"), profile=self.context.profile
             )
             return
-        kind = record.active_run_kind or RunKind.TURN
         if recovery is tm.Recovery.DEAD_TURN:
-            # A client that is gone is a cancel (the protocol reference's rule).
+            # A client that is gone is a cancel (the protocol reference's
+            # rule); nothing the person decided rides on a turn: it is lost.
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
-            findings = Findings({}, TaskFate.GONE)
-        else:
-            try:
-                view = await self._look(shell, restore=True, transcript=True)
-            except AdapterError as exc:
-                if exc.code is not ErrorCode.EXECUTION_LOST:
-                    raise
-                view = TaskView(None)
-            carried = [(item.envelope, item.raised_after) for item in record.pending_interrupts]
-            known = [item.envelope for item in record.pending_interrupts]
-            sent = {item.id for item in record.pending_interrupts if item.sending is not None}
-            findings = assess(carried, view, known, record.applied_answers.keys(), sent)
-            if findings.fate is TaskFate.UNSEEN:
-                known += await self.runtime.unseen_inputs(view, record.session_id)
-                findings = assess(carried, view, known, record.applied_answers.keys(), sent)
-            if not findings.decided:
-                raise AdapterError(ErrorCode.A2A_UNAVAILABLE)
-            if findings.fate is TaskFate.UNSEEN and not findings.waiting():
-                # It waits for an input whose ids nobody can read: no answer
-                # can reach it, and it would wait forever.
-                async with shell.renewing():
-                    await self.runtime.cancel_task(record.task_id)
+            log.info("thread %s: a dead turn run: task %s cancelled", record.thread_id, record.task_id)
+            await self._settle(shell, tm.fail, ErrorCode.EXECUTION_LOST, _describe(ErrorCode.EXECUTION_LOST))
+            return
+        findings = await self._findings(shell)
+        if findings.unanswerable:
+            async with shell.renewing():
+                await self.runtime.cancel_task(record.task_id)
+        kind = record.active_run_kind or RunKind.TURN
         log.info(
             "thread %s: recovered a dead %s run: task %s %s, inputs %s",
             record.thread_id, kind.value, record.task_id, findings.fate.value,
@@ -361,6 +345,27 @@ class ThreadService:
         await self._settle(
             shell, tm.recover, findings, expires_at=self.clock() + self.interrupt_ttl_seconds, describe=_describe
         )
+
+    async def _findings(self, shell: ThreadShell) -> Findings:
+        """What the runtime says became of the answers a dead run carried,
+        and of its task (the evidence rules judge its view)."""
+        record = shell.record
+        try:
+            view = await self._look(shell, restore=True, transcript=True)
+        except AdapterError as exc:
+            if exc.code is not ErrorCode.EXECUTION_LOST:
+                raise
+            view = TaskView(None)
+        carried = [(item.envelope, item.raised_after) for item in record.pending_interrupts]
+        answered = record.applied_answers.keys()
+        sent = {item.id for item in record.pending_interrupts if item.sending is not None}
+        findings = await judge_with_unseen(
+            self.runtime, view, record.session_id, [item.envelope for item in record.pending_interrupts],
+            lambda known: assess(carried, view, known, answered, sent), lambda found: found.fate,
+        )
+        if not findings.decided:
+            raise AdapterError(ErrorCode.A2A_UNAVAILABLE)
+        return findings
 
     async def _settle(
         self,
