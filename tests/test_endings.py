@@ -156,3 +156,15 @@ def test_a_run_moves_through_its_phases_as_the_table_says() -> None:
             seen.add(nxt)
             todo.append(nxt)
     assert seen == set(Phase)
+
+
+def test_every_plan_kind_a_run_carries_out_has_its_opening_and_its_stream() -> None:
+    from aguiadapter.runs.opening import OPENINGS
+    from aguiadapter.runs.phases import Phase
+
+    # Admission settles an expired or lost thread itself: no run opens for those.
+    assert set(OPENINGS) == set(tm.PlanKind) - {tm.PlanKind.EXPIRE, tm.PlanKind.LOST}
+    # A run opens to a client, except an adoption (its client reads the log) and a report (over at once).
+    begins = {kind: opening.begins for kind, opening in OPENINGS.items()}
+    assert begins.pop(tm.PlanKind.ADOPT) is Phase.UNWATCHED and begins.pop(tm.PlanKind.REPORT) is Phase.OVER
+    assert set(begins.values()) == {Phase.WATCHED}
