@@ -241,8 +241,12 @@ class Follower:
                     self.run.first_event()
                     if skip_snapshot:
                         batch[:] = [result for result in batch if "task" not in result]
-                chunk = await self._take(batch, tentative=accepting is not None)
-                if await self._commit(chunk, accepting):
+                try:
+                    chunk = translator.take(batch, tentative=accepting is not None)
+                except BaseException:
+                    await self._bind_learned()
+                    raise
+                if (accepting is not None or not chunk.bare) and await self._commit(chunk, accepting):
                     accepting = None
                 await self.run.emit(chunk.events)
                 if recover_after_first:
@@ -267,16 +271,12 @@ class Follower:
             raise AnswerRefused("the runtime closed the answer's stream without taking it")
         return None
 
-    async def _take(self, batch: list[dict[str, Any]], *, tentative: bool) -> Chunk:
-        """The chunk's translation; the ids named before a result it cannot
-        read are stored all the same (the task they name can be cancelled)."""
-        try:
-            return self.translator.take(batch, tentative=tentative)
-        except BaseException:
-            learned = self.translator.learned()
-            if learned is not None:
-                await self.run.bind(learned)
-            raise
+    async def _bind_learned(self) -> None:
+        """A result the translator cannot read: the ids named before it are
+        stored all the same (the task they name can be cancelled)."""
+        learned = self.translator.learned()
+        if learned is not None:
+            await self.run.bind(learned)
 
     async def _commit(self, chunk: Chunk, accepting: str | None) -> bool:
         """Store what a chunk's events depend on before any of them goes out:

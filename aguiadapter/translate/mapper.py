@@ -81,6 +81,11 @@ class Chunk:
     #: The spans before the chunk, when it was taken on trust.
     before: tuple[object, ...] | None = attrs.field(default=None, repr=False)
 
+    @property
+    def bare(self) -> bool:
+        """It named no id and stopped at no error: nothing of it to store first."""
+        return self.learned is None and self.error is None
+
 
 _ERROR_STATES = frozenset({wire.FAILED, wire.REJECTED, wire.AUTH_REQUIRED})
 
