@@ -20,6 +20,7 @@ import pytest
 
 from aguiadapter.runtime.envelope import InputEnvelope, required_inputs
 from aguiadapter.runtime.evidence import (
+    Findings,
     InputStatus,
     TaskFate,
     TaskView,
@@ -316,3 +317,10 @@ def test_an_input_received_status_names_the_input_it_took() -> None:
     received = normal_task("TASK_STATE_WORKING")
     received.task["metadata"]["iac_code"]["inputReceived"] = {"inputId": "permission-1", "kind": "permission"}
     assert input_status(envelope, 0, received) is InputStatus.TAKEN
+
+
+def test_a_task_that_waits_only_for_an_input_nobody_can_read_is_unanswerable() -> None:
+    # Recovery cancels such a task: no answer can reach it, and it would wait forever.
+    assert Findings({}, TaskFate.UNSEEN).unanswerable
+    assert not Findings({"perm-1": InputStatus.WAITS}, TaskFate.UNSEEN).unanswerable, "a carried input waits"
+    assert not Findings({}, TaskFate.ASKS).unanswerable
