@@ -19,10 +19,9 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, Concatenate, Final, Literal, ParamSpec
+from typing import Any, Final, Literal
 
 import attrs
-from statemachine.exceptions import TransitionNotAllowed
 
 from ..a2a.client import A2AError, A2AUnavailable
 from ..errors import AdapterError, ErrorCode
@@ -42,7 +41,7 @@ from ..translate.pipeline import PipelineState
 from ..threads import machine as tm
 from .endings import End, Ending, Failure, ending_for, failure_of
 from .latch import Latch
-from ..threads.record import PendingInterrupt, RunKind, ThreadRecord
+from ..threads.record import PendingInterrupt, RunKind, RunPhase, ThreadRecord
 from ..store.run_log import DetachedRun, LogBroken, RunLog, RunLogs, UnloggedRun
 from .shell import EventSink, SinkClosed, ThreadShell
 from ..store.contract import LostWrite, PersistenceError, StoreUnavailable
@@ -52,7 +51,6 @@ from ..store.contract import LostWrite, PersistenceError, StoreUnavailable
 GRACE_POLL_SECONDS: Final = 1.0
 
 log = logging.getLogger(__name__)
-_P = ParamSpec("_P")
 
 StopReason = Literal["disconnect", "cancel", "shutdown", "lease_lost", "handoff", "lost_write"]
 
@@ -65,12 +63,13 @@ class Phase(enum.Enum):
 
     #: Being opened (its opening transition, its first events).
     OPENING = "opening"
-    #: A client reads its stream.
-    WATCHED = "watched"
-    #: Its client went away; it goes on, into its log, for the grace.
-    UNWATCHED = "unwatched"
-    #: Shutdown: its client was let go; it goes on until adopted or the end of the drain.
-    DRAINING = "draining"
+    #: A client reads its stream (the record's :attr:`RunPhase.RELAYED`).
+    RELAYED = "relayed"
+    #: Its client went away; it goes on, into its log, for the grace (:attr:`RunPhase.PARKED`).
+    PARKED = "parked"
+    #: Shutdown: its client was let go; it goes on until adopted (:attr:`RunPhase.HANDED_OFF`
+    #: once another replica asks for it) or the end of the drain.
+    HANDING_OFF = "handing_off"
     #: Asked to stop (:attr:`RunDriver.stop_reason` says why); it is being ended.
     STOPPING = "stopping"
     #: Ended in its opening (a report of how an earlier run ended).
@@ -78,13 +77,13 @@ class Phase(enum.Enum):
     ENDED = "ended"
 
 
-#: The phases a run may move to from each phase; any other move is ignored
-#: (a stop after the end, a second disconnect).
+#: The phases a run may move to from each phase; any other move raises
+#: (a stop after the end, a second disconnect are asked with :meth:`RunDriver._may_enter` first).
 PHASES: Final[dict[Phase, frozenset[Phase]]] = {
-    Phase.OPENING: frozenset({Phase.WATCHED, Phase.UNWATCHED, Phase.DRAINING, Phase.STOPPING, Phase.OVER}),
-    Phase.WATCHED: frozenset({Phase.UNWATCHED, Phase.DRAINING, Phase.STOPPING, Phase.ENDED}),
-    Phase.UNWATCHED: frozenset({Phase.DRAINING, Phase.STOPPING, Phase.ENDED}),
-    Phase.DRAINING: frozenset({Phase.STOPPING, Phase.ENDED}),
+    Phase.OPENING: frozenset({Phase.RELAYED, Phase.PARKED, Phase.HANDING_OFF, Phase.STOPPING, Phase.OVER}),
+    Phase.RELAYED: frozenset({Phase.PARKED, Phase.HANDING_OFF, Phase.STOPPING, Phase.ENDED}),
+    Phase.PARKED: frozenset({Phase.HANDING_OFF, Phase.STOPPING, Phase.ENDED}),
+    Phase.HANDING_OFF: frozenset({Phase.STOPPING, Phase.ENDED}),
     Phase.STOPPING: frozenset({Phase.ENDED}),
     Phase.OVER: frozenset({Phase.ENDED}),
     Phase.ENDED: frozenset(),
@@ -215,31 +214,36 @@ class RunDriver:
         """Stop relaying; the run then ends as cancelled (``handoff``: it is
         left to another replica). A client that went away while there is a
         disconnect grace only parks the run."""
-        watched = self.phase in (Phase.OPENING, Phase.WATCHED, Phase.UNWATCHED)
-        if reason == "disconnect" and self.context.grace_seconds > 0 and watched:
+        relayed = self.phase in (Phase.OPENING, Phase.RELAYED, Phase.PARKED)
+        if reason == "disconnect" and self.context.grace_seconds > 0 and relayed:
             self._client_left()
             return
-        if self._enter(Phase.STOPPING):
+        if self._may_enter(Phase.STOPPING):
+            self._enter(Phase.STOPPING)
             self.stop_reason = reason
         if self._inner is not None:
             self._inner.cancel()
 
-    def _enter(self, phase: Phase) -> bool:
-        """Move to ``phase`` if :data:`PHASES` allows it; whether it did."""
-        if phase not in PHASES[self.phase]:
-            return False
+    def _may_enter(self, phase: Phase) -> bool:
+        """Whether :data:`PHASES` allows a move to ``phase`` now."""
+        return phase in PHASES[self.phase]
+
+    def _enter(self, phase: Phase) -> None:
+        """Move to ``phase``; a move :data:`PHASES` does not allow raises."""
+        if not self._may_enter(phase):
+            raise RuntimeError(f"run {self.identity.run_id}: no move from {self.phase.value} to {phase.value}")
         self.phase = phase
-        return True
 
     @property
     def draining(self) -> bool:
         """Shutdown let the client go; the run waits to be adopted."""
-        return self.phase is Phase.DRAINING
+        return self.phase is Phase.HANDING_OFF
 
     def _client_left(self) -> None:
         """The client vanished: go on without it for the grace."""
         self.sink = None
-        if self._enter(Phase.UNWATCHED):
+        if self._may_enter(Phase.PARKED):
+            self._enter(Phase.PARKED)
             self._reader_came = asyncio.Event()
             self._grace = asyncio.create_task(self._mind_the_grace())
 
@@ -247,8 +251,9 @@ class RunDriver:
         """Shutdown: let the client go (it re-attaches elsewhere with its
         last event id) and go on relaying into the log until another replica
         adopts the run (:meth:`hand_off`) or ``until``."""
-        if not self._enter(Phase.DRAINING):
+        if not self._may_enter(Phase.HANDING_OFF):
             return
+        self._enter(Phase.HANDING_OFF)
         sink, self.sink = self.sink, None
         end = getattr(sink, "end", None)
         if end is not None:
@@ -276,12 +281,12 @@ class RunDriver:
             while not self.ended.is_set():
                 watched = logs is not None and await logs.watched(self.ticket.record.key, ident.run_id)
                 if watched:
-                    if record.parked_until is not None:
+                    if record.run_phase is RunPhase.PARKED:
                         await self._rejoin()
                     await self._until_next_look(GRACE_POLL_SECONDS)
                     continue
-                if record.parked_until is None:
-                    await shell.apply(tm.park, clock() + self.context.grace_seconds)
+                if record.run_phase is not RunPhase.PARKED:
+                    await shell.apply(tm.Park(clock() + self.context.grace_seconds))
                 remaining = (record.parked_until or 0.0) - clock()
                 if remaining <= 0:
                     log.info("run %s: no client came back within the grace", ident.run_id)
@@ -296,7 +301,7 @@ class RunDriver:
             self._grace = None
             self._lost_write = exc.transition
             self.stop("lost_write")
-        except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
+        except (PersistenceError, tm.TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
             log.warning("thread %s run %s: disconnect grace not kept: %r", ident.thread_id, ident.run_id, exc)
 
@@ -321,13 +326,14 @@ class RunDriver:
         the grace): the record says parked until the store takes the rejoin,
         asked again at the next look."""
         try:
-            await self.shell.apply(tm.rejoin)
+            await self.shell.apply(tm.Rejoin())
         except LostWrite as exc:
             log.warning("thread %s run %s: rejoin not recorded yet: %s", *self._names(), exc)
 
     def _stop_without_client(self) -> None:
         """The client is gone for good: the run ends as one that left."""
-        if self._enter(Phase.STOPPING):
+        if self._may_enter(Phase.STOPPING):
+            self._enter(Phase.STOPPING)
             self.stop_reason = "disconnect"
         if self._inner is not None:
             self._inner.cancel()
@@ -353,22 +359,22 @@ class RunDriver:
                 )
             if plan.kind is tm.PlanKind.ADOPT:
                 events = []
-                await shell.apply(tm.adopt, self.context.clock())
+                await shell.apply(tm.Adopt(self.context.clock()))
             elif plan.kind is tm.PlanKind.REPORT:
                 code = self.ticket.record.last_error
                 message = self.message(ErrorCode[code]) if code and code in ErrorCode.__members__ else ""
                 missed = await self.follower.missed(self.identity.task_id) if self.identity.task_id else []
-                events = await shell.apply(tm.report, binding, message, self.context.profile)
+                events = await shell.apply(tm.Report(binding, message, self.context.profile))
                 await shell.release()
             elif plan.kind is tm.PlanKind.TURN:
-                events = await shell.apply(tm.start_turn, binding) + self._skipped_parts()
+                events = await shell.apply(tm.StartTurn(binding)) + self._skipped_parts()
                 self.translator.pipeline = self.ticket.record.pipeline or self.translator.pipeline
             elif plan.kind is tm.PlanKind.RESUME:
-                events = await shell.apply(tm.resume, binding, plan.answers, plan.taken)
+                events = await shell.apply(tm.Resume(binding, plan.answers, plan.taken))
             elif plan.kind is tm.PlanKind.ANNOUNCE:
-                events = await shell.apply(tm.announce, binding)
+                events = await shell.apply(tm.Announce(binding))
             else:
-                events = await shell.apply(tm.follow, binding, plan.taken)
+                events = await shell.apply(tm.Follow(binding, plan.taken))
         except PersistenceError as exc:
             if plan.kind is tm.PlanKind.ADOPT and isinstance(exc, LostWrite):
                 # No response waits on an adoption: the client that re-attached
@@ -395,8 +401,8 @@ class RunDriver:
                 # The run's start is in its log already; its client reads it there.
                 events += self.translator.reopen_steps()
                 self._client_left()
-            else:
-                self._enter(Phase.WATCHED)
+            elif self._may_enter(Phase.RELAYED):  # not when stopped while it opened
+                self._enter(Phase.RELAYED)
                 if plan.kind is not tm.PlanKind.TURN:
                     events += self.translator.opening() + self.translator.reopen_steps()
                     view = self.ticket.view
@@ -509,13 +515,13 @@ class RunDriver:
 
     async def accept(self, interrupt_ids: list[str]) -> None:
         """Store that the runtime took these answers."""
-        await self.shell.apply(tm.accept, interrupt_ids)
+        await self.shell.apply(tm.Accept(interrupt_ids))
 
     async def bind(self, learned: IdentityLearned) -> None:
         """Take the task and session ids the run learned (a lost write of
         them still cancels the task it names), and store them."""
         self.identity = attrs.evolve(self.identity, task_id=learned.task_id, session_id=learned.session_id)
-        await self.shell.apply(tm.bind_task, learned.task_id, learned.session_id)
+        await self.shell.apply(tm.BindTask(learned.task_id, learned.session_id))
 
     async def emit(self, events: list[Event]) -> None:
         """Write events to the run's log, then what the log framed to the
@@ -558,9 +564,9 @@ class RunDriver:
         usage = self.translator.usage()
         self._outcome_name = outcome.kind
         if outcome.kind == "interrupt":
-            await self._end(tm.interrupt, self._pending(outcome.inputs), usage)
+            await self._end(tm.Interrupt(self._pending(outcome.inputs), usage))
         else:
-            await self._end(tm.finish, usage)
+            await self._end(tm.Finish(usage))
 
     def _pending(self, inputs: Sequence[InputEnvelope]) -> list[PendingInterrupt]:
         """The interrupts to announce: the ones already pending keep their
@@ -594,7 +600,7 @@ class RunDriver:
         elif ending.end is End.DETACH:
             self._note_error(ending.code)
             await self._close_spans()
-            await self._end(tm.detach, ending.code, self.message(ending.code, ending.message_id))
+            await self._end(tm.Detach(ending.code, self.message(ending.code, ending.message_id)))
         else:
             await self._fail(ending.code, detail=ending.detail, message_id=ending.message_id)
 
@@ -607,16 +613,16 @@ class RunDriver:
             # (never the request's own secrets, which a provider may quote).
             message = f"{message} {scrub(detail, self.ticket.run_input.iac_code.secret_values())[:300]}"
         if code is ErrorCode.CANCELLED:
-            await self._end(tm.cancel, message, profile=self.context.profile, usage=self.translator.usage())
+            await self._end(tm.Cancel(message, profile=self.context.profile, usage=self.translator.usage()))
         else:
-            await self._end(tm.fail, code, message)
+            await self._end(tm.Fail(code, message))
 
     async def _refuse_answer(self, code: ErrorCode, message_id: str | None = None) -> None:
         """The answer was not applied: the run ends with an error, the thread
         keeps waiting with the same pending interrupts."""
         self._note_error(code)
         await self._close_spans()
-        await self._end(tm.reject, code, self.message(code, message_id))
+        await self._end(tm.Reject(code, self.message(code, message_id)))
 
     async def _abandon(self) -> None:
         """Stopped: cancel the runtime's task and end the execution. A client
@@ -643,7 +649,7 @@ class RunDriver:
             return
         await self.context.runtime.cancel_task(self.identity.task_id)
         await self._close_spans()
-        await self._end(tm.cancel, self.message(code), profile=self.context.profile, usage=self.translator.usage())
+        await self._end(tm.Cancel(self.message(code), profile=self.context.profile, usage=self.translator.usage()))
 
     async def _let_go(self) -> None:
         """Shutdown handoff: close what this process opened (in the log),
@@ -657,7 +663,7 @@ class RunDriver:
             self.sink = None
         until = self.context.clock() + self.context.grace_seconds
         try:
-            await self.shell.apply(tm.hand_off, until, open_text)
+            await self.shell.apply(tm.HandOff(until, open_text))
         except LostWrite as exc:
             # Nobody would adopt it: it ends here, and its log says so to the
             # client that re-attaches elsewhere (who would wait for it forever).
@@ -674,15 +680,13 @@ class RunDriver:
         except SinkClosed:
             self.sink = None
 
-    async def _end(
-        self, transition: Callable[Concatenate[tm.Machine, _P], list[Event]], *args: _P.args, **kwargs: _P.kwargs
-    ) -> None:
+    async def _end(self, transition: tm.Transition[list[Event]]) -> None:
         """Take the run's last transition, then free the thread, then send
         the terminal event: a client that answers RUN_FINISHED at once (a
         resume) finds the thread free, not THREAD_BUSY. A lost write ends
         the run as :func:`.endings.ending_for` says."""
         try:
-            events = await self.shell.apply(transition, *args, **kwargs)
+            events = await self.shell.apply(transition)
         except LostWrite as exc:
             log.error("thread %s run %s: %s", *self._names(), exc)
             await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))
