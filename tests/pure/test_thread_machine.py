@@ -25,7 +25,7 @@ from aguiadapter.runtime.envelope import envelope_of
 from aguiadapter.runtime.evidence import Findings, InputStatus, TaskFate
 from aguiadapter.protocol.profile import Profile
 from aguiadapter.threads import machine as tm
-from aguiadapter.threads.diagram import render_all
+from aguiadapter.threads.diagram import render_all, render_footnotes
 from aguiadapter.threads.record import PendingInterrupt, RunKind, RunPhase, ThreadRecord, ThreadState
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -511,6 +511,7 @@ def test_the_state_diagrams_in_the_docs_are_generated_from_the_machine() -> None
     text = (DOCS / "thread-states.md").read_text()
     for diagram in render_all():
         assert diagram in text, "docs/thread-states.md is stale: run `python -m aguiadapter diagram --write ...`"
+    assert render_footnotes() in text, "the client view's footnotes are stale: run `... diagram --write ...`"
 
 
 def test_a_dead_follow_run_keeps_its_answers_unreported_for_the_retry() -> None:
