@@ -80,7 +80,8 @@ class Phase(enum.Enum):
 #: The phases a run may move to from each phase; any other move raises
 #: (a stop after the end, a second disconnect are asked with :meth:`RunDriver._may_enter` first).
 PHASES: Final[dict[Phase, frozenset[Phase]]] = {
-    Phase.OPENING: frozenset({Phase.RELAYED, Phase.PARKED, Phase.HANDING_OFF, Phase.STOPPING, Phase.OVER}),
+    # ENDED too: drive() ends whatever run it was handed, and the end must not raise.
+    Phase.OPENING: frozenset({Phase.RELAYED, Phase.PARKED, Phase.HANDING_OFF, Phase.STOPPING, Phase.OVER, Phase.ENDED}),
     Phase.RELAYED: frozenset({Phase.PARKED, Phase.HANDING_OFF, Phase.STOPPING, Phase.ENDED}),
     Phase.PARKED: frozenset({Phase.HANDING_OFF, Phase.STOPPING, Phase.ENDED}),
     Phase.HANDING_OFF: frozenset({Phase.STOPPING, Phase.ENDED}),
@@ -393,7 +394,8 @@ class RunDriver:
         self.report.begin()
         if plan.kind is tm.PlanKind.REPORT:
             self._outcome_name = "report"
-            self._enter(Phase.OVER)
+            if self._may_enter(Phase.OVER):  # not when stopped while it opened
+                self._enter(Phase.OVER)
             events = [events[0], *self.translator.opening(), *missed, *self.translator.finish(), *events[1:]]
         else:
             shell.keep_claim(lambda: self.stop("lease_lost"))
