@@ -35,6 +35,7 @@ from ..protocol.profile import DEFAULT_PROFILE, Profile
 from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import TaskView
 from .follow import Follower
+from .handover import continue_reply, handed_off_streamed
 from ..runtime.iac_code import AnswerRefused, IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
 from ..translate.mapper import IdentityLearned, IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
@@ -177,7 +178,7 @@ class RunDriver:
             span_prefix=f"{self.identity.run_id}.{record.adoptions + 1}" if adopting else None,
         )
         if adopting and record.handed_off_text is not None:
-            self.translator.continue_text(record.handed_off_text)
+            continue_reply(self.translator, record)
         self.follower = Follower(
             context.runtime,
             self.translator,
@@ -651,6 +652,7 @@ class RunDriver:
         runtime's task goes on."""
         self._outcome_name = "handed_off"
         events, open_text = self.translator.hand_over()
+        self.shell.record.handed_off_streamed = handed_off_streamed(self.translator, open_text)
         try:
             await self.emit(events)
         except SinkClosed:
