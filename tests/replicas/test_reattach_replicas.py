@@ -81,10 +81,10 @@ async def test_a_replica_stopped_mid_answer_hands_its_run_to_the_one_the_client_
         assert status == 200
     assert [exchange.rpc_method for exchange in link.exchanges].count("SubscribeToTask") == 1
     events = joined(half, rest)
-    deltas = [event["delta"] for event in events if event["type"] == "TEXT_MESSAGE_CONTENT"]
-    assert any(delta.count("tick") > 1 for delta in deltas), f"no tick streamed unrelayed: {deltas}"
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
     assert texts(events) == "".join(f"tick {n}. " for n in range(1, 31)), "the whole answer, nothing twice"
+    deltas = [event["delta"] for event in events if event["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert any(delta.count("tick") > 1 for delta in deltas), f"no tick was streamed unrelayed: {deltas}"
     assert cancels(demo) == 0 and len(demo.state.tasks) == 1, "the runtime's task ran once, not cancelled"
     await asyncio.to_thread(first.process.wait, 5)
     assert "handed off" in first.log() and "outcome=handed_off" in first.log() and "adopted" in second.log()
