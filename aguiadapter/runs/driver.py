@@ -259,10 +259,21 @@ class RunDriver:
             self._grace.cancel()
         self._grace = asyncio.create_task(self._drain_until(until))
 
-    def hand_off(self) -> None:
-        """Another replica asks for this draining run: stop relaying it."""
-        if self.draining:
+    def hand_off(self) -> bool:
+        """Another replica asks for this draining run: stop relaying it;
+        whether this asked the relay to stop. Asked again before the run let
+        go, the relay is stopped again: a cancel that lands as an awaited
+        call completes is lost (``asyncio.wait_for`` of Python 3.11 returns
+        the call's result instead), and the asker asks every second."""
+        if self.draining or self.handing_off:
             self.stop("handoff")
+            return True
+        return False
+
+    @property
+    def handing_off(self) -> bool:
+        """Asked to hand the run over, and still relaying or letting go."""
+        return self.phase is Phase.STOPPING and self.stop_reason == "handoff"
 
     async def _drain_until(self, until: float) -> None:
         await asyncio.sleep(max(until - self.context.clock(), 0.0))
