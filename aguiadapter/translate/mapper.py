@@ -104,8 +104,8 @@ class RunTranslator:
         #: Text deltas since the last final repeat (joined only when one comes:
         #: growing a string per delta would cost quadratic time).
         self._streamed_since_final: list[str] = []
-        #: A subscription's opening Task is to be lined up with the text
-        #: relayed before a handover (:meth:`resume_text`, :meth:`align`).
+        #: Each subscription's opening Task is lined up with the text relayed
+        #: so far (a run adopted after a handover: :meth:`resume_text`, :meth:`align`).
         self._aligning = False
         #: While set, live deltas that repeat the snapshot's tail are dropped.
         self._overlap: TailOverlap | None = None
@@ -186,8 +186,8 @@ class RunTranslator:
 
     def resume_text(self, message_id: str, relayed: str) -> None:
         """:meth:`continue_text`, knowing the text the turn's earlier relays
-        sent: the first Task snapshot this run sees (its subscription's)
-        is lined up with it (:meth:`align`)."""
+        sent: the Task each subscription of this run opens with is lined up
+        with it and what this run relays after it (:meth:`align`)."""
         self.continue_text(message_id)
         self._streamed_since_final = [relayed] if relayed else []
         self._aligning = bool(relayed)
@@ -203,7 +203,6 @@ class RunTranslator:
         asked for it, or when the snapshot is not of the text relayed."""
         if not self._aligning:
             return []
-        self._aligning = False
         deltas = turn_deltas(task)
         rest = missing_text("".join(self._streamed_since_final), deltas)
         if rest is None:

@@ -122,7 +122,17 @@ def test_a_snapshot_of_other_text_adds_nothing() -> None:
     assert text_of(events) == "tick 2 "
 
 
-def test_only_the_first_snapshot_after_a_handover_is_lined_up() -> None:
+def test_a_second_subscription_of_the_adopted_run_is_lined_up_too() -> None:
+    """A subscription that ended early is followed by another: what the
+    runtime streamed between the two is in the second one's Task."""
     translator = adopter()
-    translator.align(snapshot([agent("tick 0 ")], agent("tick 1 ")))
-    assert translator.align(snapshot([agent("tick 0 "), agent("tick 1 ")], agent("tick 2 "))) == []
+    events = translator.align(snapshot([agent("tick 0 ")], agent("tick 1 ")))
+    events += translator.align(snapshot([agent("tick 0 "), agent("tick 1 ")], agent("tick 2 ")))
+    assert text_of(events) == "tick 2 "
+
+
+def test_a_run_not_handed_over_lines_nothing_up() -> None:
+    identity = RunIdentity(thread_id="t", run_id="run-1", execution_id="e", context_id="ctx-1", task_id=TASK,
+                           ros_invocation_id=None, session_id="s")
+    translator = RunTranslator(identity, known_session=True)
+    assert translator.align(snapshot([agent("tick 0 ")], agent("tick 1 "))) == []
