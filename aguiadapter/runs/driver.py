@@ -34,6 +34,7 @@ from ..protocol.profile import DEFAULT_PROFILE, Profile
 from ..runtime.envelope import InputEnvelope
 from ..runtime.evidence import TaskView
 from .follow import Follower
+from .handover import continue_reply, handed_off_streamed
 from ..runtime.iac_code import AnswerRefused, IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
 from ..translate.mapper import IdentityLearned, IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
@@ -177,7 +178,7 @@ class RunDriver:
             span_prefix=f"{self.identity.run_id}.{record.adoptions + 1}" if adopting else None,
         )
         if adopting and record.handed_off_text is not None:
-            self.translator.continue_text(record.handed_off_text)
+            continue_reply(self.translator, record)
         self.follower = Follower(
             context.runtime,
             self.translator,
@@ -264,10 +265,21 @@ class RunDriver:
             self._grace.cancel()
         self._grace = asyncio.create_task(self._drain_until(until))
 
-    def hand_off(self) -> None:
-        """Another replica asks for this draining run: stop relaying it."""
-        if self.draining:
+    def hand_off(self) -> bool:
+        """Another replica asks for this draining run: stop relaying it;
+        whether this asked the relay to stop. Asked again before the run let
+        go, the relay is stopped again: a cancel that lands as an awaited
+        call completes is lost (``asyncio.wait_for`` of Python 3.11 returns
+        the call's result instead), and the asker asks every second."""
+        if self.draining or self.handing_off:
             self.stop("handoff")
+            return True
+        return False
+
+    @property
+    def handing_off(self) -> bool:
+        """Asked to hand the run over, and still relaying or letting go."""
+        return self.phase is Phase.STOPPING and self.stop_reason == "handoff"
 
     async def _drain_until(self, until: float) -> None:
         await asyncio.sleep(max(until - self.context.clock(), 0.0))
@@ -659,6 +671,7 @@ class RunDriver:
         runtime's task goes on."""
         self._outcome_name = "handed_off"
         events, open_text = self.translator.hand_over()
+        self.shell.record.handed_off_streamed = handed_off_streamed(self.translator, open_text)
         try:
             await self.emit(events)
         except SinkClosed:

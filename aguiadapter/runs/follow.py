@@ -237,15 +237,19 @@ class Follower:
         first = True
         try:
             async for batch in batches:
+                aligned: list[Event] = []
                 if first:
                     first = False
                     self.run.first_event()
+                    # A subscription opens with the Task: the text a handover left unsent is there.
+                    aligned = [event for result in batch if "task" in result
+                               for event in translator.align(result["task"])]
                     if skip_snapshot:
                         batch[:] = [result for result in batch if "task" not in result]
                 # Spans the chunk opens are forgotten if its answer's acceptance
                 # cannot be stored: its events never go out.
                 spans = translator.spans.snapshot() if accepting is not None else None
-                events = await self._translate(batch)
+                events = aligned + await self._translate(batch)
                 if accepting is not None and answer_taken(translator, accepting):
                     try:
                         await self.accept([accepting])

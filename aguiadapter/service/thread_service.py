@@ -514,9 +514,8 @@ class ThreadService:
     def _asked_for(self, execution_id: str) -> None:
         """Another replica has a client for this run: a draining holder lets go."""
         driver = self.active.get(execution_id)
-        if driver is not None and driver.draining:
+        if driver is not None and driver.hand_off():
             log.info("run %s: a client re-attached elsewhere; handing it over", driver.identity.run_id)
-            driver.hand_off()
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

@@ -146,6 +146,9 @@ class ThreadRecord:
     #: replica that adopts the run goes on with it (one message across the
     #: handover); whoever ends the run otherwise closes it first.
     handed_off_text: str | None = None
+    #: The reply's text relayed before the handover (with :attr:`handed_off_text`):
+    #: the adopter sends what its subscription's Task shows beyond it.
+    handed_off_streamed: str | None = None
     updated_at: float = 0.0
     #: When the thread was made (``None`` for a record made before records
     #: kept it); shown by the thread list, not part of the thread's state
