@@ -25,7 +25,7 @@ async def relay(step: asyncio.Future[None]) -> None:
 def draining_driver(inner: asyncio.Task[None]) -> RunDriver:
     """Only the parts of a driver its hand-off touches (its phase, why it stops, its relay)."""
     driver = RunDriver.__new__(RunDriver)
-    driver.phase = Phase.DRAINING
+    driver.phase = Phase.HANDING_OFF
     driver.stop_reason = None
     driver._inner = inner  # type: ignore[assignment]
     return driver

@@ -671,14 +671,14 @@ class RunDriver:
         runtime's task goes on."""
         self._outcome_name = "handed_off"
         events, open_text = self.translator.hand_over()
-        self.shell.record.handed_off_streamed = handed_off_streamed(self.translator, open_text)
+        streamed = handed_off_streamed(self.translator, open_text)
         try:
             await self.emit(events)
         except SinkClosed:
             self.sink = None
         until = self.context.clock() + self.context.grace_seconds
         try:
-            await self.shell.apply(tm.HandOff(until, open_text))
+            await self.shell.apply(tm.HandOff(until, open_text, streamed))
         except LostWrite as exc:
             # Nobody would adopt it: it ends here, and its log says so to the
             # client that re-attaches elsewhere (who would wait for it forever).

@@ -29,10 +29,9 @@ def handed_off_streamed(translator: RunTranslator, open_text: str | None) -> str
 def continue_reply(translator: RunTranslator, record: ThreadRecord) -> None:
     """Go on with the message a handed-off run left open; line up with the
     text relayed before when the run is a turn the user started. The text
-    leaves the record with the adoption's write."""
+    leaves the record with the adoption's write (``Adopt``)."""
     message_id, streamed = record.handed_off_text, record.handed_off_streamed
     assert message_id is not None
-    record.handed_off_streamed = None
     if streamed and record.active_run_kind in (RunKind.TURN, None):
         translator.resume_text(message_id, streamed)
     else:

@@ -272,10 +272,14 @@ class HandOff(Transition[None]):
     name: ClassVar[str] = "hand_off"
     until: float
     open_text: str | None = None
+    #: The reply's text relayed before the handover, which the adopter lines
+    #: its subscription up with.
+    streamed: str | None = None
 
     def act(self, record: ThreadRecord, target: Node) -> None:
         record.parked_until = self.until
         record.handed_off_text = self.open_text
+        record.handed_off_streamed = self.streamed
 
 
 @attrs.frozen
@@ -290,6 +294,7 @@ class Adopt(Transition[None]):
         record.adoptions += 1
         # The adopting driver took the open message into its translator.
         record.handed_off_text = None
+        record.handed_off_streamed = None
 
 
 # ------------------------------------------------------------- a run ends
@@ -615,6 +620,7 @@ def _stop_following(record: ThreadRecord, kind: RunKind | None) -> None:
     record.parked_until = None
     record.adoptions = 0
     record.handed_off_text = None
+    record.handed_off_streamed = None
 
 
 def _settle_dead(record: ThreadRecord, findings: Findings, target: Node, expires_at: float) -> None:
