@@ -47,7 +47,7 @@ async def die_mid_resume(state_dir: Path, thread_id: str, *, runtime: str | None
     item = record.pending_interrupts[0]
     entry = ResumeEntry(interrupt_id=item.id, status="resolved", payload={"decision": "allow_once"})
     answers = check_resume([entry], [item.interrupt], {})
-    tm.resume(tm.restore(record), tm.RunBinding("run-dead", "digest", "exec-x", "invocation-1"), answers)
+    tm.apply(record, tm.Resume(tm.RunBinding("run-dead", "digest", "exec-x", "invocation-1"), answers))
     await store.save(record)
     if runtime is not None:
         client = A2AClient(runtime)

@@ -111,13 +111,13 @@ def running_record() -> ThreadRecord:
 @pytest.mark.parametrize(
     "take",
     [
-        lambda shell: shell.apply(tm.finish, []),
-        lambda shell: shell.apply(tm.fail, E.A2A_EXECUTION_FAILED, "failed"),
-        lambda shell: shell.apply(tm.cancel, "cancelled"),
-        lambda shell: shell.apply(tm.interrupt, [], []),
-        lambda shell: shell.apply(tm.bind_task, "task-2", "session-2"),
-        lambda shell: shell.apply(tm.detach, E.A2A_UNAVAILABLE, "gone"),
-        lambda shell: shell.apply(tm.park, 10.0),
+        lambda shell: shell.apply(tm.Finish([])),
+        lambda shell: shell.apply(tm.Fail(E.A2A_EXECUTION_FAILED, "failed")),
+        lambda shell: shell.apply(tm.Cancel("cancelled")),
+        lambda shell: shell.apply(tm.Interrupt([], [])),
+        lambda shell: shell.apply(tm.BindTask("task-2", "session-2")),
+        lambda shell: shell.apply(tm.Detach(E.A2A_UNAVAILABLE, "gone")),
+        lambda shell: shell.apply(tm.Park(10.0)),
     ],
     ids=["finish", "fail", "cancel", "interrupt", "bind_task", "detach", "park"],
 )
@@ -132,7 +132,7 @@ async def test_a_lost_write_leaves_the_record_in_memory_as_it_was(take, tmp_path
         await take(shell)
     assert shell.record is record and record == before
     # The run's fallback ending is still allowed (it raised TransitionNotAllowed when the record had moved).
-    assert tm.allowed(record, "fail")
+    assert tm.allowed(record, tm.Fail)
     await store.release(claim)
 
 
@@ -148,7 +148,7 @@ def test_a_run_moves_through_its_phases_as_the_table_says() -> None:
     # A stopped run never goes back to streaming, with or without a client.
     assert PHASES[Phase.STOPPING] == {Phase.ENDED}
     # A run whose client left never has that client again (a re-attach reads its log).
-    assert Phase.WATCHED not in PHASES[Phase.UNWATCHED] | PHASES[Phase.DRAINING]
+    assert Phase.RELAYED not in PHASES[Phase.PARKED] | PHASES[Phase.HANDING_OFF]
     # Every phase is reachable from the opening.
     seen, todo = {Phase.OPENING}, [Phase.OPENING]
     while todo:
@@ -166,5 +166,5 @@ def test_every_plan_kind_a_run_carries_out_has_its_opening_and_its_stream() -> N
     assert set(OPENINGS) == set(tm.PlanKind) - {tm.PlanKind.EXPIRE, tm.PlanKind.LOST}
     # A run opens to a client, except an adoption (its client reads the log) and a report (over at once).
     begins = {kind: opening.begins for kind, opening in OPENINGS.items()}
-    assert begins.pop(tm.PlanKind.ADOPT) is Phase.UNWATCHED and begins.pop(tm.PlanKind.REPORT) is Phase.OVER
-    assert set(begins.values()) == {Phase.WATCHED}
+    assert begins.pop(tm.PlanKind.ADOPT) is Phase.PARKED and begins.pop(tm.PlanKind.REPORT) is Phase.OVER
+    assert set(begins.values()) == {Phase.RELAYED}

@@ -208,7 +208,7 @@ async def dead_resume(case: Case) -> None:
     (item,) = record.pending_interrupts
     entry = ResumeEntry(interrupt_id=item.id, status="resolved", payload={"decision": "allow_once"})
     answers = check_resume([entry], [item.interrupt], {})
-    tm.resume(tm.restore(record), tm.RunBinding("run-dead", "digest", "exec-dead", "invocation-1"), answers)
+    tm.apply(record, tm.Resume(tm.RunBinding("run-dead", "digest", "exec-dead", "invocation-1"), answers))
     await case.disk.write_through(record)
 
 
@@ -221,7 +221,7 @@ async def dead_resume_taken(case: Case) -> None:
     (item,) = record.pending_interrupts
     entry = ResumeEntry(interrupt_id=item.id, status="resolved", payload={"decision": "allow_once"})
     answers = check_resume([entry], [item.interrupt], {})
-    tm.resume(tm.restore(record), tm.RunBinding("run-dead", "digest", "exec-dead", "invocation-1"), answers)
+    tm.apply(record, tm.Resume(tm.RunBinding("run-dead", "digest", "exec-dead", "invocation-1"), answers))
     await case.disk.write_through(record)
 
 

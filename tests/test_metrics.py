@@ -189,7 +189,7 @@ async def test_a_retried_answer_counts_by_how_it_ends_or_as_reported(
         assert record is not None
         entry = ResumeEntry(interrupt_id=dead["id"], status="resolved", payload=answer["payload"])
         answers = check_resume([entry], [item.interrupt for item in record.pending_interrupts], {})
-        tm.resume(tm.restore(record), tm.RunBinding("run-dead", "digest", "exec-x", "invocation-1"), answers)
+        tm.apply(record, tm.Resume(tm.RunBinding("run-dead", "digest", "exec-x", "invocation-1"), answers))
         await store.save(record)  # as the resume's process left it when it died
         await answer_behind_the_adapters_back(demo, running.config.state_dir, "m-report")
         retry = run_body(thread_id="m-report", text=None, cwd=cwd)

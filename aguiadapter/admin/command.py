@@ -25,7 +25,7 @@ from ..cli_help import Parser, usage_error
 from ..config import Config
 from ..logs import configure_logging
 from ..threads.listing import MAX_LIMIT, ThreadSummary
-from ..threads.record import ThreadRecord, ThreadState
+from ..threads.record import RunPhase, ThreadRecord, ThreadState
 from .operations import Cancelled, Listing, Refused, ThreadAdmin
 
 #: The server's options the command reads (by ``dest``).
@@ -228,7 +228,7 @@ def thread_json(record: ThreadRecord) -> dict[str, Any]:
             }
             for item in record.pending_interrupts
         ],
-        "handedOff": record.handed_off,
+        "handedOff": record.run_phase is RunPhase.HANDED_OFF,
         "parkedUntil": _when(record.parked_until),
         "runs": len(record.runs),
     }

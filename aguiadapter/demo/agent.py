@@ -412,7 +412,7 @@ class DemoAgent:
         if pending is not None and pending.kind in ("ask_user_question", "candidate_selection"):
             if not text.strip():
                 raise RpcError(wire.INVALID_PARAMS, "The answer to a question must be text.")
-            task.history.append(_echo(message, task))
+            _into_history(task, _echo(message, task))
             self.state.contexts[task.context_id].note_user(message)
             self._take_pending(task, pending)
             if run is not None and run.script is not None:
@@ -420,7 +420,7 @@ class DemoAgent:
             return task, scripts.answer_question(task.turn_context(), pending, text)
         # A text message on a finished, canceled or permission-waiting task is a new
         # turn on the same task; a pending tool call is dropped (as iac-code does).
-        task.history.append(_echo(message, task))
+        _into_history(task, _echo(message, task))
         self.state.contexts[task.context_id].note_user(message)
         task.pending = task.permission = task.input_received = task.frozen = None
         task.execution_id = self._execution_id()
@@ -554,8 +554,9 @@ class DemoAgent:
         return self.emit(task, step.result, more=more)
 
     async def _burst(self, task: TaskRecord, burst: Burst) -> None:
-        task.history.extend(burst.texts)
         if burst.texts:
+            _status_into_history(task)
+            task.history.extend(burst.texts[:-1])
             task.status = {
                 "state": wire.WORKING,
                 "message": scripts.delta_message(task.turn_context(), burst.texts[-1]),
@@ -584,9 +585,8 @@ class DemoAgent:
             return  # a repeated answer's receipt changes nothing of the task
         if "statusUpdate" in result:
             status = result["statusUpdate"]["status"]
+            _status_into_history(task)
             task.status, task.state = status, status["state"]
-            if "message" in status:
-                task.history.append(status["message"])
             if task.pipeline is None:
                 self._transcribe(task, result["statusUpdate"])
             if task.pipeline is not None:
@@ -653,9 +653,9 @@ class DemoAgent:
 
     def _crash(self, task: TaskRecord, failure: RpcFailure) -> None:
         """A JSON-RPC error ends the stream; the task is left FAILED."""
+        _status_into_history(task)
         task.status = scripts.crashed_status(task.turn_context(), failure.message)
         task.state = wire.FAILED
-        task.history.append(task.status["message"])
         for listener in task.listeners:
             listener.push(failure)
         self._close_listeners(task)
@@ -797,3 +797,20 @@ class DemoAgent:
             self._close_listeners(task)
         for runner in list(self._background):
             runner.cancel()
+
+
+def _status_into_history(task: TaskRecord) -> None:
+    """As a2a-sdk keeps a task: the message of the status a new one replaces
+    goes to the history (each text delta becomes a message of its own there;
+    the newest stays in ``status.message``, as a subscription's snapshot shows)."""
+    message = task.status.get("message")
+    if message is not None:
+        task.history.append(message)
+
+
+def _into_history(task: TaskRecord, message: Json) -> None:
+    """A user's message joins the history after the status message it follows."""
+    if "message" in task.status:
+        task.history.append(task.status["message"])
+        task.status = {key: value for key, value in task.status.items() if key != "message"}
+    task.history.append(message)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Concatenate, Final, ParamSpec
+from typing import Final
 
 import attrs
 
@@ -22,12 +22,12 @@ from ..threads import machine as tm
 from ..threads.record import PendingInterrupt, RunKind
 from ..translate.mapper import RunTranslator, TurnOutcome
 from .endings import End, Ending, Failure, ending_for, failure_of
+from .handover import handed_off_streamed
 from .phases import StopReason
 from .relaying import RunOutput
 from .ticket import RunContext, Ticket
 
 log = logging.getLogger(__name__)
-_P = ParamSpec("_P")
 
 _OUTCOME_ERRORS: Final = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCode.CANCELLED}
 
@@ -71,9 +71,9 @@ class RunCloser:
         usage = self.translator.usage()
         self.outcome = outcome.kind
         if outcome.kind == "interrupt":
-            await self._end(tm.interrupt, self._pending(outcome.inputs), usage)
+            await self._end(tm.Interrupt(self._pending(outcome.inputs), usage))
         else:
-            await self._end(tm.finish, usage)
+            await self._end(tm.Finish(usage))
 
     def _pending(self, inputs: Sequence[InputEnvelope]) -> list[PendingInterrupt]:
         """The interrupts to announce: the ones already pending keep their
@@ -109,7 +109,7 @@ class RunCloser:
         elif ending.end is End.DETACH:
             self._note_error(ending.code)
             await self._close_spans()
-            await self._end(tm.detach, ending.code, self.ticket.words(ending.code, ending.message_id))
+            await self._end(tm.Detach(ending.code, self.ticket.words(ending.code, ending.message_id)))
         else:
             await self._fail(ending.code, detail=ending.detail, message_id=ending.message_id)
 
@@ -122,16 +122,16 @@ class RunCloser:
             # (never the request's own secrets, which a provider may quote).
             message = f"{message} {scrub(detail, self.ticket.run_input.iac_code.secret_values())[:300]}"
         if code is ErrorCode.CANCELLED:
-            await self._end(tm.cancel, message, profile=self.context.profile, usage=self.translator.usage())
+            await self._end(tm.Cancel(message, profile=self.context.profile, usage=self.translator.usage()))
         else:
-            await self._end(tm.fail, code, message)
+            await self._end(tm.Fail(code, message))
 
     async def _refuse_answer(self, code: ErrorCode, message_id: str | None = None) -> None:
         """The answer was not applied: the run ends with an error, the thread
         keeps waiting with the same pending interrupts."""
         self._note_error(code)
         await self._close_spans()
-        await self._end(tm.reject, code, self.ticket.words(code, message_id))
+        await self._end(tm.Reject(code, self.ticket.words(code, message_id)))
 
     # --------------------------------------------------------------- stops
     async def abandon(self, reason: StopReason | None, lost_write: str) -> None:
@@ -160,8 +160,7 @@ class RunCloser:
             return
         await self.context.runtime.cancel_task(self.translator.identity.task_id)
         await self._close_spans()
-        await self._end(tm.cancel, self.ticket.words(code), profile=self.context.profile,
-                        usage=self.translator.usage())
+        await self._end(tm.Cancel(self.ticket.words(code), profile=self.context.profile, usage=self.translator.usage()))
 
     async def let_go(self) -> None:
         """Shutdown handoff: close what this process opened (in the log),
@@ -169,10 +168,11 @@ class RunCloser:
         runtime's task goes on."""
         self.outcome = "handed_off"
         events, open_text = self.translator.hand_over()
+        streamed = handed_off_streamed(self.translator, open_text)
         await self.output.emit_to_whoever_listens(events)
         until = self.context.clock() + self.context.grace_seconds
         try:
-            await self.shell.apply(tm.hand_off, until, open_text)
+            await self.shell.apply(tm.HandOff(until, open_text, streamed))
         except LostWrite as exc:
             # Nobody would adopt it: it ends here, and its log says so to the
             # client that re-attaches elsewhere (who would wait for it forever).
@@ -188,15 +188,13 @@ class RunCloser:
     async def _close_spans(self) -> None:
         await self.output.emit_to_whoever_listens(self.translator.finish())
 
-    async def _end(
-        self, transition: Callable[Concatenate[tm.Machine, _P], list[Event]], *args: _P.args, **kwargs: _P.kwargs
-    ) -> None:
+    async def _end(self, transition: tm.Transition[list[Event]]) -> None:
         """Take the run's last transition, then free the thread, then send
         the terminal event: a client that answers RUN_FINISHED at once (a
         resume) finds the thread free, not THREAD_BUSY. A lost write ends
         the run as :func:`.endings.ending_for` says."""
         try:
-            events = await self.shell.apply(transition, *args, **kwargs)
+            events = await self.shell.apply(transition)
         except LostWrite as exc:
             log.error("thread %s run %s: %s", *self.names, exc)
             await self.lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))

@@ -33,6 +33,7 @@ from ..translate.pipeline import PipelineState
 from .closing import RunCloser
 from .follow import Follower
 from .grace import GraceWatcher
+from .handover import continue_reply
 from .latch import Latch
 from .opening import OPENINGS, Opener
 from .phases import PHASES, Phase, StopReason
@@ -72,7 +73,7 @@ def _translator(ticket: Ticket, envelopes: Mapping[str, InputEnvelope]) -> RunTr
         span_prefix=f"{identity.run_id}.{record.adoptions + 1}" if adopting else None,
     )
     if adopting and record.handed_off_text is not None:
-        translator.continue_text(record.handed_off_text)
+        continue_reply(translator, record)
     return translator
 
 
@@ -134,31 +135,36 @@ class RunDriver:
         """Stop relaying; the run then ends as cancelled (``handoff``: it is
         left to another replica). A client that went away while there is a
         disconnect grace only parks the run."""
-        watched = self.phase in (Phase.OPENING, Phase.WATCHED, Phase.UNWATCHED)
-        if reason == "disconnect" and self.context.grace_seconds > 0 and watched:
+        relayed = self.phase in (Phase.OPENING, Phase.RELAYED, Phase.PARKED)
+        if reason == "disconnect" and self.context.grace_seconds > 0 and relayed:
             self._client_left()
             return
-        if self._enter(Phase.STOPPING):
+        if self._may_enter(Phase.STOPPING):
+            self._enter(Phase.STOPPING)
             self.stop_reason = reason
         if self._inner is not None:
             self._inner.cancel()
 
-    def _enter(self, phase: Phase) -> bool:
-        """Move to ``phase`` if :data:`PHASES` allows it; whether it did."""
-        if phase not in PHASES[self.phase]:
-            return False
+    def _may_enter(self, phase: Phase) -> bool:
+        """Whether :data:`PHASES` allows a move to ``phase`` now."""
+        return phase in PHASES[self.phase]
+
+    def _enter(self, phase: Phase) -> None:
+        """Move to ``phase``; a move :data:`PHASES` does not allow raises."""
+        if not self._may_enter(phase):
+            raise RuntimeError(f"run {self.identity.run_id}: no move from {self.phase.value} to {phase.value}")
         self.phase = phase
-        return True
 
     @property
     def draining(self) -> bool:
         """Shutdown let the client go; the run waits to be adopted."""
-        return self.phase is Phase.DRAINING
+        return self.phase is Phase.HANDING_OFF
 
     def _client_left(self) -> None:
         """The client vanished: go on without it for the grace."""
         self.output.let_client_go()
-        if self._enter(Phase.UNWATCHED):
+        if self._may_enter(Phase.PARKED):
+            self._enter(Phase.PARKED)
             self.grace.watch()
 
     def _goes_on_without_client(self) -> bool:
@@ -172,16 +178,28 @@ class RunDriver:
         """Shutdown: let the client go (it re-attaches elsewhere with its
         last event id) and go on relaying into the log until another replica
         adopts the run (:meth:`hand_off`) or ``until``."""
-        if not self._enter(Phase.DRAINING):
+        if not self._may_enter(Phase.HANDING_OFF):
             return
+        self._enter(Phase.HANDING_OFF)
         if self.output.end_client():
             log.info("run %s: client let go (shutdown)", self.identity.run_id)
         self.grace.drain(until)
 
-    def hand_off(self) -> None:
-        """Another replica asks for this draining run: stop relaying it."""
-        if self.draining:
+    def hand_off(self) -> bool:
+        """Another replica asks for this draining run: stop relaying it;
+        whether this asked the relay to stop. Asked again before the run let
+        go, the relay is stopped again: a cancel that lands as an awaited
+        call completes is lost (``asyncio.wait_for`` of Python 3.11 returns
+        the call's result instead), and the asker asks every second."""
+        if self.draining or self.handing_off:
             self.stop("handoff")
+            return True
+        return False
+
+    @property
+    def handing_off(self) -> bool:
+        """Asked to hand the run over, and still relaying or letting go."""
+        return self.phase is Phase.STOPPING and self.stop_reason == "handoff"
 
     def reader_came(self) -> None:
         """A client of this process re-attached (see :meth:`GraceWatcher.reader_came`)."""
@@ -194,7 +212,8 @@ class RunDriver:
 
     def _stop_without_client(self) -> None:
         """The client is gone for good: the run ends as one that left."""
-        if self._enter(Phase.STOPPING):
+        if self._may_enter(Phase.STOPPING):
+            self._enter(Phase.STOPPING)
             self.stop_reason = "disconnect"
         if self._inner is not None:
             self._inner.cancel()
@@ -212,12 +231,13 @@ class RunDriver:
         begins = opener.opening.begins
         if begins is Phase.OVER:
             self.closer.outcome = "report"
-            self._enter(Phase.OVER)
+            if self._may_enter(Phase.OVER):  # not when stopped while it opened
+                self._enter(Phase.OVER)
         else:
             self.ticket.shell.keep_claim(lambda: self.stop("lease_lost"))
-            if begins is Phase.UNWATCHED:
+            if begins is Phase.PARKED:
                 self._client_left()
-            else:
+            elif self._may_enter(begins):  # not when stopped while it opened
                 self._enter(begins)
         try:
             await self.output.emit(events)
@@ -283,12 +303,12 @@ class RunDriver:
 
     async def accept(self, interrupt_ids: list[str]) -> None:
         """Store that the runtime took these answers."""
-        await self.ticket.shell.apply(tm.accept, interrupt_ids)
+        await self.ticket.shell.apply(tm.Accept(interrupt_ids))
 
     async def bind(self, learned: IdentityLearned) -> None:
         """Store the task and session ids the run learned (the translator
         holds them already: a lost write of them still cancels the task)."""
-        await self.ticket.shell.apply(tm.bind_task, learned.task_id, learned.session_id)
+        await self.ticket.shell.apply(tm.BindTask(learned.task_id, learned.session_id))
 
     async def emit(self, events: list[Event]) -> None:
         """Write events to the run's log, then to its client."""

@@ -29,6 +29,7 @@ from .follow import LostTask
 from ..runtime.iac_code import AnswerRefused, TaskMismatch
 from ..translate.mapper import IdentityMismatch
 from ..store.contract import LostWrite
+from ..threads import machine as tm
 
 
 class End(enum.Enum):
@@ -94,7 +95,9 @@ class Failure:
 #: recovery: ``accept`` carries an answer the person gave, ``finish``,
 #: ``reject``, ``detach``, ``fail`` and ``cancel`` end a run whose task is
 #: done, still waits for the same answers, or was cancelled already.
-CANCELLED_AFTER_LOST: Final = frozenset({"bind_task", "interrupt", "hand_off", "adopt", "park"})
+CANCELLED_AFTER_LOST: Final = frozenset(
+    event.name for event in (tm.BindTask, tm.Interrupt, tm.HandOff, tm.Adopt, tm.Park)
+)
 
 
 def ending_for(failure: Failure) -> Ending:

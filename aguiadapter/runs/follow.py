@@ -236,9 +236,13 @@ class Follower:
         first = True
         try:
             async for batch in batches:
+                aligned: list[Event] | None = None
                 if first:
                     first = False
                     self.run.first_event()
+                    # A subscription opens with the Task: the text a handover left unsent is there.
+                    aligned = [event for result in batch if "task" in result
+                               for event in translator.align(result["task"])]
                     if skip_snapshot:
                         batch[:] = [result for result in batch if "task" not in result]
                 try:
@@ -248,7 +252,7 @@ class Follower:
                     raise
                 if (accepting is not None or not chunk.bare) and await self._commit(chunk, accepting):
                     accepting = None
-                await self.run.emit(chunk.events)
+                await self.run.emit(aligned + chunk.events if aligned else chunk.events)
                 if recover_after_first:
                     recover_after_first = False
                     await self.recover_pipeline()

@@ -14,11 +14,11 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
-from statemachine.exceptions import TransitionNotAllowed
 
 from ..store.contract import LostWrite, PersistenceError
 from ..store.run_log import LogBroken
 from ..threads import machine as tm
+from ..threads.record import RunPhase
 from .latch import Latch
 from .shell import ThreadShell
 from .ticket import RunContext
@@ -96,12 +96,12 @@ class GraceWatcher:
             while not self.ended.is_set():
                 watched = logs is not None and await logs.watched(record.key, run_id)
                 if watched:
-                    if record.parked_until is not None:
+                    if record.run_phase is RunPhase.PARKED:
                         await self._rejoin()
                     await self._until_next_look(GRACE_POLL_SECONDS)
                     continue
-                if record.parked_until is None:
-                    await shell.apply(tm.park, clock() + self.context.grace_seconds)
+                if record.run_phase is not RunPhase.PARKED:
+                    await shell.apply(tm.Park(clock() + self.context.grace_seconds))
                 remaining = (record.parked_until or 0.0) - clock()
                 if remaining <= 0:
                     log.info("run %s: no client came back within the grace", run_id)
@@ -115,7 +115,7 @@ class GraceWatcher:
             log.error("thread %s run %s: disconnect grace not kept: %s", thread_id, run_id, exc)
             self._task = None
             self._lost_write(exc.transition)
-        except (PersistenceError, TransitionNotAllowed, LogBroken) as exc:
+        except (PersistenceError, tm.TransitionNotAllowed, LogBroken) as exc:
             # The run ended meanwhile, or the store failed: the run reports that itself.
             log.warning("thread %s run %s: disconnect grace not kept: %r", thread_id, run_id, exc)
 
@@ -134,6 +134,6 @@ class GraceWatcher:
         the grace): the record says parked until the store takes the rejoin,
         asked again at the next look."""
         try:
-            await self.shell.apply(tm.rejoin)
+            await self.shell.apply(tm.Rejoin())
         except LostWrite as exc:
             log.warning("thread %s run %s: rejoin not recorded yet: %s", *self.names, exc)

@@ -90,23 +90,23 @@ class Opener:
 
     # ------------------------------------------------------- the transitions
     async def _turn(self) -> list[Event]:
-        events = await self.shell.apply(tm.start_turn, self._binding()) + self._skipped_parts()
+        events = await self.shell.apply(tm.StartTurn(self._binding())) + self._skipped_parts()
         self.translator.pipeline = self.ticket.record.pipeline or self.translator.pipeline
         return events
 
     async def _resume(self) -> list[Event]:
         plan = self.ticket.plan
-        return await self.shell.apply(tm.resume, self._binding(), plan.answers, plan.taken)
+        return await self.shell.apply(tm.Resume(self._binding(), plan.answers, plan.taken))
 
     async def _announce(self) -> list[Event]:
-        return await self.shell.apply(tm.announce, self._binding())
+        return await self.shell.apply(tm.Announce(self._binding()))
 
     async def _follow(self) -> list[Event]:
-        return await self.shell.apply(tm.follow, self._binding(), self.ticket.plan.taken)
+        return await self.shell.apply(tm.Follow(self._binding(), self.ticket.plan.taken))
 
     async def _adopt(self) -> list[Event]:
         # The run's start is in its log already; its client reads it there.
-        await self.shell.apply(tm.adopt, self.context.clock())
+        await self.shell.apply(tm.Adopt(self.context.clock()))
         return []
 
     async def _report(self) -> list[Event]:
@@ -117,7 +117,7 @@ class Opener:
         task_id = translator.identity.task_id
         # What a report repeats of the turn its answers let go on.
         missed = await self.follower.missed(task_id) if task_id else []
-        events = await self.shell.apply(tm.report, self._binding(), message, self.context.profile)
+        events = await self.shell.apply(tm.Report(self._binding(), message, self.context.profile))
         await self.shell.release()
         return [events[0], *translator.opening(), *missed, *translator.finish(), *events[1:]]
 
@@ -164,10 +164,10 @@ class Opener:
 
 #: How a run of each plan kind opens, and what it streams.
 OPENINGS: Final[dict[tm.PlanKind, Opening]] = {
-    tm.PlanKind.TURN: Opening(Opener._turn, Phase.WATCHED, Opener._nothing, relay_turn),
-    tm.PlanKind.RESUME: Opening(Opener._resume, Phase.WATCHED, Opener._continued, relay_answers),
-    tm.PlanKind.ANNOUNCE: Opening(Opener._announce, Phase.WATCHED, Opener._continued, announce_asks),
-    tm.PlanKind.FOLLOW: Opening(Opener._follow, Phase.WATCHED, Opener._continued, follow_task),
-    tm.PlanKind.ADOPT: Opening(Opener._adopt, Phase.UNWATCHED, Opener._reopened, follow_task),
+    tm.PlanKind.TURN: Opening(Opener._turn, Phase.RELAYED, Opener._nothing, relay_turn),
+    tm.PlanKind.RESUME: Opening(Opener._resume, Phase.RELAYED, Opener._continued, relay_answers),
+    tm.PlanKind.ANNOUNCE: Opening(Opener._announce, Phase.RELAYED, Opener._continued, announce_asks),
+    tm.PlanKind.FOLLOW: Opening(Opener._follow, Phase.RELAYED, Opener._continued, follow_task),
+    tm.PlanKind.ADOPT: Opening(Opener._adopt, Phase.PARKED, Opener._reopened, follow_task),
     tm.PlanKind.REPORT: Opening(Opener._report, Phase.OVER, Opener._nothing, no_stream),
 }

@@ -14,17 +14,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import attrs
 
-from ..threads.machine import Machine, restore
+from ..threads.machine import Transition, apply
 from ..threads.record import ThreadRecord
 from ..store.contract import Claim, LostWrite, PersistenceError, ThreadStore
 
 log = logging.getLogger(__name__)
 
-_P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
@@ -113,13 +112,8 @@ class ThreadShell:
         #: both write the record, and a shared store fences by version.
         self._lock = asyncio.Lock()
 
-    async def apply(
-        self,
-        transition: Callable[Concatenate[Machine, _P], _R],
-        *args: _P.args,
-        **kwargs: _P.kwargs,
-    ) -> _R:
-        """Take a transition and write its outcome, as h11 commits a sent
+    async def apply(self, event: Transition[_R]) -> _R:
+        """Take ``event``'s transition and write its outcome, as h11 commits a sent
         event only once it went out: the transition works on a copy of the
         record, and the live record becomes that copy only after the store
         took it. A write that fails raises :class:`LostWrite` (a :class:`PersistenceError`); the
@@ -129,11 +123,11 @@ class ThreadShell:
             live = self.record
             before = live.deadline
             draft = working_copy(live)
-            result = transition(restore(draft), *args, **kwargs)
+            result = apply(draft, event)
             try:
                 await self.store.save(draft, self.claim)
             except PersistenceError as exc:
-                raise LostWrite(getattr(transition, "__name__", "transition"), exc) from exc
+                raise LostWrite(event.name, exc) from exc
             commit(live, draft)
             await self._follow_deadline(before)
             return result

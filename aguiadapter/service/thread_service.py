@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, Concatenate, Final, Literal, ParamSpec
+from typing import Any, Final, Literal
 
 from ..a2a.client import A2AClient, A2AError
 from ..a2a.messages import build_user_message
@@ -47,7 +47,6 @@ from ..runs.shell import EventSink, ThreadShell
 from ..store.contract import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
 
 log = logging.getLogger(__name__)
-_P = ParamSpec("_P")
 
 CancelStatus = Literal["cancelled", "already_terminal", "not_found"]
 
@@ -268,7 +267,7 @@ class ThreadService:
             view = await self._look(shell, restore=True)
         except AdapterError as exc:
             if exc.code is ErrorCode.EXECUTION_LOST:
-                await self._settle(shell, tm.lose)
+                await self._settle(shell, tm.Lose())
             raise
         pending = {item.id: item for item in record.pending_interrupts}
         statuses = {
@@ -282,7 +281,7 @@ class ThreadService:
         asks = waiting_inputs(view, known, record.applied_answers.keys()) if view.is_pipeline else []
         plan = tm.after_inspection(plan, statuses, asks)
         if plan.kind is tm.PlanKind.LOST:
-            await self._settle(shell, tm.lose)
+            await self._settle(shell, tm.Lose())
             raise AdapterError(ErrorCode.EXECUTION_LOST)
         return plan, view
 
@@ -321,7 +320,7 @@ class ThreadService:
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
             await self._settle(
-                shell, tm.cancel, render(ErrorCode.CANCELLED.message_id, "en"), profile=self.context.profile
+                shell, tm.Cancel(render(ErrorCode.CANCELLED.message_id, "en"), profile=self.context.profile)
             )
             return
         if recovery is tm.Recovery.DEAD_TURN:
@@ -330,7 +329,7 @@ class ThreadService:
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
             log.info("thread %s: a dead turn run: task %s cancelled", record.thread_id, record.task_id)
-            await self._settle(shell, tm.fail, ErrorCode.EXECUTION_LOST, _describe(ErrorCode.EXECUTION_LOST))
+            await self._settle(shell, tm.Fail(ErrorCode.EXECUTION_LOST, _describe(ErrorCode.EXECUTION_LOST)))
             return
         findings = await self._findings(shell)
         if findings.unanswerable:
@@ -343,7 +342,7 @@ class ThreadService:
             {key: value.value for key, value in findings.statuses.items()},
         )
         await self._settle(
-            shell, tm.recover, findings, expires_at=self.clock() + self.interrupt_ttl_seconds, describe=_describe
+            shell, tm.Recover(findings, expires_at=self.clock() + self.interrupt_ttl_seconds, describe=_describe)
         )
 
     async def _findings(self, shell: ThreadShell) -> Findings:
@@ -370,15 +369,13 @@ class ThreadService:
     async def _settle(
         self,
         shell: ThreadShell,
-        transition: Callable[Concatenate[tm.Machine, _P], list[Event] | None],
-        *args: _P.args,
-        **kwargs: _P.kwargs,
+        transition: tm.Transition[list[Event] | None],
     ) -> None:
         """Take a transition outside any run; what it announces ends the
         event log of the run it settled (no client listens to that run)."""
         run_id, open_text = shell.record.active_run_id, shell.record.handed_off_text
         try:
-            events = await shell.apply(transition, *args, **kwargs)
+            events = await shell.apply(transition)
         except PersistenceError as exc:
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
         if run_id is not None and events and self.logs is not None:
@@ -522,9 +519,8 @@ class ThreadService:
     def _asked_for(self, execution_id: str) -> None:
         """Another replica has a client for this run: a draining holder lets go."""
         driver = self.active.get(execution_id)
-        if driver is not None and driver.draining:
+        if driver is not None and driver.hand_off():
             log.info("run %s: a client re-attached elsewhere; handing it over", driver.identity.run_id)
-            driver.hand_off()
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -594,11 +590,11 @@ class ThreadService:
                 return "already_terminal"
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
-            if not tm.allowed(record, "cancel"):
+            if not tm.allowed(record, tm.Cancel):
                 return "already_terminal"
             async with shell.renewing():
                 await self.runtime.cancel_task(record.task_id)
-            await self._settle(shell, tm.cancel, "", profile=self.context.profile)
+            await self._settle(shell, tm.Cancel("", profile=self.context.profile))
         finally:
             await self.store.release(claim)
         return "cancelled"
@@ -645,7 +641,7 @@ class ThreadService:
         record = shell.record
         async with shell.renewing():
             await self.runtime.cancel_task(record.task_id)
-        await self._settle(shell, tm.expire)
+        await self._settle(shell, tm.Expire())
         log.info("thread %s: interrupts expired, task %s cancelled", record.thread_id, record.task_id)
 
     async def shutdown(self) -> None:

@@ -36,6 +36,20 @@ class ThreadState(str, enum.Enum):
     TERMINAL = "terminal"
 
 
+class RunPhase(str, enum.Enum):
+    """Where a ``running`` thread's run stands (``record.run_phase``; see
+    :mod:`.machine`, whose declaration is the one list of moves between them)."""
+
+    #: A process of ours streams the run to its client.
+    RELAYED = "relayed"
+    #: Its client went away; it goes on, into its event log, until ``parked_until``.
+    PARKED = "parked"
+    #: Its replica shut down; no process relays it until a re-attach adopts it (until ``parked_until``).
+    HANDED_OFF = "handed_off"
+    #: No stream of ours follows it: the runtime's task carries out answers it took.
+    CARRIED = "carried"
+
+
 class RunKind(str, enum.Enum):
     """What the thread's current run does, which decides how a crash of it
     is recovered."""
@@ -124,15 +138,17 @@ class ThreadRecord:
     #: The active run has no client (it went away, or its replica shut
     #: down): the run is cancelled at this time unless a client re-attaches.
     parked_until: float | None = None
-    #: No process relays the active run: its replica let it go at shutdown
-    #: and the next re-attach (on any replica) adopts it.
-    handed_off: bool = False
+    #: Where the run stands while the thread is ``running`` (``None`` otherwise).
+    run_phase: RunPhase | None = None
     #: How many times the active run was adopted (keeps its message ids unique).
     adoptions: int = 0
     #: The assistant message a handed-off run left open in its log: the
     #: replica that adopts the run goes on with it (one message across the
     #: handover); whoever ends the run otherwise closes it first.
     handed_off_text: str | None = None
+    #: The reply's text relayed before the handover (with :attr:`handed_off_text`):
+    #: the adopter sends what its subscription's Task shows beyond it.
+    handed_off_streamed: str | None = None
     updated_at: float = 0.0
     #: When the thread was made (``None`` for a record made before records
     #: kept it); shown by the thread list, not part of the thread's state
@@ -140,6 +156,11 @@ class ThreadRecord:
     created_at: float | None = attrs.field(factory=time.time, eq=False)
     version: int = 0
     schema_version: int = RECORD_SCHEMA_VERSION
+
+    def __attrs_post_init__(self) -> None:
+        if self.state is ThreadState.RUNNING and self.run_phase is None:
+            # Made in code without a phase (as the stored form before the phase, see _with_run_phase).
+            self.run_phase = RunPhase.RELAYED if self.active_run_id is not None else RunPhase.CARRIED
 
     @property
     def key(self) -> str:
@@ -182,7 +203,8 @@ class ThreadRecord:
             return self.next_deadline
         if self.state is not ThreadState.RUNNING:
             return None
-        due = [at for at in (self.next_deadline, self.parked_until if self.handed_off else None) if at is not None]
+        handed_off = self.run_phase is RunPhase.HANDED_OFF
+        due = [at for at in (self.next_deadline, self.parked_until if handed_off else None) if at is not None]
         return min(due, default=None)
 
 
@@ -237,11 +259,33 @@ def record_from_json(data: bytes) -> ThreadRecord:
         raw = json.loads(data)
         if isinstance(raw, dict) and raw.get("schema_version", 1) == 1:
             raw = _upgrade_from_v1(raw)
+        if isinstance(raw, dict) and "run_phase" not in raw:
+            raw = _with_run_phase(raw)
         if isinstance(raw, dict) and "created_at" not in raw:
             raw = {**raw, "created_at": None}  # made before records kept it: unknown, not "now"
         return _converter.structure(raw, ThreadRecord)
     except (ValueError, TypeError, KeyError, AttributeError, cattrs.BaseValidationError) as exc:
         raise ValueError(f"not a thread record: {exc}") from exc
+
+
+def _with_run_phase(raw: dict[str, Any]) -> dict[str, Any]:
+    """A record written before the run's phase was a field of its own said it
+    with three: ``handed_off``, ``active_run_id`` and ``parked_until``. The
+    phase is read from them; the next save writes the field (and no
+    ``handed_off``)."""
+    upgraded = {key: value for key, value in raw.items() if key != "handed_off"}
+    phase = None
+    if raw.get("state") == ThreadState.RUNNING.value:
+        if raw.get("handed_off"):
+            phase = RunPhase.HANDED_OFF
+        elif raw.get("active_run_id") is None:
+            phase = RunPhase.CARRIED
+        elif raw.get("parked_until") is not None:
+            phase = RunPhase.PARKED
+        else:
+            phase = RunPhase.RELAYED
+    upgraded["run_phase"] = None if phase is None else phase.value
+    return upgraded
 
 
 def _upgrade_from_v1(raw: dict[str, Any]) -> dict[str, Any]:

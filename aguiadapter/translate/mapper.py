@@ -21,6 +21,7 @@ from ..protocol.events import ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT, TOO
 from ..runtime.envelope import InputEnvelope, acknowledgement, required_inputs
 from ..runtime.transcript import ToolResult, TranscriptItem
 from . import pipeline as pl
+from .alignment import TailOverlap, missing_text, turn_deltas
 from .spans import SpanTracker
 from .usage import UsageLedger
 
@@ -125,6 +126,11 @@ class RunTranslator:
         #: Text deltas since the last final repeat (joined only when one comes:
         #: growing a string per delta would cost quadratic time).
         self._streamed_since_final: list[str] = []
+        #: Each subscription's opening Task is lined up with the text relayed
+        #: so far (a run adopted after a handover: :meth:`resume_text`, :meth:`align`).
+        self._aligning = False
+        #: While set, live deltas that repeat the snapshot's tail are dropped.
+        self._overlap: TailOverlap | None = None
         #: This run's own model calls only (a resumed run reports what it spent).
         self._usage = UsageLedger()
         self._known_session = known_session
@@ -134,6 +140,8 @@ class RunTranslator:
     def feed(self, result: dict[str, Any]) -> list[Event]:
         """Translate one A2A ``result`` object."""
         out: list[Event] = []
+        if self._overlap is not None and not _keeps_overlap(result):
+            self._settle_overlap(out)
         update = result.get("statusUpdate")
         if update is not None:
             self._check_identity(update.get("taskId"), update.get("contextId"))
@@ -201,6 +209,8 @@ class RunTranslator:
     def finish(self) -> list[Event]:
         """Close every open span; call before the terminal event."""
         out: list[Event] = []
+        if self._overlap is not None:
+            self._settle_overlap(out)
         if not self._session_announced and self.identity.task_id is not None:
             self._announce_session(out, final=True)
         self.spans.close_all(out)
@@ -212,10 +222,12 @@ class RunTranslator:
         open, for the adopting replica to go on with (:meth:`continue_text`),
         so the reply in flight stays one message. Returns the events and
         that message's id (``None``: everything was closed)."""
+        out: list[Event] = []
+        if self._overlap is not None:
+            self._settle_overlap(out)
         text_id = self.spans.lone_text()
         if text_id is None:
-            return self.finish(), None
-        out: list[Event] = []
+            return out + self.finish(), None
         if not self._session_announced and self.identity.task_id is not None:
             self._announce_session(out, final=True)
         return out, text_id
@@ -224,6 +236,37 @@ class RunTranslator:
         """Go on with an assistant message the previous relay of this run
         left open (see :meth:`hand_over`): no new TEXT_MESSAGE_START."""
         self.spans.text_id = message_id
+
+    def resume_text(self, message_id: str, relayed: str) -> None:
+        """:meth:`continue_text`, knowing the text the turn's earlier relays
+        sent: the Task each subscription of this run opens with is lined up
+        with it and what this run relays after it (:meth:`align`)."""
+        self.continue_text(message_id)
+        self._streamed_since_final = [relayed] if relayed else []
+        self._aligning = bool(relayed)
+
+    def relayed_text(self) -> str:
+        """The reply's text relayed since the runtime last repeated it whole
+        (what a handover leaves for the adopter to line up with)."""
+        return "".join(self._streamed_since_final)
+
+    def align(self, task: Any) -> list[Event]:
+        """The text a handover left unsent, from the Task a subscription
+        opens with (see :mod:`.alignment`); nothing unless :meth:`resume_text`
+        asked for it, or when the snapshot is not of the text relayed."""
+        if not self._aligning:
+            return []
+        deltas = turn_deltas(task)
+        rest = missing_text("".join(self._streamed_since_final), deltas)
+        if rest is None:
+            return []
+        out: list[Event] = []
+        if rest:
+            message_id = self.spans.open_text(out)
+            out.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": rest})
+            self._streamed_since_final.append(rest)
+        self._overlap = TailOverlap(deltas)
+        return out
 
     def opening(self) -> list[Event]:
         """The session event, first thing in a run whose ids are all known
@@ -410,9 +453,31 @@ class RunTranslator:
         for part in parts:
             text = part.get("text")
             if text:
+                if self._overlap is not None:
+                    self._pass_overlap(text, out)
+                    continue
                 message_id = self.spans.open_text(out)
                 out.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})
                 self._streamed_since_final.append(text)
+
+    def _pass_overlap(self, text: str, out: list[Event]) -> None:
+        overlap = self._overlap
+        assert overlap is not None
+        released = overlap.take(text)
+        if overlap.done:
+            self._overlap = None
+        self._send_text(released, out)
+
+    def _settle_overlap(self, out: list[Event]) -> None:
+        overlap, self._overlap = self._overlap, None
+        assert overlap is not None
+        self._send_text(overlap.settle(), out)
+
+    def _send_text(self, texts: list[str], out: list[Event]) -> None:
+        for text in texts:
+            message_id = self.spans.open_text(out)
+            out.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": text})
+            self._streamed_since_final.append(text)
 
     def _final_text(self, text: str, out: list[Event]) -> None:
         # The runtime repeats the whole reply once it is complete; show only
@@ -508,6 +573,16 @@ class RunTranslator:
             "sessionId": ident.session_id,
         }
         out.append({"type": "CUSTOM", "name": SESSION_EVENT, "value": _compact(value)})
+
+
+def _keeps_overlap(result: dict[str, Any]) -> bool:
+    """Whether a result leaves a live repeat of a snapshot's tail possible:
+    the snapshot itself, or a text delta of the reply (not its final repeat)."""
+    update = result.get("statusUpdate")
+    if update is None:
+        return "task" in result
+    status = update.get("status") or {}
+    return status.get("state") == wire.WORKING and "message" in status and not _iac(update).get("assistantFinal")
 
 
 def _iac(obj: dict[str, Any]) -> dict[str, Any]:

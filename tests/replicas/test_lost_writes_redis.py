@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from aguiadapter.demo.runtime import DemoRuntime
-from aguiadapter.threads.record import ThreadRecord
+from aguiadapter.threads.record import RunPhase, ThreadRecord
 from aguiadapter.store.redis.store import RedisSettings, RedisThreadStore
 from aguiadapter.web.keys import BACKEND
 from tests.support.adapter import Reply, run_body
@@ -75,12 +75,15 @@ async def pair(redis_server: RedisServer, demo: DemoRuntime, tmp_path: Path) -> 
     return Pair(adapters[0], adapters[1], stores)
 
 
+HANDED_OFF = RunPhase.HANDED_OFF
+
+
 def hands_off(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
-    return stored is not None and not stored.handed_off and new.handed_off
+    return stored is not None and stored.run_phase is not HANDED_OFF and new.run_phase is HANDED_OFF
 
 
 def adopts(stored: ThreadRecord | None, new: ThreadRecord) -> bool:
-    return stored is not None and stored.handed_off and not new.handed_off
+    return stored is not None and stored.run_phase is HANDED_OFF and new.run_phase is not HANDED_OFF
 
 
 @pytest.mark.parametrize(("transition", "trips", "faulty"), [("hand_off", hands_off, 0), ("adopt", adopts, 1)])

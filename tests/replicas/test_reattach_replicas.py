@@ -16,6 +16,7 @@ from pathlib import Path
 import aiohttp
 
 from aguiadapter.demo.runtime import DemoRuntime
+from tests.support.a2a_proxy import A2AProxy
 from tests.support.adapter import run_body
 from tests.support.agui import texts
 from tests.support.eventually import eventually
@@ -54,25 +55,36 @@ async def test_a_replica_stopped_mid_answer_hands_its_run_to_the_one_the_client_
     start_replicas: StartReplicas, redis_server: RedisServer, http: aiohttp.ClientSession,
     demo: DemoRuntime, workspace: Path,
 ) -> None:
-    first, second = await start_replicas(2, redis_server.url, "--disconnect-grace-seconds", "20")
-    body = run_body(thread_id="t-roll", text="slow 3", cwd=str(workspace))
-    async with http.post(first.url, data=json.dumps(body), headers=SSE) as resp:
-        raw = b""
-        while raw.count(b"TEXT_MESSAGE_CONTENT") < 3:
-            raw += await asyncio.wait_for(resp.content.readany(), 10)
-        assert first.process is not None
-        first.process.send_signal(signal.SIGTERM)
-        # The stopping replica ends the stream without a terminal event.
-        raw += await asyncio.wait_for(resp.read(), 10)
-    half = whole_events(raw)
-    assert b"RUN_FINISHED" not in half.raw and b"RUN_ERROR" not in half.raw
-    draining = await http.get(first.url + "health")
-    assert draining.status == 503 and (await draining.json())["status"] == "draining"
-    status, rest = await reattach(second.url, "t-roll", body["runId"], half.last_id)
-    assert status == 200
+    """Every word of the reply reaches the client once, also those the
+    runtime streamed while no replica relayed the run: the adopter reaches
+    the runtime through a link that holds its ``SubscribeToTask`` for a
+    second, so the reply (a tick every 0.2 s) goes on for five ticks with
+    nobody subscribed, however fast the machine."""
+    (first,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "20")
+    async with A2AProxy(demo.url) as link:
+        link.held["SubscribeToTask"] = 1.0
+        (second,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "20", "--a2a-url", link.url)
+        body = run_body(thread_id="t-roll", text="slow 6", cwd=str(workspace))
+        async with http.post(first.url, data=json.dumps(body), headers=SSE) as resp:
+            raw = b""
+            while raw.count(b"TEXT_MESSAGE_CONTENT") < 3:
+                raw += await asyncio.wait_for(resp.content.readany(), 10)
+            assert first.process is not None
+            first.process.send_signal(signal.SIGTERM)
+            # The stopping replica ends the stream without a terminal event.
+            raw += await asyncio.wait_for(resp.read(), 10)
+        half = whole_events(raw)
+        assert b"RUN_FINISHED" not in half.raw and b"RUN_ERROR" not in half.raw
+        draining = await http.get(first.url + "health")
+        assert draining.status == 503 and (await draining.json())["status"] == "draining"
+        status, rest = await reattach(second.url, "t-roll", body["runId"], half.last_id)
+        assert status == 200
+    assert [exchange.rpc_method for exchange in link.exchanges].count("SubscribeToTask") == 1
     events = joined(half, rest)
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
-    assert texts(events) == TICKS, "the rest of the answer, nothing twice"
+    assert texts(events) == "".join(f"tick {n}. " for n in range(1, 31)), "the whole answer, nothing twice"
+    deltas = [event["delta"] for event in events if event["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert any(delta.count("tick") > 1 for delta in deltas), f"no tick was streamed unrelayed: {deltas}"
     assert cancels(demo) == 0 and len(demo.state.tasks) == 1, "the runtime's task ran once, not cancelled"
     await asyncio.to_thread(first.process.wait, 5)
     assert "handed off" in first.log() and "outcome=handed_off" in first.log() and "adopted" in second.log()

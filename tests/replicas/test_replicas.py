@@ -260,8 +260,8 @@ async def test_a_replica_that_takes_over_a_dead_resume_follows_what_the_runtime_
         record = await store.load("t-took-over")
         item = record.pending_interrupts[0]
         entry = ResumeEntry(interrupt_id=item.id, status="resolved", payload={"decision": "allow_once"})
-        tm.resume(tm.restore(record), tm.RunBinding("run-dead", "d", "exec-x", "invocation-1"),
-                  check_resume([entry], [item.interrupt], {}))
+        tm.apply(record, tm.Resume(tm.RunBinding("run-dead", "d", "exec-x", "invocation-1"),
+                  check_resume([entry], [item.interrupt], {})))
         await store.save(record, claim)
     finally:
         await store.close()

@@ -178,6 +178,9 @@ class A2AProxy:
         self.upstream = upstream.rstrip("/")
         self.exchanges: list[Exchange] = []
         self.trap: Trap | None = None
+        #: JSON-RPC method → seconds a request of it waits here before it
+        #: goes on to the runtime (a slow link on that one call).
+        self.held: dict[str, float] = {}
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -254,6 +257,9 @@ class A2AProxy:
             await trap.fire(exchange)
             raise _drop(request)
         assert self._session is not None
+        hold = self.held.get(exchange.rpc_method or "")
+        if hold:
+            await asyncio.sleep(hold)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
         exchange.sent_at = time.monotonic()
         try:
