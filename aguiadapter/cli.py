@@ -412,6 +412,10 @@ async def serve(
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
     app = create_app(config, tracer_provider=tracer_provider)
+    from .admin.control import control_listener
+
+    # The operator command's way in while this server holds a file store (admin/control.py).
+    app.cleanup_ctx.append(control_listener(config))
     from .web.server import AccessLogWithoutHealth
 
     quiet: dict[str, Any] = {"access_log_class": AccessLogWithoutHealth} if quiet_health else {}
