@@ -158,21 +158,16 @@ async def _run(args: argparse.Namespace, admin: ThreadAdmin) -> int:
                                                older_than=args.older_than, limit=args.limit)
             _print_list(listing, args.json)
             return 0
-        if admin.read_only and args.action in ("cancel", "delete"):
-            # A server holds the file store and its claims: it does the change (control.py).
-            done_there = await ask_server(admin.config, args.action, args.thread, args.user, args.wait
-                                          if args.action == "delete" else 0.0)
-        else:
-            done_there = None
-        record = done_there if isinstance(done_there, ThreadRecord) else (
-            done_there.record if done_there is not None else await admin.find(args.thread, args.user))
         if args.action == "show":
+            record = await admin.find(args.thread, args.user)
             _emit(thread_json(record), args.json, _show_lines(record))
         elif args.action == "cancel":
-            done = done_there if isinstance(done_there, Cancelled) else await admin.cancel(record)
+            done = await (_cancelled_there(admin, args) if admin.read_only
+                          else admin.cancel(await admin.find(args.thread, args.user)))
             _emit(_cancel_json(done), args.json, _cancel_lines(done))
         else:
-            deleted = done_there if isinstance(done_there, ThreadRecord) else await admin.delete(record, args.wait)
+            deleted = await (_deleted_there(admin, args) if admin.read_only
+                             else admin.delete(await admin.find(args.thread, args.user), args.wait))
             kept = runtime_keeps(deleted, str(admin.config.runtime_config_dir or "<config-dir>"))
             document = {"deleted": _ids(deleted), "runs": len(deleted.runs), "runtimeKeeps": kept}
             _emit(document, args.json, [f"deleted thread {deleted.thread_id} (key {deleted.key}): record, "
@@ -181,6 +176,20 @@ async def _run(args: argparse.Namespace, admin: ThreadAdmin) -> int:
         return 0
     finally:
         await admin.close()
+
+
+async def _cancelled_there(admin: ThreadAdmin, args: argparse.Namespace) -> Cancelled:
+    """The cancel done by the server that holds the file store (control.py)."""
+    done = await ask_server(admin.config, "cancel", args.thread, args.user)
+    assert isinstance(done, Cancelled)
+    return done
+
+
+async def _deleted_there(admin: ThreadAdmin, args: argparse.Namespace) -> ThreadRecord:
+    """The delete done by the server that holds the file store (control.py)."""
+    deleted = await ask_server(admin.config, "delete", args.thread, args.user, args.wait)
+    assert isinstance(deleted, ThreadRecord)
+    return deleted
 
 
 # ------------------------------------------------------------------ output
