@@ -12,12 +12,25 @@ of a settled thread erases it.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import os
+import shutil
 import signal
 import stat
+import sys
+import tempfile
 from pathlib import Path
 
 import aiohttp
+import pytest
+from aiohttp import web
+
+from aguiadapter.admin.control import control_listener
+from aguiadapter.config import Config
+from aguiadapter.demo.runtime import DemoRuntime
+from aguiadapter.web.app import create_app
 
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream
@@ -82,3 +95,58 @@ async def test_cancel_and_delete_through_the_running_servers_control_socket(tmp_
     # With the server gone the command changes the folder itself, as before.
     gone = await threads("delete", "t-wait", *settings, "--json")
     assert gone.code == 0 and json.loads(gone.out)["deleted"]["threadId"] == "t-wait", gone.err
+
+
+_KNOCK = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except PermissionError:
+    print("EACCES")
+    raise SystemExit
+s.sendall(b"POST /threads/cancel HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\n"
+          b"Content-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}")
+print(s.recv(65536).decode().splitlines()[0])
+"""
+
+
+#: An interpreter another OS user may run (the test's own may sit in a private folder).
+_SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="acting as another OS user needs root")
+@pytest.mark.skipif(_SYSTEM_PYTHON is None, reason="no system python3 another user may run")
+async def test_only_the_servers_own_os_user_is_served_on_the_control_socket(
+    demo: DemoRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = Path(tempfile.mkdtemp(prefix="control-"))
+    home.chmod(0o755)  # another user may reach the folder: only the socket's own mode and check keep them out
+    try:
+        config = Config(state_dir=home / "state", a2a_url=demo.url)
+        app = create_app(config)
+        app.cleanup_ctx.append(control_listener(config))
+        runner = web.AppRunner(app)
+        await runner.setup()
+        try:
+            path = str(home / "state" / "admin.sock")
+            (home / "state").chmod(0o755)
+
+            async def knock(uid: int | None) -> str:
+                process = await asyncio.create_subprocess_exec(
+                    _SYSTEM_PYTHON or sys.executable, "-I", "-c", _KNOCK, path, stdout=asyncio.subprocess.PIPE,
+                    user=uid, cwd="/",
+                )
+                out, _ = await asyncio.wait_for(process.communicate(), 20)
+                return out.decode().strip()
+
+            assert await knock(65534) == "EACCES", "the socket is 0600"
+            os.chmod(path, 0o666)  # as if the mode were lost: the peer's user is still checked
+            with caplog.at_level(logging.WARNING, "aguiadapter.admin.control"):
+                assert (await knock(65534)).startswith("HTTP/1.1 403")
+            assert "from OS user 65534" in caplog.text
+            assert (await knock(None)).startswith("HTTP/1.1 400"), "its own user is served"
+        finally:
+            await runner.cleanup()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
