@@ -24,6 +24,7 @@ from .cli_help import Parser as _Parser
 from .cli_help import ReferenceOnly as _ReferenceOnly
 from .cli_help import document as _document
 from .cli_help import json_wanted, usage_error, write_json_lines
+from .images import tune_allocator
 from .logs import configure_logging, json_line, mask_url
 from .protocol.profile import COMPAT_CHOICES
 from .telemetry import shutdown_within, tracer_provider_from_env
@@ -360,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Tracing as the OTEL_* variables say (see aguiadapter.telemetry.tracing_wanted).
         provider = tracer_provider_from_env(os.environ)
         configure_logging(args.log_level, args.log_format, trace_ids=provider is not None)
+        tune_allocator()  # before any thread: large blocks and worker threads' memory go back (images.py)
         asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code,
                           tracer_provider=provider, spawn_env=spawn_env, log_format=args.log_format,
                           quiet_health=args.quiet_health))
@@ -412,6 +414,10 @@ async def serve(
         url, token = await child.start()
         config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
     app = create_app(config, tracer_provider=tracer_provider)
+    from .admin.control import control_listener
+
+    # The operator command's way in while this server holds a file store (admin/control.py).
+    app.cleanup_ctx.append(control_listener(config))
     from .web.server import AccessLogWithoutHealth
 
     quiet: dict[str, Any] = {"access_log_class": AccessLogWithoutHealth} if quiet_health else {}

@@ -3,9 +3,11 @@
 The adapter runs in the test process (a real app on a loopback socket, in
 front of the demo runtime, a real A2A server); the command runs as its own
 process, with the same settings, as an operator would type it. The file store
-belongs to one process: while the server holds its folder the command lists
-and shows, and refuses to change anything; once the server is stopped it
-cancels (the runtime's task too) and deletes.
+belongs to one process: while an app that serves no control socket (an
+embedding, as here) holds its folder the command lists and shows, and
+refuses to change anything; once the server is stopped it cancels (the
+runtime's task too) and deletes. With ``python -m aguiadapter``, which
+serves one, see test_admin_control.py.
 """
 
 from __future__ import annotations

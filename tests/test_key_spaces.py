@@ -151,18 +151,25 @@ class LoadSpy:
         assert service is not None
         self.store = service.store
         self.real = self.store.load
+        self.real_owned = self.store.load_owned
         self.keys: list[str] = []
 
     async def load(self, key: str) -> ThreadRecord | None:
         self.keys.append(key)
         return await self.real(key)
 
+    async def load_owned(self, key: str, principal: str | None) -> ThreadRecord | None:
+        self.keys.append(key)
+        return await self.real_owned(key, principal)
+
     def __enter__(self) -> LoadSpy:
         self.store.load = self.load  # type: ignore[method-assign]
+        self.store.load_owned = self.load_owned  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.store.load = self.real  # type: ignore[method-assign]
+        self.store.load_owned = self.real_owned  # type: ignore[method-assign]
 
 
 def every_route(thread_id: str, execution_id: str) -> Iterator[tuple[str, str, Any]]:
@@ -209,5 +216,50 @@ async def test_naming_another_users_key_reads_nothing_of_theirs(
         assert (run.status, run.json()) == (unknown.status, unknown.json())
         assert spy.keys, "the routes did read the caller's own keys"
         assert key_of("alice", "z") not in spy.keys, spy.keys
+    finally:
+        await adapter.close()
+
+
+async def test_another_users_record_from_before_per_user_keys_is_never_parsed_for_a_caller(
+    tmp_path: Path, demo: DemoRuntime, signer: SigningKey, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JWT user's record an earlier version kept under its bare id is read
+    for its owner only: naming its id costs another user what an unknown id
+    costs (no parse), and every route answers alike."""
+    alice = bearer(signer.token("alice"))
+    first = await start(tmp_path, demo, "jwt")
+    try:
+        body = run_body(thread_id="t-old", text="permission notes.txt", cwd=str(workspace), run_id="r-old")
+        interrupt, execution_id = interrupted(await first.run(body, alice))
+    finally:
+        await first.close()
+    # As the previous version kept it: under the bare id, without the namespaced mark.
+    files = FileThreadStore(tmp_path / "state")
+    record = await files.load(thread_key("t-old", "alice"))
+    assert record is not None
+    record.namespaced = False
+    await files.save(record)
+    files.path_for(thread_key("t-old", "alice")).unlink()
+
+    import aguiadapter.store.contract as contract
+
+    parsed: list[bytes] = []
+    real_parse = contract.record_from_json
+
+    def counting(data: bytes) -> ThreadRecord:
+        parsed.append(data)
+        return real_parse(data)
+
+    monkeypatch.setattr(contract, "record_from_json", counting)
+    adapter = await start(tmp_path, demo, "jwt")
+    try:
+        bob = bearer(signer.token("bob"))
+        theirs = await answers(adapter, "t-old", execution_id, bob)
+        nothing = await answers(adapter, "t-never", execution_id, bob)
+        assert theirs == nothing and all(status == 404 for status, _ in theirs), theirs
+        assert not [data for data in parsed if b'"t-old"' in data], "alice's record was parsed for bob"
+        # Its owner still has it, pending interrupt included.
+        view = await adapter.get("threads/t-old", alice)
+        assert view.status == 200 and view.json()["pendingInterrupts"] == [interrupt]
     finally:
         await adapter.close()

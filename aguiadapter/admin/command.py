@@ -26,6 +26,7 @@ from ..config import Config
 from ..logs import configure_logging
 from ..threads.listing import MAX_LIMIT, ThreadSummary
 from ..threads.record import RunPhase, ThreadRecord, ThreadState
+from .control import ask_server
 from .operations import Cancelled, Listing, Refused, ThreadAdmin
 
 #: The server's options the command reads (by ``dest``).
@@ -37,8 +38,9 @@ or on Redis while replicas run. It reads the same settings as the server
 (--store, --state-dir, IAC_CODE_AGUI_* variables) and goes through the
 store's claims: a run another process streams is cancelled there, over the
 same signal as the HTTP cancel route; a thread with a live run is never
-deleted behind its back. On the file store (one process owns it), list and
-show work while the server runs; cancel and delete need it stopped."""
+deleted behind its back. On the file store (one process owns it) the
+command asks a running server to cancel or delete, over the server's
+control socket (<state-dir>/admin.sock, its own OS user only)."""
 
 EPILOG = """\
 exit status: 0 done; 1 not found, refused, or the store does not answer; 2 usage error.
@@ -156,14 +158,16 @@ async def _run(args: argparse.Namespace, admin: ThreadAdmin) -> int:
                                                older_than=args.older_than, limit=args.limit)
             _print_list(listing, args.json)
             return 0
-        record = await admin.find(args.thread, args.user)
         if args.action == "show":
+            record = await admin.find(args.thread, args.user)
             _emit(thread_json(record), args.json, _show_lines(record))
         elif args.action == "cancel":
-            done = await admin.cancel(record)
+            done = await (_cancelled_there(admin, args) if admin.read_only
+                          else admin.cancel(await admin.find(args.thread, args.user)))
             _emit(_cancel_json(done), args.json, _cancel_lines(done))
         else:
-            deleted = await admin.delete(record, args.wait)
+            deleted = await (_deleted_there(admin, args) if admin.read_only
+                             else admin.delete(await admin.find(args.thread, args.user), args.wait))
             kept = runtime_keeps(deleted, str(admin.config.runtime_config_dir or "<config-dir>"))
             document = {"deleted": _ids(deleted), "runs": len(deleted.runs), "runtimeKeeps": kept}
             _emit(document, args.json, [f"deleted thread {deleted.thread_id} (key {deleted.key}): record, "
@@ -172,6 +176,20 @@ async def _run(args: argparse.Namespace, admin: ThreadAdmin) -> int:
         return 0
     finally:
         await admin.close()
+
+
+async def _cancelled_there(admin: ThreadAdmin, args: argparse.Namespace) -> Cancelled:
+    """The cancel done by the server that holds the file store (control.py)."""
+    done = await ask_server(admin.config, "cancel", args.thread, args.user)
+    assert isinstance(done, Cancelled)
+    return done
+
+
+async def _deleted_there(admin: ThreadAdmin, args: argparse.Namespace) -> ThreadRecord:
+    """The delete done by the server that holds the file store (control.py)."""
+    deleted = await ask_server(admin.config, "delete", args.thread, args.user, args.wait)
+    assert isinstance(deleted, ThreadRecord)
+    return deleted
 
 
 # ------------------------------------------------------------------ output

@@ -11,7 +11,8 @@ The command is one more participant of the store, never a way around it:
   that streams is refused (or waited for), and one that waits for answers
   or holds a dead run must be cancelled first;
 - the file store belongs to one process: while a server holds its folder
-  the command reads (list, show) and refuses to change anything.
+  the command reads (list, show) itself and asks that server, over its
+  control socket (see :mod:`.control`), to cancel or delete.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ class ThreadAdmin:
     """The threads of one store, as the server with ``config`` keeps them."""
 
     def __init__(
-        self, config: Config, store: ThreadStore, client: A2AClient, *, log_bounds: LogBounds | None = None
+        self, config: Config, store: ThreadStore, client: A2AClient, *, log_bounds: LogBounds | None = None,
+        service: ThreadService | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -112,7 +114,8 @@ class ThreadAdmin:
         self.has_runtime = not isinstance(client, NoRuntime)
         #: The file store's folder is held by a running server: look, do not touch.
         self.read_only = False
-        self.service = ThreadService(
+        # Inside a server (its control socket, see control.py) the server's own service.
+        self.service = service or ThreadService(
             store, client, interrupt_ttl_seconds=config.interrupt_ttl_seconds, log_bounds=log_bounds,
             runtime_config_dir=config.runtime_config_dir,
         )

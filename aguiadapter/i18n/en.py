@@ -20,6 +20,11 @@ MESSAGES: dict[str, str] = {
         "You already have as many re-attached streams open as allowed; close one, or try again later."
     ),
     "server_busy": "The server is running as many runs as it allows; try again shortly.",
+    "server_busy_bodies": "The server is reading as many request bodies as it holds at once; try again shortly.",
+    "body_too_slow": (
+        "The request body arrived too slowly (it must arrive within 10 seconds, or at 64 KiB per second on"
+        " average); send it again."
+    ),
     "unsupported_media_type": "The request body must be sent as application/json.",
     "request_too_large": "The request body is too large.",
     "invalid_json": "The request body is not valid JSON.",

@@ -17,6 +17,8 @@ MESSAGES: dict[str, str] = {
     "too_many_threads": "您新建会话（thread）的次数已达当前上限，请在 Retry-After 秒后重试。",
     "too_many_reattaches": "您同时打开的重新连接（re-attach）流已达上限，请关闭其中一个或稍后重试。",
     "server_busy": "服务器同时进行的 run 已达上限，请稍后重试。",
+    "server_busy_bodies": "服务器同时读取的请求体已达上限，请稍后重试。",
+    "body_too_slow": "请求体到达过慢（须在 10 秒内送达，或平均每秒至少 64 KiB），请重新发送。",
     "unsupported_media_type": "请求体必须以 application/json 格式发送。",
     "request_too_large": "请求体过大。",
     "invalid_json": "请求体不是合法的 JSON。",

@@ -234,7 +234,8 @@ class ThreadService:
         if record is not None or earlier_key is None:
             return key, record
         try:
-            earlier = await self.store.load(earlier_key)
+            # Another owner's record there is not even parsed (threads/access.py).
+            earlier = await self.store.load_owned(earlier_key, principal)
         except CorruptRecord:
             earlier = None
         except StoreUnavailable as exc:

@@ -17,7 +17,7 @@ from typing import Protocol
 import attrs
 
 from ..threads.listing import ListCursor, ThreadPage, ThreadSummary
-from ..threads.record import ThreadRecord, ThreadState, record_from_json
+from ..threads.record import ThreadRecord, ThreadState, record_from_json, stored_principal
 from .run_log import LogBounds, RunLogs
 from .slots import RunSlots
 
@@ -77,6 +77,12 @@ class ThreadStore(Protocol):
         or a per-user key), ``None`` if there is none; ``CorruptRecord`` if unreadable.
 
         Every ``thread_id`` of this interface is such a key; records are saved under ``record.key``."""
+
+    async def load_owned(self, thread_id: str, principal: str | None) -> ThreadRecord | None:
+        """As :meth:`load`, but ``None`` without parsing it when the record
+        names another owner than ``principal`` (a record kept under a bare id
+        by an earlier version: reading it for someone else must cost what
+        reading nothing does; see threads/access.py)."""
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Write the record durably (all or nothing); ``PersistenceError`` on failure."""
@@ -162,6 +168,15 @@ class ThreadStore(Protocol):
     def run_slots(self, purpose: str = "runs") -> RunSlots:
         """Where the admission limits count active runs (as widely as records
         are shared); another ``purpose`` (``reattach``) counts apart."""
+
+
+def parse_owned_record(key: str, data: bytes, where: str, principal: str | None) -> ThreadRecord | None:
+    """:func:`parse_stored_record` of a record that names ``principal`` as its
+    owner; ``None``, parsing nothing, for one that names another."""
+    said, owner = stored_principal(data)
+    if said and owner != principal:
+        return None
+    return parse_stored_record(key, data, where)
 
 
 def parse_stored_record(key: str, data: bytes, where: str) -> ThreadRecord:

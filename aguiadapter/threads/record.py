@@ -310,3 +310,27 @@ def _upgrade_from_v1(raw: dict[str, Any]) -> dict[str, Any]:
         upgraded["active_run_kind"] = kind.value
     upgraded["schema_version"] = RECORD_SCHEMA_VERSION
     return upgraded
+
+
+#: How a stored record names its owner: a top-level key of the indented JSON
+#: :func:`record_to_json` writes (nested keys are indented further, and a
+#: string value holds no raw newline).
+_PRINCIPAL_LINE = b'\n  "principal": '
+
+
+def stored_principal(data: bytes) -> tuple[bool, str | None]:
+    """``(True, principal)`` of a stored record, read from its bytes without
+    parsing the rest; ``(False, None)`` when its layout does not say (then
+    only parsing it tells)."""
+    start = data.find(_PRINCIPAL_LINE)
+    if start < 0:
+        return False, None
+    start += len(_PRINCIPAL_LINE)
+    end = data.find(b"\n", start)
+    try:
+        value = json.loads(data[start:end if end >= 0 else len(data)].rstrip().removesuffix(b","))
+    except ValueError:
+        return False, None
+    if value is None or isinstance(value, str):
+        return True, value
+    return False, None

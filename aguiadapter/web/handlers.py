@@ -26,6 +26,7 @@ from ..workspace import resolve_workspace
 from .auth import HostPrincipal, OpenAccess, Unauthorized, bind_user_id, named_user_id
 from .http_errors import error_response, request_language
 from .keys import AUTH, CONFIG, IMAGES, LARGE_BODIES, STREAMS, TELEMETRY, admission, backend
+from .body_turns import read_at_pace, reserved_size
 from .sse import SseWriter
 
 
@@ -49,32 +50,19 @@ async def _may_see_internals(request: web.Request) -> bool:
 
 
 async def read_json_body(request: web.Request, limit: int) -> Any:
-    """The JSON body, read with a hard size limit (also as a sub-app)."""
-    return decode_request_json(await read_body(request, limit))
+    """The JSON body, read with a hard size limit (also as a sub-app), from the
+    app's body budget (see body_turns)."""
+    async with request.config_dict[LARGE_BODIES].room(reserved_size(request, limit)):
+        return decode_request_json(await read_body(request, limit))
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
     """The bytes of a JSON body, read with a hard size limit counted on what
-    its ``Content-Encoding`` inflates to, as it inflates."""
+    its ``Content-Encoding`` inflates to, as it inflates, at a minimum pace."""
     if request.content_type != "application/json":
         raise AdapterError(ErrorCode.UNSUPPORTED_MEDIA_TYPE)
-    if request.content_length is not None and request.content_length > limit:
-        raise AdapterError(ErrorCode.REQUEST_TOO_LARGE)
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        try:
-            chunk = await request.content.read(65536)
-        except web.RequestPayloadError:
-            # A body whose chunking or Content-Encoding (gzip...) is broken.
-            raise AdapterError(ErrorCode.BAD_REQUEST, "bad_request_body") from None
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > limit:
-            raise AdapterError(ErrorCode.REQUEST_TOO_LARGE)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    reserved_size(request, limit)  # 413 from the header, before reading
+    return await read_at_pace(request, limit)
 
 
 @functools.cache
@@ -228,10 +216,12 @@ async def run(request: web.Request) -> web.StreamResponse:
         try:
             try:
                 principal = await authenticate(request)
-                body = await read_body(request, config.max_body_bytes)
-                # A large body waits for its turn, whole (see body_turns).
+                if request.content_type != "application/json":
+                    raise AdapterError(ErrorCode.UNSUPPORTED_MEDIA_TYPE)
+                # Room in the body budget, then the body, then its turn when large (see body_turns).
                 large_bodies = request.config_dict[LARGE_BODIES]
-                async with large_bodies.turn(len(body)):
+                async with large_bodies.whole(request, config.max_body_bytes) as held:
+                    body = held.pop()
                     if large_bodies.is_large(len(body)):
                         # Off the event loop: other users' events go on meanwhile.
                         payload, parsed, digest = await asyncio.to_thread(_decoded_run, body, config.profile)

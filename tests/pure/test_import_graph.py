@@ -123,8 +123,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "web": BASE | {"a2a", "config", "demo", "i18n", "images", "logs", "protocol", "runs", "runtime", "service",
                    "store", "telemetry", "threads", "translate", "workspace"},
     "admin": BASE | {"a2a", "cli_help", "config", "logs", "service", "store", "threads", "web"},
-    "cli": BASE | {"admin", "cli_help", "config", "iac_process", "logs", "protocol", "store", "telemetry", "threads",
-                   "web"},
+    "cli": BASE | {"admin", "cli_help", "config", "iac_process", "images", "logs", "protocol", "store", "telemetry",
+                   "threads", "web"},
     "__main__": frozenset({"cli"}),
     "(root)": frozenset({"config", "store", "version", "web"}),
 }

@@ -35,7 +35,7 @@ from .retention import FileRetention, retention_seconds_of
 from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, summary_of
 from ...threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json
 from ..run_log import LogBounds, MemoryRunLogs
-from ..contract import Claim, CorruptRecord, PersistenceError, parse_stored_record
+from ..contract import Claim, CorruptRecord, PersistenceError, parse_owned_record, parse_stored_record
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()
@@ -191,6 +191,17 @@ class FileThreadStore:
         except OSError as exc:
             raise CorruptRecord(f"{name}: {exc.strerror}") from exc
         return parse_stored_record(thread_id, data, name)
+
+    async def load_owned(self, thread_id: str, principal: str | None) -> ThreadRecord | None:
+        """A thread's record when it names ``principal`` (another's is not parsed)."""
+        path = self._file_of(thread_id)
+        try:
+            data = await read_bytes(path, executor=self._executor)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CorruptRecord(f"{os.path.basename(path)}: {exc.strerror}") from exc
+        return parse_owned_record(thread_id, data, os.path.basename(path), principal)
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Atomically replace the thread's file."""

@@ -47,7 +47,7 @@ from .limits import RedisRunSlots
 from .run_log import RedisRunLogs
 from .run_log import _key as run_log_key
 from .thread_list import RedisThreadList
-from ..contract import Claim, PersistenceError, StoreUnavailable, parse_stored_record
+from ..contract import Claim, PersistenceError, StoreUnavailable, parse_owned_record, parse_stored_record
 
 log = logging.getLogger(__name__)
 
@@ -379,6 +379,17 @@ class RedisThreadStore:
             return None
         raw = data if isinstance(data, bytes) else data.encode()
         return parse_stored_record(thread_id, raw, f"redis record of {thread_id}")
+
+    async def load_owned(self, thread_id: str, principal: str | None) -> ThreadRecord | None:
+        """The stored record when it names ``principal`` (another's is not parsed)."""
+        try:
+            data = await _bounded(self._client.hget(self.keys.thread(thread_id), "record"))
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
+        if data is None:
+            return None
+        raw = data if isinstance(data, bytes) else data.encode()
+        return parse_owned_record(thread_id, raw, f"redis record of {thread_id}", principal)
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Compare-and-set the record on its version, fenced by the claim's token."""
