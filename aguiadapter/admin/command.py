@@ -165,7 +165,8 @@ async def _run(args: argparse.Namespace, admin: ThreadAdmin) -> int:
         else:
             deleted = await admin.delete(record, args.wait)
             kept = runtime_keeps(deleted, str(admin.config.runtime_config_dir or "<config-dir>"))
-            document = {"deleted": _ids(deleted), "runs": len(deleted.runs), "runtimeKeeps": kept}
+            runs = len(deleted.runs) + deleted.earlier_runs
+            document = {"deleted": _ids(deleted), "runs": runs, "runtimeKeeps": kept}
             _emit(document, args.json, [f"deleted thread {deleted.thread_id} (key {deleted.key}): record, "
                                         "run logs, list entry, deadline",
                                         f"the runtime keeps: {kept}"])
@@ -230,7 +231,7 @@ def thread_json(record: ThreadRecord) -> dict[str, Any]:
         ],
         "handedOff": record.handed_off,
         "parkedUntil": _when(record.parked_until),
-        "runs": len(record.runs),
+        "runs": len(record.runs) + record.earlier_runs,
     }
 
 
