@@ -48,3 +48,32 @@ async def test_moved_runs_go_with_the_record_in_one_script(redis_server: RedisSe
     finally:
         await client.aclose()
         await store.close()
+
+
+async def test_a_record_in_todays_form_is_converted_on_its_first_save(redis_server: RedisServer) -> None:
+    """A record of the version before the history (1,000 runs in itself, no
+    ``earlier_runs``) is read as it is; its first save moves the runs out."""
+    import json
+
+    from aguiadapter.threads.record import record_to_json
+
+    store = RedisThreadStore(redis_server.url, RedisSettings())
+    await store.start()
+    client = aioredis.Redis.from_url(redis_server.url)
+    try:
+        old = ThreadRecord(thread_id="old", context_id="c", cwd="/w", version=3)
+        for number in range(1000):
+            old.runs[f"r-{number}"] = RunEntry(f"d-{number}", "success")
+        raw = json.loads(record_to_json(old))
+        del raw["earlier_runs"]
+        await client.hset("aguiadapter:thread:old", mapping={"version": 3, "record": json.dumps(raw)})
+        loaded = await store.load("old")
+        assert loaded is not None and len(loaded.runs) == 1000 and loaded.earlier_runs == 0
+        await store.save(loaded)
+        stored = json.loads(await client.hget("aguiadapter:thread:old", "record"))
+        assert len(stored["runs"]) == 32 and stored["earlier_runs"] == 968
+        assert await store.earlier_run("old", "r-0") == RunEntry("d-0", "success")
+        assert await client.hlen("aguiadapter:thread:old") == 3 + 968
+    finally:
+        await client.aclose()
+        await store.close()
