@@ -3,11 +3,13 @@ and every earlier run id stays used (issue 35, item 1)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
+import aguiadapter.store.file.history as history_module
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.store.contract import PersistenceError
 from aguiadapter.store.file.store import FileThreadStore
@@ -127,5 +129,37 @@ async def test_deleting_a_thread_deletes_its_history(tmp_path: Path) -> None:
         claim = await store.claim("t", "delete")
         assert claim is not None and await store.delete_thread(record, claim)
         assert not history.exists() and await store.earlier_run("t", "r-1") is None
+    finally:
+        await store.close()
+
+
+async def test_a_look_up_that_races_an_append_is_not_kept(tmp_path: Path) -> None:
+    """A thread's file read while a save appends to it may miss the new
+    runs: that copy is used once, never kept, so the runs are found later."""
+    store = FileThreadStore(tmp_path)
+    await store.start()
+    try:
+        record = record_with(SPILL_AT + 1)
+        await store.save(record)
+        original = history_module.read_bytes
+        gate = asyncio.Event()
+
+        async def slow_read(path: str, *, executor: object) -> bytes:
+            data = await original(path, executor=executor)
+            await gate.wait()  # an append lands meanwhile
+            return data
+
+        history_module.read_bytes = slow_read  # type: ignore[assignment]
+        try:
+            looking = asyncio.ensure_future(store.earlier_run("t", "r-0"))
+            await asyncio.sleep(0.05)
+            for number in range(SPILL_AT + 1, 2 * SPILL_AT):
+                record.runs[f"r-{number}"] = RunEntry(f"d-{number}", "success")
+            await store.save(record)  # moves r-33 ... out
+            gate.set()
+            assert await looking == RunEntry("d-0", "success")
+        finally:
+            history_module.read_bytes = original  # type: ignore[assignment]
+        assert await store.earlier_run("t", "r-40") == RunEntry("d-40", "success")
     finally:
         await store.close()

@@ -39,6 +39,9 @@ class FileRunHistory:
         self._record_file = record_file
         self._executor = executor
         self._cache: OrderedDict[str, dict[str, RunEntry]] = OrderedDict()
+        #: Counts appends and removals: a file read while one happened may
+        #: miss it, and is not kept (the next look-up reads the file again).
+        self._changes = 0
 
     def path_of(self, key: str) -> str:
         """The history file of the thread ``key``: beside its record."""
@@ -49,6 +52,7 @@ class FileRunHistory:
         when the file cannot be read (a used id must never pass for a new one)."""
         runs = self._cache.get(key)
         if runs is None:
+            changes = self._changes
             try:
                 data = await read_bytes(self.path_of(key), executor=self._executor)
             except FileNotFoundError:
@@ -56,19 +60,22 @@ class FileRunHistory:
             except OSError as exc:
                 raise StoreUnavailable(f"run history of {key}: {exc.strerror or exc}") from exc
             runs = parse_lines(data)
-            self._keep(key, runs)
+            if changes == self._changes:
+                self._keep(key, runs)
         else:
             self._cache.move_to_end(key)
         return runs.get(run_id)
 
     def appended(self, key: str, moved: Iterable[tuple[str, RunEntry]]) -> None:
         """Runs that reached the thread's file (a copy in memory takes them too)."""
+        self._changes += 1
         runs = self._cache.get(key)
         if runs is not None:
             runs.update(moved)
 
     async def remove(self, key: str) -> None:
         """Forget the thread's history (its record is deleted)."""
+        self._changes += 1
         self._cache.pop(key, None)
         with contextlib.suppress(FileNotFoundError):
             await aiofiles.os.remove(self.path_of(key), executor=self._executor)
