@@ -39,6 +39,9 @@ async def test_runs_through_the_adapter_move_out_and_stay_used(tmp_path: Path, d
         expect_http_error(await adapter.run(bodies[0]), 409, "DUPLICATE_RUN_ID", "en")
         changed = run_body(thread_id="t", text="other", cwd=str(cwd), run_id="r-0")
         expect_http_error(await adapter.run(changed), 409, "RUN_ID_CONFLICT", "en")
+        # Its log is still kept (replay retention): a re-attach replays it.
+        replay = await adapter.get("threads/t/runs/r-0/events?after=0")
+        assert replay.status == 200 and b"RUN_FINISHED" in replay.body
     (record_file,) = (tmp_path / "state" / "threads").glob("t-*.json")
     stored = json.loads(record_file.read_bytes())
     assert "r-0" not in stored["runs"] and len(stored["runs"]) <= SPILL_AT

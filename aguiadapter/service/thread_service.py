@@ -451,7 +451,9 @@ class ThreadService:
             raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
         logs = self.logs
         try:
-            if logs is None or run_id not in record.runs or not await logs.exists(record.key, run_id):
+            # A run that left the record (its history) may still have a log.
+            known = run_id in (await self._with_earlier_run(record, run_id)).runs
+            if logs is None or not known or not await logs.exists(record.key, run_id):
                 raise AdapterError(ErrorCode.RUN_NOT_FOUND)
             reader = logs.read(record.key, run_id, cursor)
             first = await anext(reader)
