@@ -158,11 +158,12 @@ async def test_a_look_up_that_races_an_append_is_not_kept(tmp_path: Path) -> Non
             await asyncio.sleep(0.05)
             for number in range(SPILL_AT + 1, 2 * SPILL_AT):
                 record.runs[f"r-{number}"] = RunEntry(f"d-{number}", "success")
-            await store.save(record)  # moves r-33 ... out
+            await store.save(record)  # moves more runs out
             gate.set()
             assert await looking == RunEntry("d-0", "success")
         finally:
             history_module.read_bytes = original  # type: ignore[assignment]
-        assert await store.earlier_run("t", "r-40") == RunEntry("d-40", "success")
+        first_moved_later = SPILL_AT + 1 - RUN_WINDOW  # the oldest run the second save moved
+        assert await store.earlier_run("t", f"r-{first_moved_later}") == RunEntry(f"d-{first_moved_later}", "success")
     finally:
         await store.close()

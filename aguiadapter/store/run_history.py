@@ -32,10 +32,11 @@ import attrs
 
 from ..threads.record import RunEntry, ThreadRecord
 
-#: Runs a saved record keeps.
-RUN_WINDOW = 32
-#: A record is saved with at most this many runs; beyond, the older ones move out.
-SPILL_AT = 64
+#: Runs a saved record keeps (small: every save encodes them, every load parses them).
+RUN_WINDOW = 8
+#: A record is saved with at most this many runs; beyond, the older ones move
+#: out (in batches: one append every ``SPILL_AT - RUN_WINDOW`` runs).
+SPILL_AT = 24
 
 Moved = Sequence[tuple[str, RunEntry]]
 

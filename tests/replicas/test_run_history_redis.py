@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.store.redis.store import RedisSettings, RedisThreadStore
-from aguiadapter.store.run_history import SPILL_AT
+from aguiadapter.store.run_history import RUN_WINDOW, SPILL_AT
 from aguiadapter.threads.record import RunEntry, ThreadRecord
 from tests.support.run_history import every_earlier_run_id_is_used
 
@@ -71,9 +71,9 @@ async def test_a_record_in_todays_form_is_converted_on_its_first_save(redis_serv
         assert loaded is not None and len(loaded.runs) == 1000 and loaded.earlier_runs == 0
         await store.save(loaded)
         stored = json.loads(await client.hget("aguiadapter:thread:old", "record"))
-        assert len(stored["runs"]) == 32 and stored["earlier_runs"] == 968
+        assert len(stored["runs"]) == RUN_WINDOW and stored["earlier_runs"] == 1000 - RUN_WINDOW
         assert await store.earlier_run("old", "r-0") == RunEntry("d-0", "success")
-        assert await client.hlen("aguiadapter:thread:old") == 3 + 968
+        assert await client.hlen("aguiadapter:thread:old") == 3 + 1000 - RUN_WINDOW
     finally:
         await client.aclose()
         await store.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aguiadapter.store.factory import open_store
+from aguiadapter.store.run_history import SPILL_AT
 from aguiadapter.threads.record import RunEntry
 
 from .adapter import Reply, run_body, started
@@ -62,7 +63,7 @@ async def every_earlier_run_id_is_used(root: Path, a2a_url: str, **config: Any) 
     try:
         record = await store.load("long")
         assert record is not None
-        assert len(record.runs) <= 64 and record.earlier_runs + len(record.runs) == 1001
+        assert len(record.runs) <= SPILL_AT and record.earlier_runs + len(record.runs) == 1001
         assert await store.earlier_run("long", "run-1") is not None
     finally:
         await store.close()
