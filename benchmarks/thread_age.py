@@ -58,6 +58,8 @@ class Block:
     def __init__(self) -> None:
         self.wall_ms: list[float] = []
         self.cpu_s = 0.0
+        #: The demo runtime's CPU meanwhile (its work per run may grow with a context's length).
+        self.runtime_cpu_s = 0.0
         self.runs = 0
 
     def row(self) -> tuple[float, float]:
@@ -71,13 +73,14 @@ async def one_run(url: str, cwd: str, thread_id: str) -> None:
         raise RuntimeError(f"a run on {thread_id} ended {outcome}")
 
 
-async def block(server: Server, cwd: str, threads: Sequence[str], into: Block) -> None:
+async def block(server: Server, cwd: str, threads: Sequence[str], into: Block, runtime: Server) -> None:
     """Runs one after the other on ``threads`` (one each); one sample per block."""
-    cpu, began = server.cpu(), time.perf_counter()
+    cpu, runtime_cpu, began = server.cpu(), runtime.cpu(), time.perf_counter()
     for thread_id in threads:
         await one_run(server.url, cwd, thread_id)
     into.wall_ms.append((time.perf_counter() - began) * 1000 / len(threads))
     into.cpu_s += server.cpu() - cpu
+    into.runtime_cpu_s += runtime.cpu() - runtime_cpu
     into.runs += len(threads)
 
 
@@ -95,7 +98,8 @@ def adapter(name: str, runtime_url: str, state: Path, store_url: str | None, dur
     return Server(name, argv, port=port, log_path=work / f"{name}.log")
 
 
-async def measure_age(server: Server, cwd: str, earlier: int, size: int, rounds: int) -> dict[str, Any]:
+async def measure_age(server: Server, runtime: Server, cwd: str, earlier: int, size: int,
+                      rounds: int) -> dict[str, Any]:
     old = new_id("old-thread")
     for _ in range(earlier):
         await one_run(server.url, cwd, old)
@@ -104,16 +108,20 @@ async def measure_age(server: Server, cwd: str, earlier: int, size: int, rounds:
         order = ["old thread", "new threads"] if number % 2 == 0 else ["new threads", "old thread"]
         for side in order:
             threads = [old] * size if side == "old thread" else [new_id("new") for _ in range(size)]
-            await block(server, cwd, threads, sides[side])
-    return {"old": sides["old thread"].row(), "new": sides["new threads"].row(), "thread": old}
+            await block(server, cwd, threads, sides[side], runtime)
+    old_side, new_side = sides["old thread"], sides["new threads"]
+    return {"old": old_side.row(), "new": new_side.row(), "thread": old,
+            "runtime_cpu_ms": (old_side.runtime_cpu_s * 1000 / old_side.runs,
+                               new_side.runtime_cpu_s * 1000 / new_side.runs)}
 
 
-async def measure_size(empty: Server, full: Server, cwd: str, size: int, rounds: int) -> dict[str, Any]:
+async def measure_size(empty: Server, full: Server, runtime: Server, cwd: str, size: int,
+                       rounds: int) -> dict[str, Any]:
     sides = {"empty": Block(), "full": Block()}
     servers = {"empty": empty, "full": full}
     for number in range(rounds):
         for side in (["empty", "full"] if number % 2 == 0 else ["full", "empty"]):
-            await block(servers[side], cwd, [new_id("new") for _ in range(size)], sides[side])
+            await block(servers[side], cwd, [new_id("new") for _ in range(size)], sides[side], runtime)
     return {"empty": sides["empty"].row(), "full": sides["full"].row()}
 
 
@@ -177,7 +185,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             aged.start()
             await aged.wait_ready()
             await wait_quiet([aged, runtime])
-            age = await measure_age(aged, cwd, earlier, size, rounds)
+            age = await measure_age(aged, runtime, cwd, earlier, size, rounds)
             aged.stop()
             if store == "file":
                 record = work / f"state-{store}-age" / "threads" / thread_file_name(age["thread"])
@@ -186,7 +194,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"18. age, {store} store: old thread after {earlier} runs vs new threads: "
                   f"{_ratio(age['old'], age['new'])}" + (
                       f"; the old thread's record {age['record_bytes'] / 1024:.1f} KB" if "record_bytes" in age
-                      else ""), flush=True)
+                      else "") + "; the demo runtime's CPU per run meanwhile {:.2f} / {:.2f} ms".format(
+                          *age["runtime_cpu_ms"]), flush=True)
             # Size: two adapters, an empty store and a full one.
             full_state = (args.full_state or work) / f"state-{store}-full"
             if store == "file":
@@ -203,7 +212,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for server in (empty, full):
                 await server.wait_ready()
             await wait_quiet([empty, full, runtime])
-            sized = await measure_size(empty, full, cwd, size, rounds)
+            sized = await measure_size(empty, full, runtime, cwd, size, rounds)
             report[f"{store}_size"] = sized
             print(f"18. size, {store} store: {threads} threads vs an empty store: "
                   f"{_ratio(sized['full'], sized['empty'])}", flush=True)
