@@ -106,6 +106,11 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         default=_from_env(cfg.env_seconds, env, cfg.ENV_STATE_RETENTION, 30.0),
                         help="file store: delete idle and terminal threads untouched for D days (default 30; "
                         "0: never). Redis: ?retention_days= in --store")
+    parser.add_argument("--durability", choices=cfg.DURABILITY_CHOICES,
+                        default=env.get(cfg.ENV_DURABILITY) or "fsync",
+                        help="file store: fsync (default: every write recovery needs is on disk before what "
+                        "depends on it; survives a power cut) or process (page cache only: survives a crash "
+                        "or kill -9 of this server, not of the machine)")
     parser.add_argument("--header-timeout-seconds", type=_seconds, metavar="S",
                         default=_from_env(cfg.env_seconds, env, cfg.ENV_HEADER_TIMEOUT, 10.0),
                         help="close a connection that has not sent a request's headers within S seconds "
@@ -281,6 +286,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         max_new_threads_per_user=args.max_new_threads_per_user,
         header_timeout_seconds=args.header_timeout_seconds,
         state_retention_days=args.state_retention_days,
+        durability=args.durability,
         allowed_hosts=tuple(args.allowed_host or cfg.split_list(env.get(cfg.ENV_ALLOWED_HOSTS))),
         allowed_origins=tuple(args.allowed_origin or cfg.env_origins(env, cfg.ENV_ALLOWED_ORIGINS)),
         demo=args.demo,
@@ -291,6 +297,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
 #: Options the file store alone reads: refused next to ``--store`` rather than ignored.
 FILE_STORE_ONLY: dict[str, str] = {
     "--state-retention-days": cfg.ENV_STATE_RETENTION,
+    "--durability": cfg.ENV_DURABILITY,
 }
 
 
@@ -304,7 +311,8 @@ def _check_store(config: cfg.Config, argv: Sequence[str], env: Mapping[str, str]
             variable if env.get(variable) else None)
         if given:
             raise ValueError(f"{given} applies to the file store only and --store names a Redis store: "
-                             "drop it (the Redis store takes ?retention_days= in its URL)")
+                             "drop it (the Redis store takes ?retention_days= in its URL; its durability "
+                             "is the Redis server's appendfsync)")
     try:
         from .store.redis.store import split_store_url
     except ImportError:

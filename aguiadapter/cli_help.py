@@ -26,6 +26,7 @@ ENVIRONMENT: dict[str, str] = {
     "spawn_env": cfg.ENV_SPAWN_ENV,
     "allowed_origin": cfg.ENV_ALLOWED_ORIGINS,
     "state_retention_days": cfg.ENV_STATE_RETENTION,
+    "durability": cfg.ENV_DURABILITY,
     "max_new_threads_per_user": cfg.ENV_MAX_NEW_THREADS,
     "header_timeout_seconds": cfg.ENV_HEADER_TIMEOUT,
     "jwt_jwks_file": cfg.ENV_JWT_JWKS_FILE,
@@ -62,7 +63,8 @@ _SECRET = frozenset({"a2a_token"})
 GROUPS: dict[str, tuple[str, ...]] = {
     "runtime (choose exactly one)": ("a2a_url", "spawn_iac_code", "demo", "a2a_token", "spawn_env"),
     "listening": ("host", "port", "allowed_host", "allowed_origin", "header_timeout_seconds"),
-    "state and workspaces": ("config_dir", "state_dir", "store", "state_retention_days", "allowed_cwd"),
+    "state and workspaces": ("config_dir", "state_dir", "store", "state_retention_days", "durability",
+                             "allowed_cwd"),
     "authentication (or the shared token, environment only)": (
         "jwt_jwks_file", "jwt_jwks_url", "jwt_jwks_refresh_seconds", "jwt_issuer", "jwt_audience",
         "jwt_principal_claim",

@@ -46,6 +46,10 @@ ENV_ALLOWED_HOSTS = "IAC_CODE_AGUI_ALLOWED_HOSTS"
 #: More variables a --spawn-iac-code child gets by name (comma-separated).
 ENV_SPAWN_ENV = "IAC_CODE_AGUI_SPAWN_ENV"
 ENV_STATE_RETENTION = "IAC_CODE_AGUI_STATE_RETENTION_DAYS"
+#: ``fsync`` (the default) or ``process``: see :attr:`Config.durability`.
+ENV_DURABILITY = "IAC_CODE_AGUI_DURABILITY"
+#: The values of ``--durability``.
+DURABILITY_CHOICES = ("fsync", "process")
 ENV_HEADER_TIMEOUT = "IAC_CODE_AGUI_HEADER_TIMEOUT_SECONDS"
 ENV_MAX_NEW_THREADS = "IAC_CODE_AGUI_MAX_NEW_THREADS_PER_USER"
 ENV_ALLOWED_ORIGINS = "IAC_CODE_AGUI_ALLOWED_ORIGINS"
@@ -196,6 +200,11 @@ class Config:
     #: The file store deletes idle and terminal threads untouched this long (0: never); the
     #: Redis store takes ``?retention_days=`` in its URL.
     state_retention_days: float = 30.0
+    #: How far the file store's writes go before the event that depends on
+    #: them: ``fsync`` (on disk: survives a power cut) or ``process`` (in the
+    #: page cache: survives the adapter's crash or kill -9, not the machine's).
+    #: The Redis store's durability is the Redis server's own.
+    durability: str = "fsync"
     #: Seconds a connection may take to send a request's headers (0: no limit beyond keep-alive);
     #: applied by :class:`~aguiadapter.web.server.AdapterRunner` (``python -m aguiadapter``).
     header_timeout_seconds: float = 10.0
@@ -257,6 +266,7 @@ class Config:
             "runtime_config_dir": default_config_dir(env),
             "max_new_threads_per_user": env_count(env, ENV_MAX_NEW_THREADS, 60),
             "state_retention_days": env_seconds(env, ENV_STATE_RETENTION, 30.0),
+            "durability": env.get(ENV_DURABILITY) or "fsync",
             "header_timeout_seconds": env_seconds(env, ENV_HEADER_TIMEOUT, 10.0),
             "allowed_hosts": split_list(env.get(ENV_ALLOWED_HOSTS)),
             "allowed_origins": env_origins(env, ENV_ALLOWED_ORIGINS),
@@ -312,6 +322,9 @@ class Config:
                      "state_retention_days"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
+        if self.durability not in DURABILITY_CHOICES:
+            raise ValueError(f"durability ({ENV_DURABILITY}) must be one of {', '.join(DURABILITY_CHOICES)}, "
+                             f"not {self.durability!r}")
         if self.history_max_bytes < 1:
             raise ValueError("history_max_bytes must be at least 1")
         if self.history_cache_seconds < 0 or self.max_history_reads < 1 or self.history_page_bytes < 1:

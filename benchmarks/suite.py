@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import platform
 import shutil
@@ -65,12 +66,13 @@ from .shutdown import render_shutdown, shutdown_json
 from .statefiles import make_state_dir
 from .telemetry import render_telemetry, telemetry_json, telemetry_notes
 from .thread_list import render_thread_list, thread_list_json
+from .thread_age import measure_thread_age
 
 MB = 1024 * 1024
 
 
 MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
-            "capacity", "ids", "shutdown", "replay", "history", "threadlist", "images")
+            "capacity", "ids", "shutdown", "replay", "history", "threadlist", "images", "age")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -935,6 +937,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
             ("history", bench.measure_history),
             ("threadlist", bench.measure_threadlist),
             ("images", bench.measure_images),
+            ("age", functools.partial(measure_thread_age, bench)),  # 19. benchmarks/thread_age.py
         ]
         for name, step in steps:
             if name not in only:

@@ -98,7 +98,7 @@ async def test_a_runtime_that_does_not_answer_is_unreachable(tmp_path: Path, cap
     try:
         body = await health(adapter)
         assert body["a2a"]["status"] == "unreachable" and body["a2a"]["reachable"] is False
-        assert body["store"] == {"kind": "file", "reachable": True, "status": "ok"}
+        assert body["store"] == {"kind": "file", "reachable": True, "status": "ok", "durability": "fsync"}
     finally:
         await adapter.close()
     assert "does not answer" in caplog.text

@@ -169,7 +169,8 @@ async def _run(args: argparse.Namespace, admin: ThreadAdmin) -> int:
             deleted = await (_deleted_there(admin, args) if admin.read_only
                              else admin.delete(await admin.find(args.thread, args.user), args.wait))
             kept = runtime_keeps(deleted, str(admin.config.runtime_config_dir or "<config-dir>"))
-            document = {"deleted": _ids(deleted), "runs": len(deleted.runs), "runtimeKeeps": kept}
+            runs = len(deleted.runs) + deleted.earlier_runs
+            document = {"deleted": _ids(deleted), "runs": runs, "runtimeKeeps": kept}
             _emit(document, args.json, [f"deleted thread {deleted.thread_id} (key {deleted.key}): record, "
                                         "run logs, list entry, deadline",
                                         f"the runtime keeps: {kept}"])
@@ -248,7 +249,7 @@ def thread_json(record: ThreadRecord) -> dict[str, Any]:
         ],
         "handedOff": record.run_phase is RunPhase.HANDED_OFF,
         "parkedUntil": _when(record.parked_until),
-        "runs": len(record.runs),
+        "runs": len(record.runs) + record.earlier_runs,
     }
 
 

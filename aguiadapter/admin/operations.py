@@ -127,7 +127,8 @@ class ThreadAdmin:
         from ..web.app import run_log_bounds
 
         retention = config.state_retention_days if config.store_url else 0
-        store = open_store(config.store_url, state_dir=config.state_dir, retention_days=retention)
+        store = open_store(config.store_url, state_dir=config.state_dir, retention_days=retention,
+                           durability=config.durability)
         client = A2AClient(config.a2a_url, token=config.a2a_token) if config.a2a_url else NoRuntime()
         return cls(config, store, client, log_bounds=run_log_bounds(config))
 

@@ -45,6 +45,7 @@ from ..threads.record import RunKind, ThreadRecord, thread_key
 from ..store.run_log import LogBounds, LogBroken, RunLogs, Truncated
 from ..runs.shell import EventSink, ThreadShell
 from ..store.contract import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
+from ..store.run_history import with_earlier_run
 
 log = logging.getLogger(__name__)
 
@@ -184,12 +185,12 @@ class ThreadService:
         if claim is None:
             known = await self._load(key)
             if known is not None:
-                tm.preflight(known, request)
+                tm.preflight(await self._with_earlier_run(known, request.run_id), request)
             raise AdapterError(ErrorCode.THREAD_BUSY)
         try:
             known = await self._load(key)
             if known is not None:
-                tm.preflight(known, request)
+                tm.preflight(await self._with_earlier_run(known, request.run_id), request)
             record = known or _new_record(run_input, cwd, principal, namespaced=key != run_input.thread_id)
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
@@ -210,6 +211,14 @@ class ThreadService:
         except BaseException:
             await self.store.release(claim)
             raise
+
+    async def _with_earlier_run(self, record: ThreadRecord, run_id: str) -> ThreadRecord:
+        """The record to judge a request with: with its run id's entry when
+        that run moved out of the record (any earlier run id counts)."""
+        try:
+            return await with_earlier_run(self.store, record, run_id)
+        except StoreUnavailable as exc:
+            raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
 
     async def _key_of(self, thread_id: str, principal: str | None) -> str:
         """Where the caller's thread ``thread_id`` is kept (:func:`thread_key`)."""
@@ -445,7 +454,9 @@ class ThreadService:
             raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
         logs = self.logs
         try:
-            if logs is None or run_id not in record.runs or not await logs.exists(record.key, run_id):
+            # A run that left the record (its history) may still have a log.
+            known = run_id in (await self._with_earlier_run(record, run_id)).runs
+            if logs is None or not known or not await logs.exists(record.key, run_id):
                 raise AdapterError(ErrorCode.RUN_NOT_FOUND)
             reader = logs.read(record.key, run_id, cursor)
             first = await anext(reader)

@@ -17,7 +17,7 @@ from typing import Protocol
 import attrs
 
 from ..threads.listing import ListCursor, ThreadPage, ThreadSummary
-from ..threads.record import ThreadRecord, ThreadState, record_from_json, stored_principal
+from ..threads.record import RunEntry, ThreadRecord, ThreadState, record_from_json, stored_principal
 from .run_log import LogBounds, RunLogs
 from .slots import RunSlots
 
@@ -87,6 +87,11 @@ class ThreadStore(Protocol):
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
         """Write the record durably (all or nothing); ``PersistenceError`` on failure."""
 
+    async def earlier_run(self, key: str, run_id: str) -> RunEntry | None:
+        """The entry of a run that moved out of the thread's record into its
+        run history (aguiadapter/store/run_history.py), ``None`` if it is not
+        there; ``StoreUnavailable`` when the history cannot be read."""
+
     async def list_threads(
         self, owner: str, after: ListCursor | None, limit: int, states: frozenset[ThreadState] | None = None
     ) -> ThreadPage:
@@ -153,6 +158,11 @@ class ThreadStore(Protocol):
     @property
     def kind(self) -> str:
         """``file``, ``redis``... for the banner and /health."""
+
+    @property
+    def durability(self) -> str:
+        """How far a write goes before it counts: ``fsync``, ``process``
+        (the file store's ``--durability``) or ``redis`` (the server's own)."""
 
     @property
     def shared(self) -> bool:

@@ -13,12 +13,14 @@ from pathlib import Path
 from .contract import ThreadStore
 
 
-def open_store(url: str | None, *, state_dir: Path, retention_days: float = 30.0) -> ThreadStore:
-    """The file store, or the Redis store for ``url``."""
+def open_store(
+    url: str | None, *, state_dir: Path, retention_days: float = 30.0, durability: str = "fsync"
+) -> ThreadStore:
+    """The file store (writing with ``durability``), or the Redis store for ``url``."""
     if not url:
         from .file.store import FileThreadStore
 
-        return FileThreadStore(state_dir, retention_days=retention_days)
+        return FileThreadStore(state_dir, retention_days=retention_days, durability=durability)
     try:
         from .redis.store import store_from_url
     except ImportError as exc:

@@ -23,7 +23,8 @@ from ..runtime.envelope import InputEnvelope, envelope_of
 from ..translate.pipeline import PipelineState
 
 RECORD_SCHEMA_VERSION = 2
-#: How many (runId → digest) entries a thread keeps for idempotency checks.
+#: How many applied answers a thread keeps (runs are all kept: the stores move
+#: the older ones out of the record, see aguiadapter/store/run_history.py).
 RUN_HISTORY_LIMIT = 1000
 
 
@@ -130,6 +131,9 @@ class ThreadRecord:
     last_user_message_id: str | None = None
     last_error: str | None = None
     runs: dict[str, RunEntry] = attrs.Factory(dict)
+    #: How many older runs the store moved out of ``runs`` into the thread's
+    #: run history (aguiadapter/store/run_history.py): their ids are looked up there.
+    earlier_runs: int = 0
     pending_interrupts: list[PendingInterrupt] = attrs.Factory(list)
     #: interruptId → the answer the runtime took.
     applied_answers: dict[str, AppliedAnswer] = attrs.Factory(dict)
@@ -168,10 +172,9 @@ class ThreadRecord:
         return thread_key(self.thread_id, self.principal) if self.namespaced else self.thread_id
 
     def remember_run(self, run_id: str, digest: str) -> None:
-        """Record an admitted run, forgetting the oldest beyond the limit."""
+        """Record an admitted run (none is forgotten: the store moves the
+        older ones out of the record when it saves it)."""
         self.runs[run_id] = RunEntry(digest)
-        while len(self.runs) > RUN_HISTORY_LIMIT:
-            del self.runs[next(iter(self.runs))]
 
     def remember_answer(
         self, interrupt_id: str, digest: str, *, reported: bool, tool_use_id: str | None = None

@@ -133,7 +133,8 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
         started.client = client
         app[HISTORY].start(client)
         threads = store or open_store(
-            config.store_url, state_dir=config.state_dir, retention_days=config.state_retention_days
+            config.store_url, state_dir=config.state_dir, retention_days=config.state_retention_days,
+            durability=config.durability,
         )
         started.service = ThreadService(
             threads,

@@ -197,7 +197,9 @@ async def health(request: web.Request) -> web.Response:
             # demo (the scripted agent), iac-code (a supervised child) or a2a.
             "runtime": kind,
             "a2a": runtime,
-            "store": {"kind": service.store.kind, "reachable": store_ok, "status": store_status},
+            "store": {"kind": service.store.kind, "reachable": store_ok, "status": store_status,
+                      # fsync or process (--durability); redis: the Redis server's own.
+                      "durability": service.store.durability},
         },
         # A draining replica tells the load balancer to send it nothing new.
         status=503 if service.draining else 200,

@@ -206,7 +206,8 @@ class CrashRig:
     process in front of the proxy; a client session to talk to the adapter."""
 
     def __init__(
-        self, runtime: IacRuntime, root: Path, *, interrupt_ttl_seconds: float = 3600.0, beside: bool = False
+        self, runtime: IacRuntime, root: Path, *, interrupt_ttl_seconds: float = 3600.0, beside: bool = False,
+        durability: str = "fsync",
     ) -> None:
         self.runtime = runtime
         #: The adapter shares the runtime's config folder (as on one machine).
@@ -214,6 +215,8 @@ class CrashRig:
         self.proxy = A2AProxy(runtime.url)
         self.root = root
         self.interrupt_ttl_seconds = interrupt_ttl_seconds
+        #: The adapter's ``--durability``: kill -9 loses nothing in either mode.
+        self.durability = durability
         self.adapter: AdapterProcess | None = None
         self.session: aiohttp.ClientSession | None = None
         #: What the runtime said about the task right after each kill (for reports).
@@ -228,7 +231,7 @@ class CrashRig:
             a2a_url=self.proxy.url, a2a_token=self.runtime.token, state_dir=self.root / "state",
             allowed_cwd=self.runtime.workspaces_root, log_path=self.root / "adapter.log",
             interrupt_ttl_seconds=self.interrupt_ttl_seconds,
-            runtime_config_dir=self.runtime.config_dir if self.beside else None,
+            runtime_config_dir=self.runtime.config_dir if self.beside else None, durability=self.durability,
         )  # fmt: skip
         # A connection per request: none outlives the process it was made to.
         self.session = aiohttp.ClientSession(

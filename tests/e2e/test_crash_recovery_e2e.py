@@ -11,7 +11,9 @@ cancel route, or nobody until the interrupt expires. The lines of
 
 ``test_random_kills_lose_and_duplicate_nothing`` kills at random instants;
 ``AGUIADAPTER_CRASH_CYCLES`` (default 50), ``AGUIADAPTER_CRASH_SEED`` and
-``AGUIADAPTER_CRASH_BUDGET_SECONDS`` (default 240) tune it.
+``AGUIADAPTER_CRASH_BUDGET_SECONDS`` (default 240) tune it. It runs under
+``--durability process`` too (writes reach the page cache, which a kill -9
+keeps), with ``AGUIADAPTER_CRASH_PROCESS_CYCLES`` (default 12) cycles.
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ AFTER_SENT = [Instant.AFTER_SENT, Instant.TOOL_RUNNING, Instant.AFTER_END]
 
 
 @pytest.fixture
-async def rig(iac_runtime: IacRuntime, tmp_path: Path) -> AsyncIterator[CrashRig]:
-    async with CrashRig(iac_runtime, tmp_path) as running:
+async def rig(iac_runtime: IacRuntime, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[CrashRig]:
+    """The rig, its adapter under ``--durability`` of the test's parameter (default fsync)."""
+    async with CrashRig(iac_runtime, tmp_path, durability=getattr(request, "param", "fsync")) as running:
         yield running
 
 
@@ -207,8 +210,10 @@ async def test_expiry_after_a_crash_cancels_only_an_answer_that_never_arrived(
 # ----------------------------------------------------------------- random
 
 
+@pytest.mark.parametrize("rig", ["fsync", "process"], indirect=True)
 async def test_random_kills_lose_and_duplicate_nothing(rig: CrashRig, capsys: pytest.CaptureFixture[str]) -> None:
-    cycles = int(os.environ.get("AGUIADAPTER_CRASH_CYCLES") or 50)
+    cycles = (int(os.environ.get("AGUIADAPTER_CRASH_CYCLES") or 50) if rig.durability == "fsync"
+              else int(os.environ.get("AGUIADAPTER_CRASH_PROCESS_CYCLES") or 12))
     budget = float(os.environ.get("AGUIADAPTER_CRASH_BUDGET_SECONDS") or 240)
     seed = int(os.environ.get("AGUIADAPTER_CRASH_SEED") or random.randrange(1 << 32))
     rng = random.Random(seed)
@@ -240,7 +245,7 @@ async def test_random_kills_lose_and_duplicate_nothing(rig: CrashRig, capsys: py
     elapsed = time.monotonic() - started
     table = tally_table(results)
     header = (
-        f"random kills: {len(results)} cycles in {elapsed:.0f} s, seed {seed}, "
+        f"random kills ({rig.durability}): {len(results)} cycles in {elapsed:.0f} s, seed {seed}, "
         f"kills within {length:.2f} s of the resume POST"
     )
     with capsys.disabled():

@@ -15,7 +15,8 @@ The adapter shares the runtime's config folder here (``--config-dir``, as
 when both run on one machine): it is where the ids of a permission raised
 with nobody listening can be read (``aguiadapter/runtime/checkpoints.py``).
 ``AGUIADAPTER_CRASH_MULTI_CYCLES`` (default 30), ``AGUIADAPTER_CRASH_SEED``
-and ``AGUIADAPTER_CRASH_BUDGET_SECONDS`` (default 240) tune it.
+and ``AGUIADAPTER_CRASH_BUDGET_SECONDS`` (default 240) tune it; under
+``--durability process`` it runs ``AGUIADAPTER_CRASH_PROCESS_CYCLES`` (default 12) cycles.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ VERDICTS = (LOST, DUPLICATED, NOT_SHOWN, FALSE_FAILURE, CORRECT)
 
 
 @pytest.fixture
-async def rig(iac_runtime: IacRuntime, tmp_path: Path) -> AsyncIterator[CrashRig]:
-    async with CrashRig(iac_runtime, tmp_path, beside=True) as running:
+async def rig(iac_runtime: IacRuntime, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[CrashRig]:
+    """The rig, its adapter under ``--durability`` of the test's parameter (default fsync)."""
+    durability = getattr(request, "param", "fsync")
+    async with CrashRig(iac_runtime, tmp_path, beside=True, durability=durability) as running:
         yield running
 
 
@@ -121,8 +124,10 @@ async def settle(turn: Turn) -> None:
         before = now
 
 
+@pytest.mark.parametrize("rig", ["fsync", "process"], indirect=True)
 async def test_random_kills_between_two_permissions(rig: CrashRig, capsys: pytest.CaptureFixture[str]) -> None:
-    cycles = int(os.environ.get("AGUIADAPTER_CRASH_MULTI_CYCLES") or 30)
+    cycles = (int(os.environ.get("AGUIADAPTER_CRASH_MULTI_CYCLES") or 30) if rig.durability == "fsync"
+              else int(os.environ.get("AGUIADAPTER_CRASH_PROCESS_CYCLES") or 12))
     budget = float(os.environ.get("AGUIADAPTER_CRASH_BUDGET_SECONDS") or 240)
     seed = int(os.environ.get("AGUIADAPTER_CRASH_SEED") or random.randrange(1 << 32))
     rng = random.Random(seed)
@@ -164,7 +169,8 @@ async def test_random_kills_between_two_permissions(rig: CrashRig, capsys: pytes
         f"kill at +{delay:.3f} s: {name}; ran {ran(turn.cwd)}; shown {len(turn.shown)}; client: {' -> '.join(turn.trail)}"
         for name, turn, delay in rows if name != CORRECT
     ]  # fmt: skip
-    header = f"kills between two permissions: seed {seed}, kills within {length:.2f} s of the first answer"
+    header = (f"kills between two permissions ({rig.durability}): seed {seed}, "
+              f"kills within {length:.2f} s of the first answer")
     with capsys.disabled():
         print(f"\n{header}\n{table}\n" + "\n".join(wrong))
     assert len(rows) == cycles, f"the {budget:g} s budget ran out after {len(rows)} of {cycles} cycles\n{table}"

@@ -39,8 +39,11 @@ class AdapterProcess:
         log_path: Path,
         interrupt_ttl_seconds: float = 3600.0,
         runtime_config_dir: Path | None = None,
+        durability: str = "fsync",
     ) -> None:
         self.a2a_url = a2a_url
+        #: ``--durability`` of every process started.
+        self.durability = durability
         #: The runtime's config folder, when the adapter shares it (``--config-dir``).
         self.runtime_config_dir = runtime_config_dir
         self.a2a_token = a2a_token
@@ -128,7 +131,7 @@ class AdapterProcess:
             "--host", LOOPBACK, "--port", str(self.port),
             "--a2a-url", self.a2a_url, f"--a2a-token={self.a2a_token}",  # a token may begin with "-"
             "--state-dir", str(self.state_dir), "--allowed-cwd", str(self.allowed_cwd),
-            "--interrupt-ttl-seconds", f"{self.interrupt_ttl_seconds:g}",
+            "--interrupt-ttl-seconds", f"{self.interrupt_ttl_seconds:g}", "--durability", self.durability,
         ]  # fmt: skip
         if self.runtime_config_dir is not None:
             command += ["--config-dir", str(self.runtime_config_dir)]

@@ -54,6 +54,10 @@ class _Write:
     future: asyncio.Future[OSError | None]
     loop: asyncio.AbstractEventLoop
     marker: str | None = None
+    #: ``(path, data)`` appended to another file, and synced, before the
+    #: rename (a thread's run history: :mod:`.history`).
+    append: tuple[str, bytes] | None = None
+    sync: bool = True
     error: OSError | None = None
     marker_error: OSError | None = None
 
@@ -65,20 +69,27 @@ class GroupWriter:
     """Makes file replacements durable, in groups, from one thread
     (``executor`` fsyncs the temp files of a group side by side)."""
 
-    def __init__(self, executor: Executor, name: str = "aguiadapter-writer") -> None:
+    def __init__(self, executor: Executor, name: str = "aguiadapter-writer", *, sync: bool = True) -> None:
         self._executor = executor
+        #: ``False`` (``--durability process``): the same writes in the same
+        #: order, without fsync (they survive the process, not the machine).
+        self.sync = sync
         self._name = name
         self._queue: queue.SimpleQueue[_Write | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
 
-    async def replace(self, tmp: str, path: str, data: bytes, marker: str | None = None) -> OSError | None:
+    async def replace(
+        self, tmp: str, path: str, data: bytes, marker: str | None = None, append: tuple[str, bytes] | None = None
+    ) -> OSError | None:
         """Write ``data`` to ``tmp``, fsync it, rename it to ``path`` and
-        fsync the folder; raises ``OSError`` when any of it failed. Then make
-        the file ``marker``, if any: returns what failed of it (``None``: made)."""
+        fsync the folder; raises ``OSError`` when any of it failed. With
+        ``append``, first append to that file and fsync it (its failure fails
+        the write). Then make the file ``marker``, if any: returns what
+        failed of it (``None``: made)."""
         loop = asyncio.get_running_loop()
-        write = _Write(tmp, path, data, loop.create_future(), loop, marker)
+        write = _Write(tmp, path, data, loop.create_future(), loop, marker, append, self.sync)
         self._start()
         self._queue.put(write)
         return await write.future
@@ -134,17 +145,19 @@ class GroupWriter:
                 for write in group:
                     if write.error is None:
                         _write_temp(write)
-        _replace_group(group)
+        _replace_group(group, sync=self.sync)
 
 
 def _write_temp(write: _Write) -> None:
     try:
-        _write_synced(write.tmp, write.data)
+        if write.append is not None:
+            append_synced(*write.append, sync=write.sync)
+        _write_synced(write.tmp, write.data, sync=write.sync)
     except OSError as exc:
         write.error = exc
 
 
-def _replace_group(group: Sequence[_Write]) -> None:
+def _replace_group(group: Sequence[_Write], *, sync: bool = True) -> None:
     """Rename the group's synced temp files in order, then fsync their folders."""
     folders: dict[str, list[_Write]] = {}
     for write in group:
@@ -156,7 +169,7 @@ def _replace_group(group: Sequence[_Write]) -> None:
             write.error = exc
             continue
         folders.setdefault(os.path.dirname(write.path) or ".", []).append(write)
-    for folder, writes in folders.items():
+    for folder, writes in folders.items() if sync else ():
         try:
             _fsync_folder(folder)
         except OSError as exc:
@@ -178,15 +191,34 @@ def _mark(path: str) -> OSError | None:
     return None
 
 
-def _write_synced(tmp: str, data: bytes) -> None:
+def _write_synced(tmp: str, data: bytes, *, sync: bool = True) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def append_synced(path: str, data: bytes, *, sync: bool = True) -> None:
+    """Append ``data`` to ``path`` (made 0600 when new) and, with ``sync``,
+    fsync it, and its folder when the file is new (the file is on disk
+    whenever the record that relies on it is)."""
+    created = not os.path.exists(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created and sync:
+        _fsync_folder(os.path.dirname(path) or ".")
 
 
 def _fsync_folder(folder: str) -> None:

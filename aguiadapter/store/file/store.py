@@ -29,11 +29,13 @@ from pathlib import Path
 import aiofiles.os
 
 from .durable import GroupWriter, read_bytes
+from .history import FileRunHistory
+from ..run_history import adopt_stored, lines_of, split_runs
 from ..slots import LocalRunSlots
 from .index import FileThreadIndex
 from .retention import FileRetention, retention_seconds_of
 from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, summary_of
-from ...threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json
+from ...threads.record import RunEntry, ThreadRecord, ThreadState, record_from_json, record_to_json
 from ..run_log import LogBounds, MemoryRunLogs
 from ..contract import Claim, CorruptRecord, PersistenceError, parse_owned_record, parse_stored_record
 
@@ -70,14 +72,19 @@ class FileThreadStore:
     process owns its state directory.
     """
 
-    def __init__(self, state_dir: str | os.PathLike[str], *, retention_days: float = 30.0) -> None:
+    def __init__(
+        self, state_dir: str | os.PathLike[str], *, retention_days: float = 30.0, durability: str = "fsync"
+    ) -> None:
         self.state_dir = Path(state_dir)
+        #: ``fsync`` (a write is on disk before it counts) or ``process`` (in
+        #: the page cache: it survives this process, not the machine).
+        self.durability = durability
         # The way to the disk: aiofiles on threads of the store's own (a burst
         # of runs should not queue behind the loop's default pool, which
         # other work shares). Durable writes go through one writer thread
         # that makes them durable in groups.
         self._executor = ThreadPoolExecutor(max_workers=FILE_WORKERS, thread_name_prefix="aguiadapter-store")
-        self._writer = GroupWriter(self._executor)
+        self._writer = GroupWriter(self._executor, sync=durability != "process")
         #: Idle and terminal threads untouched this long are deleted (0: kept forever).
         self.retention = FileRetention(
             self, self.state_dir / "threads", retention_seconds_of(retention_days), file_name=thread_file_name,
@@ -96,7 +103,9 @@ class FileThreadStore:
         self.index = FileThreadIndex(
             self.state_dir / "index", self.threads_dir, file_name=thread_file_name, executor=self._executor
         )
-        self.retention.on_delete = self.index.removed
+        #: The runs that moved out of the records (:mod:`.history`).
+        self.history = FileRunHistory(self._file_of, executor=self._executor)
+        self.retention.on_delete = self._forget
         self.retention.on_sweep = self.index.drop_orphans
 
     def location(self) -> str:
@@ -204,16 +213,33 @@ class FileThreadStore:
         return parse_owned_record(thread_id, data, os.path.basename(path), principal)
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
-        """Atomically replace the thread's file."""
+        """Atomically replace the thread's file (the runs that move out of
+        the record are appended to its run history first, in the same write)."""
         record.version += 1
         record.updated_at = time.time()
+        stored, moved = split_runs(record)
         try:
-            await self._write_listed(record)
+            await self._write_listed(stored, self._append_of(stored, moved))
         except PersistenceError:
             record.version -= 1
             raise
+        adopt_stored(record, stored)
+        if moved:
+            self.history.appended(record.key, moved)
 
-    async def _write_listed(self, record: ThreadRecord) -> None:
+    def _append_of(self, record: ThreadRecord, moved: Collection[tuple[str, RunEntry]]) -> tuple[str, bytes] | None:
+        return (self.history.path_of(record.key), lines_of(moved)) if moved else None
+
+    async def earlier_run(self, key: str, run_id: str) -> RunEntry | None:
+        """A run that left the thread's record (:mod:`.history`)."""
+        return await self.history.earlier_run(key, run_id)
+
+    async def _forget(self, record: ThreadRecord) -> None:
+        """A record is deleted: its list marker and run history go first."""
+        await self.index.removed(record)
+        await self.history.remove(record.key)
+
+    async def _write_listed(self, record: ThreadRecord, append: tuple[str, bytes] | None = None) -> None:
         """Write the record, and the first time, its thread list marker (a
         follower of the write, in the same group: a save costs one durable
         write). The record is the truth: a marker that failed is made again
@@ -222,9 +248,9 @@ class FileThreadStore:
             marker = await self.index.marker_of(record)
         except OSError as exc:
             log.error("thread %s: not listed until its next save: %s", record.thread_id, exc)
-            await self._write_atomic(self._file_of(record.key), record_to_json(record))
+            await self._write_atomic(self._file_of(record.key), record_to_json(record), append=append)
             return
-        failed = await self._write_atomic(self._file_of(record.key), record_to_json(record), marker)
+        failed = await self._write_atomic(self._file_of(record.key), record_to_json(record), marker, append)
         if failed is not None:
             log.error("thread %s: not listed until its next save: %s", record.thread_id, failed)
         self.index.saved(record, marked=failed is None)
@@ -258,7 +284,7 @@ class FileThreadStore:
         held this folder), and went with it."""
         if self._claims.get(record.key) != claim:
             return False
-        await self.index.removed(record)
+        await self._forget(record)
         with contextlib.suppress(FileNotFoundError):
             await aiofiles.os.remove(self._file_of(record.key), executor=self._executor)
         await self.set_deadline(record.key, None)
@@ -306,7 +332,9 @@ class FileThreadStore:
                 self._deadlines = {}
         return self._deadlines
 
-    async def _write_atomic(self, path: str, data: bytes, marker: str | None = None) -> OSError | None:
+    async def _write_atomic(
+        self, path: str, data: bytes, marker: str | None = None, append: tuple[str, bytes] | None = None
+    ) -> OSError | None:
         """Replace ``path`` durably (``PersistenceError`` when it failed),
         then make the file ``marker``, unsynced: what failed of that."""
         name = os.path.basename(path)
@@ -314,7 +342,7 @@ class FileThreadStore:
             await self._ensure_dir()
             # Written, fsynced, renamed and the folder fsynced before this
             # returns; writes that wait together share the folder fsync.
-            return await self._writer.replace(_tmp_of(path), path, data, marker)
+            return await self._writer.replace(_tmp_of(path), path, data, marker, append)
         except OSError as exc:
             raise PersistenceError(f"cannot write {name}: {exc.strerror or exc}") from exc
 

@@ -41,7 +41,8 @@ from redis.exceptions import AuthenticationError, AuthenticationWrongNumberOfArg
 
 from ...logs import log_fields
 from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, owner_id, owner_of, summary_of
-from ...threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json
+from ...threads.record import RunEntry, ThreadRecord, ThreadState, record_from_json, record_to_json
+from ..run_history import adopt_stored, entry_json, entry_of, split_runs
 from ..run_log import LogBounds
 from .limits import RedisRunSlots
 from .run_log import RedisRunLogs
@@ -69,6 +70,8 @@ _TOKEN_RANDOM_BITS = 16
 #: Every Redis call ends within this budget (a hung server must not hang requests).
 CALL_TIMEOUT_SECONDS = 3.0
 _ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+#: The hash field of a run that moved out of its thread's record.
+_RUN_FIELD = "run:"
 _T = TypeVar("_T")
 
 # KEYS: claim, fence counter. ARGV: lease ms, random low bits.
@@ -95,7 +98,9 @@ return redis.call('DEL', KEYS[1])
 # KEYS: record, claim, the owner's thread list. ARGV: expected version, new
 # version, record JSON, token ('' when the write holds no claim), TTL ms ('0':
 # keep forever), list score (updated time), list summary JSON, list member (the
-# thread key), the list's TTL ms ('0': keep forever). Returns 1 (written, or
+# thread key), the list's TTL ms ('0': keep forever), then field and value
+# pairs of the runs that move out of the record into its hash (``run:<id>``,
+# aguiadapter/store/run_history.py). Returns 1 (written, or
 # this very write was already applied),
 # -1 (the claim is not ours any more), -2 (someone else changed the record).
 _SAVE = """
@@ -104,6 +109,7 @@ local current = redis.call('HGET', KEYS[1], 'version') or '0'
 if current == ARGV[2] and redis.call('HGET', KEYS[1], 'record') == ARGV[3] then return 1 end
 if current ~= ARGV[1] then return -2 end
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3], 'summary', ARGV[7])
+for i = 10, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[8])
 if ARGV[9] == '0' then redis.call('PERSIST', KEYS[3]) else redis.call('PEXPIRE', KEYS[3], ARGV[9]) end
 if ARGV[5] == '0' then redis.call('PERSIST', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
@@ -312,6 +318,12 @@ class RedisThreadStore:
         return "redis"
 
     @property
+    def durability(self) -> str:
+        """A write counts once Redis took it; how far it goes is the server's
+        persistence (``appendfsync``), not the adapter's."""
+        return "redis"
+
+    @property
     def shared(self) -> bool:
         """Every replica reads and writes the same keys."""
         return True
@@ -397,14 +409,17 @@ class RedisThreadStore:
             raise PersistenceError(f"claim of {claim.thread_id} used for {record.key}")
         expected = record.version
         record.version, record.updated_at = expected + 1, time.time()
+        stored, moved = split_runs(record)
         try:
             summary = summary_of(record)
             keys = [self.keys.thread(record.key), self.keys.claim(record.key),
                     self.keys.thread_list(owner_id(owner_of(record)))]
             args: list[bytes | str | int] = [
-                expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record),
+                expected, record.version, record_to_json(stored), _token_arg(claim), self._ttl_ms(record),
                 repr(summary.updated_at), summary.to_json(), record.key, self.settings.retention_ms,
             ]
+            for run_id, entry in moved:
+                args += [_RUN_FIELD + run_id, entry_json(entry)]
             result = await _bounded(self._save_script(keys=keys, args=args))
         except _ERRORS as exc:
             record.version = expected
@@ -412,6 +427,20 @@ class RedisThreadStore:
         if result != 1:
             record.version = expected
             raise PersistenceError(_SAVE_REFUSALS.get(int(result), f"unexpected answer {result!r}"))
+        adopt_stored(record, stored)
+
+    async def earlier_run(self, key: str, run_id: str) -> RunEntry | None:
+        """A run that left the thread's record: a field of the record's hash."""
+        try:
+            value = await _bounded(self._client.hget(self.keys.thread(key), _RUN_FIELD + run_id))
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
+        if value is None:
+            return None
+        try:
+            return entry_of(value)
+        except ValueError as exc:
+            raise StoreUnavailable(f"redis: run {run_id} of {key} unreadable: {exc}") from exc
 
     async def list_threads(
         self, owner: str, after: ListCursor | None, limit: int, states: frozenset[ThreadState] | None = None
