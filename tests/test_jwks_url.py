@@ -20,6 +20,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.web.jwks_url import cache_seconds
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer
+from tests.support.serve import on_loopback, port_of
 
 REFRESH = 0.5
 
@@ -52,10 +53,8 @@ class Provider:
         app = web.Application()
         app.router.add_get("/.well-known/jwks.json", self.jwks)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        await on_loopback(self._runner)
+        port = port_of(self._runner)
         self.url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
         return self
 

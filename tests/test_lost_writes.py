@@ -24,7 +24,6 @@ from typing import Any
 import aiohttp
 import attrs
 import pytest
-from aiohttp import web
 
 from aguiadapter.a2a.client import A2AClient, StreamEndedEarly
 from aguiadapter.a2a.messages import permission_part
@@ -38,12 +37,13 @@ from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import RunKind, ThreadRecord, ThreadState, record_to_json
 from aguiadapter.store.contract import PersistenceError
 from aguiadapter.web.app import create_app
-from aguiadapter.web.keys import BACKEND
+from aguiadapter.web.keys import SERVICE
 from aguiadapter.web.server import AdapterRunner
 from tests.support.adapter import Reply, RunningAdapter, run_body
 from tests.support.agui import check_stream
 from tests.support.eventually import eventually
 from tests.support.reattach import read_then_cut, reattach
+from tests.support.serve import on_loopback
 
 Trip = Callable[[ThreadRecord | None, ThreadRecord], bool]
 
@@ -273,7 +273,7 @@ async def cut_after_receipt(case: Case) -> None:
     """The runtime's answer streams break right after its receipt (the
     runtime took the answer; the stream is gone)."""
     await waiting_permission(case)
-    service = case.adapter.app[BACKEND].service
+    service = case.adapter.app.get(SERVICE)
     assert service is not None
     runtime = service.runtime
     stream = runtime.stream
@@ -477,9 +477,7 @@ async def serve(store: Any, state_dir: Path, a2a_url: str, **options: Any) -> Ru
     config = Config(state_dir=state_dir, a2a_url=a2a_url, **options)
     app = create_app(config, store=store)
     runner = AdapterRunner(app, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     port = runner.addresses[0][1]
     return RunningAdapter(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
 

@@ -42,7 +42,7 @@ from aguiadapter.protocol.parsing import parse_run_input
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
 from aguiadapter.web.app import create_app
 from aguiadapter.web.openapi import render_document, render_text
-from aguiadapter.web.keys import BACKEND
+from aguiadapter.web.keys import SERVICE
 from schemathesis import GenerationMode
 from schemathesis import checks as st_checks
 from schemathesis.core.failures import Failure, FailureGroup
@@ -432,7 +432,7 @@ async def test_a_pipeline_run_conforms(adapter: RunningAdapter, workspace: Path)
 async def _active_execution(adapter: RunningAdapter, thread_id: str) -> str:
     """The execution id of the thread's active run, once it streams."""
     def active_execution() -> str | None:
-        service = adapter.app[BACKEND].service
+        service = adapter.app[SERVICE]
         return next((eid for eid, driver in service.active.items() if driver.identity.thread_id == thread_id), None)
 
     return await eventually(active_execution, f"a run of {thread_id} streams")
