@@ -17,7 +17,7 @@ from aguiadapter.a2a.client import A2AClient
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.record import ThreadRecord
 from aguiadapter.store.file.store import FileThreadStore
-from aguiadapter.store.contract import PersistenceError
+from aguiadapter.store.contract import PersistenceError, Saved
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.stops import assert_stopped
 from tests.support.serve import on_loopback
@@ -219,7 +219,7 @@ async def test_unknown_interrupt_on_a_thread_with_nothing_pending(
 
 
 class BrokenDisk(FileThreadStore):
-    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
         raise PersistenceError("disk full")
 
 
@@ -328,11 +328,11 @@ class DiskFailsAfterStart(FileThreadStore):
         super().__init__(*args)
         self.saves = 0
 
-    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
         self.saves += 1
         if self.saves > 1:
             raise PersistenceError("disk full")
-        await super().save(record, claim)
+        return await super().save(record, claim)
 
 
 async def test_an_interrupt_that_cannot_be_stored_is_never_announced(

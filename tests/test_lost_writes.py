@@ -35,7 +35,7 @@ from aguiadapter.runtime.iac_code import Batches
 from aguiadapter.threads import machine as tm
 from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import RunKind, ThreadRecord, ThreadState, record_to_json
-from aguiadapter.store.contract import PersistenceError
+from aguiadapter.store.contract import PersistenceError, Saved
 from aguiadapter.web.app import create_app
 from aguiadapter.web.keys import SERVICE
 from aguiadapter.web.server import AdapterRunner
@@ -58,18 +58,19 @@ class Outage:
     #: The stored record when the store went down.
     kept: ThreadRecord | None = None
 
-    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
         if not self.full and self.trips is not None:
             stored = await self.load(record.thread_id)  # type: ignore[attr-defined]
             if self.trips(stored, record):
                 self.full, self.kept = True, stored
         if self.full:
             raise PersistenceError("no space left on device (injected)")
-        await super().save(record, claim)  # type: ignore[misc]
+        saved: Saved = await super().save(record, claim)  # type: ignore[misc]
+        return saved
 
     async def write_through(self, record: ThreadRecord) -> None:
         """Write as another process would (to set a thread up)."""
-        await super().save(record, None)  # type: ignore[misc]
+        (await super().save(record, None)).stamp(record)  # type: ignore[misc]
 
     def heal(self) -> None:
         self.full, self.trips = False, None

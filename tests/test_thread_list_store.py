@@ -86,7 +86,7 @@ async def test_the_list_shows_state_pending_interrupts_active_run_and_last_error
     running = record("t-run", state=ThreadState.RUNNING, active_run_id="run-1")
     failed = record("t-failed", state=ThreadState.TERMINAL, last_error="EXECUTION_LOST", active_run_id="run-0")
     for item in (running, failed):
-        await store.save(item)
+        (await store.save(item)).stamp(item)
     (newest, older) = (await store.list_threads(ALICE, None, 10)).threads
     assert (newest.thread_id, newest.state, newest.last_error, newest.active_run_id) == (
         "t-failed", ThreadState.TERMINAL, "EXECUTION_LOST", None)

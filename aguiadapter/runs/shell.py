@@ -131,9 +131,10 @@ class ThreadShell:
             draft = working_copy(live)
             result = transition(restore(draft), *args, **kwargs)
             try:
-                await self.store.save(draft, self.claim)
+                saved = await self.store.save(draft, self.claim)
             except PersistenceError as exc:
                 raise LostWrite(getattr(transition, "__name__", "transition"), exc) from exc
+            saved.stamp(draft)
             commit(live, draft)
             await self._follow_deadline(before)
             return result

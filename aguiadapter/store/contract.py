@@ -52,6 +52,28 @@ class Claim:
     token: int
 
 
+@attrs.frozen
+class Saved:
+    """What a save stamped on the record it stored: the record it was handed
+    is left as it was, and the caller applies these once the save succeeded."""
+
+    #: The stored version (one more than the record's).
+    version: int
+    #: When it was written (seconds since the epoch).
+    updated_at: float
+
+    def stamp(self, record: ThreadRecord) -> None:
+        """Make ``record`` the stored one: its version and write time."""
+        record.version, record.updated_at = self.version, self.updated_at
+
+    @classmethod
+    def next_of(cls, record: ThreadRecord, now: float) -> tuple[Saved, ThreadRecord]:
+        """The stamp of ``record``'s next save at ``now``, and the copy of
+        ``record`` to store with it (``record`` itself stays as it was)."""
+        saved = cls(record.version + 1, now)
+        return saved, attrs.evolve(record, version=saved.version, updated_at=now)
+
+
 class ReplicaSignals(Protocol):
     """What the replicas of a shared store tell each other about runs."""
 
@@ -78,8 +100,10 @@ class ThreadStore(Protocol):
 
         Every ``thread_id`` of this interface is such a key; records are saved under ``record.key``."""
 
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
-        """Write the record durably (all or nothing); ``PersistenceError`` on failure."""
+    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
+        """Write the record durably (all or nothing) as its next version; what
+        that stamped on it (the record handed in is not changed: the caller
+        applies :class:`Saved` once the write succeeded); ``PersistenceError`` on failure."""
 
     async def list_threads(
         self, owner: str, after: ListCursor | None, limit: int, states: frozenset[ThreadState] | None = None

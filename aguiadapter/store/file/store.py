@@ -35,7 +35,7 @@ from .retention import FileRetention, retention_seconds_of
 from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, summary_of
 from ...threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json
 from ..run_log import LogBounds, MemoryRunLogs
-from ..contract import Claim, CorruptRecord, PersistenceError, parse_stored_record
+from ..contract import Claim, CorruptRecord, PersistenceError, Saved, parse_stored_record
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()
@@ -192,15 +192,11 @@ class FileThreadStore:
             raise CorruptRecord(f"{name}: {exc.strerror}") from exc
         return parse_stored_record(thread_id, data, name)
 
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
         """Atomically replace the thread's file."""
-        record.version += 1
-        record.updated_at = time.time()
-        try:
-            await self._write_listed(record)
-        except PersistenceError:
-            record.version -= 1
-            raise
+        saved, stamped = Saved.next_of(record, time.time())
+        await self._write_listed(stamped)
+        return saved
 
     async def _write_listed(self, record: ThreadRecord) -> None:
         """Write the record, and the first time, its thread list marker (a

@@ -47,7 +47,7 @@ from .limits import RedisRunSlots
 from .run_log import RedisRunLogs
 from .run_log import _key as run_log_key
 from .thread_list import RedisThreadList
-from ..contract import Claim, PersistenceError, StoreUnavailable, parse_stored_record
+from ..contract import Claim, PersistenceError, StoreUnavailable, Saved, parse_stored_record
 
 log = logging.getLogger(__name__)
 
@@ -380,12 +380,12 @@ class RedisThreadStore:
         raw = data if isinstance(data, bytes) else data.encode()
         return parse_stored_record(thread_id, raw, f"redis record of {thread_id}")
 
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
         """Compare-and-set the record on its version, fenced by the claim's token."""
         if claim is not None and claim.thread_id != record.key:
             raise PersistenceError(f"claim of {claim.thread_id} used for {record.key}")
         expected = record.version
-        record.version, record.updated_at = expected + 1, time.time()
+        saved, record = Saved.next_of(record, time.time())
         try:
             summary = summary_of(record)
             keys = [self.keys.thread(record.key), self.keys.claim(record.key),
@@ -396,11 +396,10 @@ class RedisThreadStore:
             ]
             result = await _bounded(self._save_script(keys=keys, args=args))
         except _ERRORS as exc:
-            record.version = expected
             raise PersistenceError(f"redis: {_why(exc)}") from exc
         if result != 1:
-            record.version = expected
             raise PersistenceError(_SAVE_REFUSALS.get(int(result), f"unexpected answer {result!r}"))
+        return saved
 
     async def list_threads(
         self, owner: str, after: ListCursor | None, limit: int, states: frozenset[ThreadState] | None = None
