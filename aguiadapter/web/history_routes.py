@@ -30,6 +30,7 @@ from .auth import named_user_id
 from .handlers import authenticate
 from .http_errors import error_response, request_language
 from .keys import CONFIG, HISTORY, backend
+from .thread_list import page_limit
 
 #: Turns per page when the client names no ``limit``, and the most it may ask for.
 DEFAULT_LIMIT: Final = 20
@@ -37,11 +38,7 @@ MAX_LIMIT: Final = 200
 
 
 def _limit(raw: str | None) -> int:
-    if raw is None:
-        return DEFAULT_LIMIT
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 6 or not 1 <= int(raw) <= MAX_LIMIT:
-        raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_history_limit", max=MAX_LIMIT)
-    return int(raw)
+    return page_limit(raw, DEFAULT_LIMIT, MAX_LIMIT, "invalid_history_limit", max=MAX_LIMIT)
 
 
 def _cursor(raw: str | None) -> str | None:
