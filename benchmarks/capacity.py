@@ -1,5 +1,5 @@
 """Measures 5 (idle streams) and 10-11 (capacity): many open streams of one
-process, each sample on a fresh runtime and target (:class:`.suite.Bench`)."""
+process, each sample on a fresh runtime and target (:class:`.harness.Bench`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from .report import (
 MB = 1024 * 1024
 
 if TYPE_CHECKING:
-    from .suite import Bench
+    from .harness import Bench
 
 
 async def measure_idle(bench: Bench) -> None:
