@@ -38,6 +38,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.eventually import eventually
+from tests.support.serve import demo_runtime
 from tests.support.recordings import INDEX, recorded_objects, recorded_request_text
 
 TOKEN = "demo-runtime-test-token"
@@ -48,10 +49,8 @@ Json = dict[str, Any]
 
 @pytest.fixture
 async def runtime() -> AsyncIterator[DemoRuntime]:
-    demo = DemoRuntime(token=TOKEN)
-    await demo.start()
-    yield demo
-    await demo.close()
+    async with demo_runtime(token=TOKEN) as demo:
+        yield demo
 
 
 @pytest.fixture

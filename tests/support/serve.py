@@ -1,10 +1,15 @@
-"""Serving an aiohttp app of a test on a free loopback port, written once."""
+"""Servers of the tests on free loopback ports, written once: an aiohttp app's
+runner, and the embedded demo runtime."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 from aiohttp import web
+
+from aguiadapter.demo.runtime import DemoRuntime
 
 Runner = TypeVar("Runner", bound=web.BaseRunner)
 
@@ -21,3 +26,15 @@ def port_of(runner: web.BaseRunner) -> int:
     """The port ``runner`` listens on."""
     port: int = runner.addresses[0][1]
     return port
+
+
+@contextlib.asynccontextmanager
+async def demo_runtime(**options: Any) -> AsyncIterator[DemoRuntime]:
+    """The embedded demo runtime as a separate A2A server on loopback
+    (``options``: :class:`DemoRuntime`'s, e.g. ``token``), closed on exit."""
+    runtime = DemoRuntime(**options)
+    await runtime.start()
+    try:
+        yield runtime
+    finally:
+        await runtime.close()
