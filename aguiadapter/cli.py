@@ -402,7 +402,7 @@ async def serve(
     """Run the server until SIGINT or SIGTERM; the banner and the drain and
     shutdown lines go to standard output in ``log_format``."""
     from .web.app import create_app
-    from .web.keys import BACKEND
+    from .web.keys import SERVICE
     from .web.server import AdapterRunner
 
     console = _Console(log_format == "json")
@@ -444,7 +444,7 @@ async def serve(
         signals = _Signals()
         try:
             await signals.next()
-            service = app[BACKEND].service
+            service = app.get(SERVICE)
             if service is not None and service.can_hand_off and service.active:
                 # Rolling restart: let other replicas adopt the runs in flight.
                 console.say(f"aguiadapter: draining {len(service.active)} run(s) for up to "
@@ -474,10 +474,11 @@ class _Console:
 def _print_banner(
     app: web.Application, runner: web.BaseRunner, site: web.TCPSite, config: cfg.Config, console: _Console
 ) -> None:
-    from .web.keys import BACKEND
+    from .web.keys import CLIENT, METRICS_URLS, SERVICE
 
-    started = app[BACKEND]
-    runtime = mask_url(started.client.url) if started.client is not None else "?"
+    client, service = app.get(CLIENT), app.get(SERVICE)
+    listeners: tuple[str, ...] = app.get(METRICS_URLS) or ()
+    runtime = mask_url(client.url) if client is not None else "?"
     kind = {
         "demo": "embedded demo runtime (a scripted agent with canned answers, not a model)",
         "iac-code": "iac-code a2a child",
@@ -485,21 +486,21 @@ def _print_banner(
     roots = ", ".join(config.allowed_cwds) or "any absolute path"
     where = [f"http://{host}:{port}/" for host, port, *_ in runner.addresses]
     if console.json_lines:  # one object, the same facts
-        store = started.service.store if started.service is not None else None
+        store = service.store if service is not None else None
         fields: dict[str, Any] = {
             "version": __version__, "urls": where or [site.name], "runtime": kind, "runtime_url": runtime,
             "state": store.location() if store is not None else str(config.state_dir / "threads"),
             "auth": _auth_summary(config), "workspaces": list(config.allowed_cwds),
             "max_active_runs": config.max_active_runs, "max_active_runs_per_user": config.max_active_runs_per_user,
             "new_threads_per_user_per_minute": config.max_new_threads_per_user if config.jwt is not None else None,
-            "metrics": ([f"{where[0]}metrics"] if config.metrics and where else []) + started.metrics_urls or None,
+            "metrics": ([f"{where[0]}metrics"] if config.metrics and where else []) + list(listeners) or None,
         }
         console.say("", "listening", **fields)
         return
     print(f"aguiadapter {__version__} listening on {', '.join(where) or site.name}", flush=True)
     print(f"  runtime: {kind} at {runtime}", flush=True)
     print(f"  profile: {_profile_summary(config)}", flush=True)
-    store = started.service.store if started.service is not None else None
+    store = service.store if service is not None else None
     print(f"  state:   {store.location() if store is not None else config.state_dir / 'threads'}", flush=True)
     print(f"  auth:    {_auth_summary(config)}; workspaces: {roots}", flush=True)
     if config.max_active_runs or config.max_active_runs_per_user:
@@ -508,7 +509,7 @@ def _print_banner(
     if config.jwt is not None and config.max_new_threads_per_user:
         print(f"  threads: {config.max_new_threads_per_user} new per user per minute", flush=True)
     metrics = [f"{where[0]}metrics"] if config.metrics and where else []
-    metrics += started.metrics_urls
+    metrics += listeners
     if metrics:
         print(f"  metrics: {', '.join(metrics)}", flush=True)
 

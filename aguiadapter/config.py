@@ -10,9 +10,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
@@ -383,16 +383,25 @@ def default_state_dir(config_dir: Path | None = None, env: Mapping[str, str] = o
     return (config_dir or default_config_dir(env)) / "agui"
 
 
+_N = TypeVar("_N", int, float)
+_V = TypeVar("_V")
+_D = TypeVar("_D")
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
 
+def _number(text: str, kind: Callable[[str], _N], what: str) -> _N:
+    """``text`` read as ``kind``; ``ValueError`` naming ``what`` it is not."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"not {what}: {text!r}") from None
+
+
 def parse_port(text: str) -> int:
     """A TCP port number (0: any free one); ``ValueError`` for anything else."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise ValueError(f"not a port number: {text!r}") from None
+    port = _number(text, int, "a port number")
     if not 0 <= port <= 65535:
         raise ValueError(f"a port is between 0 and 65535, not {port}")
     return port
@@ -400,10 +409,7 @@ def parse_port(text: str) -> int:
 
 def parse_seconds(text: str) -> float:
     """A duration, not negative; ``ValueError`` for anything else."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"not a number of seconds: {text!r}") from None
+    value = _number(text, float, "a number of seconds")
     if not value >= 0:
         raise ValueError(f"must not be negative, not {text}")
     return value
@@ -411,40 +417,35 @@ def parse_seconds(text: str) -> float:
 
 def parse_count(text: str) -> int:
     """A whole number, not negative (0 usually means no limit); ``ValueError`` for anything else."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"not a whole number: {text!r}") from None
+    value = _number(text, int, "a whole number")
     if value < 0:
         raise ValueError(f"must not be negative, not {value}")
     return value
 
 
-def env_count(env: Mapping[str, str], name: str, default: int) -> int:
-    """A count from the environment (empty means unset)."""
+def _from_env(env: Mapping[str, str], name: str, parse: Callable[[str], _V], default: _D) -> _V | _D:
+    """``env[name]`` read by ``parse`` (empty means unset: ``default``); a
+    ``ValueError`` names the variable."""
     raw = env.get(name) or ""
     try:
-        return parse_count(raw) if raw else default
+        return parse(raw) if raw else default
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
+
+
+def env_count(env: Mapping[str, str], name: str, default: int) -> int:
+    """A count from the environment (empty means unset)."""
+    return _from_env(env, name, parse_count, default)
 
 
 def env_port(env: Mapping[str, str], name: str, default: int | None) -> int | None:
     """A port from the environment (empty means unset)."""
-    raw = env.get(name) or ""
-    try:
-        return parse_port(raw) if raw else default
-    except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
+    return _from_env(env, name, parse_port, default)
 
 
 def env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
     """A duration from the environment (empty means unset)."""
-    raw = env.get(name) or ""
-    try:
-        return parse_seconds(raw) if raw else default
-    except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
+    return _from_env(env, name, parse_seconds, default)
 
 
 def env_flag(env: Mapping[str, str], name: str) -> bool:

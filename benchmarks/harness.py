@@ -18,7 +18,7 @@ import attrs
 
 from .client import StreamResult
 from .procs import Server
-from .report import TARGET_LABELS
+from .report import TARGET_LABELS, Results
 
 
 @attrs.frozen
@@ -140,6 +140,8 @@ class Bench(Protocol):
     work: Path
     cwd: str
     extra: list[Any]
+    targets: list[Target]
+    results: Results
 
     def log(self, *args: Any) -> None:
         """Print a progress line."""
@@ -149,6 +151,12 @@ class Bench(Protocol):
                         store: str | None = None, extra_args: Sequence[str] = (),
                         env_extra: dict[str, str] | None = None, heartbeat: float | None = None) -> Server:
         """An adapter process (not started)."""
+
+    def _iac_server(self, port: int, name: str = "iac-code-agui", a2a_url: str | None = None) -> Server:
+        """An ``iac-code agui`` process (not started)."""
+
+    def _relay_server(self, port: int, name: str = "relay", a2a_url: str | None = None) -> Server:
+        """A minimal relay process (not started)."""
 
     async def one_run(self, target: Target, text: str, *, keep_body: bool = False,
                       opened: asyncio.Event | None = None, result: StreamResult | None = None,

@@ -20,14 +20,10 @@ if TYPE_CHECKING:
 @pytest.fixture
 async def demo() -> AsyncIterator[DemoRuntime]:
     """The embedded demo runtime, as a separate A2A server on loopback."""
-    from aguiadapter.demo.runtime import DemoRuntime
+    from tests.support.serve import demo_runtime
 
-    runtime = DemoRuntime()
-    await runtime.start()
-    try:
+    async with demo_runtime() as runtime:
         yield runtime
-    finally:
-        await runtime.close()
 
 
 @pytest.fixture

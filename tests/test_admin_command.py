@@ -249,6 +249,6 @@ async def test_the_file_store_deletes_a_thread_only_while_its_claim_holds(tmp_pa
         assert [summary.thread_id for summary in listed.threads] == ["t-kept"]
         assert [summary.thread_id async for summary in store.each_summary()] == ["t-kept"]
         assert [path.name for path in (tmp_path / "state" / "index").rglob("*") if path.is_file()] == [
-            store.path_for("t-kept").name]
+            store.path_for("t-kept").name.removesuffix(".json") + ".mark"]
     finally:
         await store.close()

@@ -22,6 +22,7 @@ from tests.support.connect import applied, connect_body, connect_then_cut, runs_
 from tests.support.eventually import eventually
 from tests.support.reattach import read_then_cut
 from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer, write_jwks
+from tests.support.serve import on_loopback
 
 PIPELINE = {"runMode": "pipeline", "pipelineName": "selling"}
 
@@ -205,9 +206,7 @@ async def test_another_users_thread_is_an_unknown_one_with_the_hosts_hook(
 
     config = Config(state_dir=tmp_path / "state", a2a_url=demo.url, allowed_cwds=(str(tmp_path / "workspaces"),))
     runner = web.AppRunner(create_app(config, principal=from_header), shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     try:

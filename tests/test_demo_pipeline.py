@@ -37,6 +37,7 @@ from tests.fixtures.pipeline.record import (
     user_message,
 )
 from tests.support.eventually import eventually
+from tests.support.serve import demo_runtime
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pipeline"
 REAL = Path(__file__).resolve().parent / "fixtures" / "a2a-pipeline"
@@ -45,10 +46,8 @@ Json = dict[str, Any]
 
 @pytest.fixture
 async def runtime() -> AsyncIterator[DemoRuntime]:
-    demo = DemoRuntime(token=TOKEN)
-    await demo.start()
-    yield demo
-    await demo.close()
+    async with demo_runtime(token=TOKEN) as demo:
+        yield demo
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.eventually import eventually
+from tests.support.serve import demo_runtime
 from tests.support.recordings import INDEX, recorded_objects, recorded_request_text
 
 TOKEN = "demo-runtime-test-token"
@@ -48,14 +49,12 @@ Json = dict[str, Any]
 
 @pytest.fixture
 async def runtime() -> AsyncIterator[DemoRuntime]:
-    demo = DemoRuntime(token=TOKEN)
-    await demo.start()
-    yield demo
-    await demo.close()
+    async with demo_runtime(token=TOKEN) as demo:
+        yield demo
 
 
 @pytest.fixture
-async def client(runtime: DemoRuntime) -> AsyncIterator[Client]:
+async def sdk_client(runtime: DemoRuntime) -> AsyncIterator[Client]:
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=20) as http:
         sdk_client = await create_client(runtime.url, ClientConfig(httpx_client=http))
         yield sdk_client
@@ -63,7 +62,7 @@ async def client(runtime: DemoRuntime) -> AsyncIterator[Client]:
 
 
 @pytest.fixture
-async def raw(runtime: DemoRuntime) -> AsyncIterator[aiohttp.ClientSession]:
+async def http_session(runtime: DemoRuntime) -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession(base_url=runtime.url) as session:
         yield session
 
@@ -100,8 +99,8 @@ def answer(task: str, envelope: Json, decision: str, *, context: str = "ctx-demo
     )
 
 
-async def send(client: Client, message: Message) -> list[StreamResponse]:
-    return [event async for event in client.send_message(SendMessageRequest(message=message))]
+async def send(sdk_client: Client, message: Message) -> list[StreamResponse]:
+    return [event async for event in sdk_client.send_message(SendMessageRequest(message=message))]
 
 
 def state(event: StreamResponse) -> str:
@@ -137,9 +136,9 @@ def assert_end_of_turn(event: StreamResponse) -> None:
     assert set(iac(event)) == {"iacCodeSessionId"}
 
 
-async def rpc(raw: aiohttp.ClientSession, body: Json, headers: dict[str, str] = HEADERS) -> tuple[str, Any]:
+async def rpc(http_session: aiohttp.ClientSession, body: Json, headers: dict[str, str] = HEADERS) -> tuple[str, Any]:
     """POST one JSON-RPC body; the content type and the parsed reply (SSE → list)."""
-    async with raw.post("/", json=body, headers=headers) as response:
+    async with http_session.post("/", json=body, headers=headers) as response:
         assert response.status == 200
         if response.content_type == "text/event-stream":
             lines = [line async for line in response.content if line.startswith(b"data: ")]
@@ -151,9 +150,9 @@ def call(method: str, params: Json) -> Json:
     return {"jsonrpc": "2.0", "id": "req-test", "method": method, "params": params}
 
 
-async def interrupted(client: Client, text: str = "permission notes.txt") -> tuple[str, Json]:
+async def interrupted(sdk_client: Client, text: str = "permission notes.txt") -> tuple[str, Json]:
     """Run a turn up to its interrupt; the task id and the input envelope."""
-    events = await send(client, user(text))
+    events = await send(sdk_client, user(text))
     assert state(events[-1]) == "TASK_STATE_INPUT_REQUIRED"
     return events[0].task.id, iac(events[-1])["input"]
 
@@ -161,8 +160,8 @@ async def interrupted(client: Client, text: str = "permission notes.txt") -> tup
 # --- turns through the SDK ----------------------------------------------------
 
 
-async def test_default_turn_streams_a_reply_quoting_the_user(client: Client) -> None:
-    events = await send(client, user("Good morning, demo"))
+async def test_default_turn_streams_a_reply_quoting_the_user(sdk_client: Client) -> None:
+    events = await send(sdk_client, user("Good morning, demo"))
     task = events[0].task
     assert TaskState.Name(task.status.state) == "TASK_STATE_SUBMITTED"
     assert task.history[0].parts[0].text == "Good morning, demo"
@@ -177,8 +176,8 @@ async def test_default_turn_streams_a_reply_quoting_the_user(client: Client) -> 
     assert_end_of_turn(events[-1])
 
 
-async def test_think_turn_streams_raw_thinking_before_text(client: Client) -> None:
-    events = await send(client, user("Think about regions"))
+async def test_think_turn_streams_raw_thinking_before_text(sdk_client: Client) -> None:
+    events = await send(sdk_client, user("Think about regions"))
     kinds = ["thinking" if "thinking" in iac(e) else "text" if deltas([e]) else "" for e in events]
     thinking = [iac(e)["thinking"] for e in events if "thinking" in iac(e)]
     assert 2 <= len(thinking) <= 3 and all(t["type"] == "raw_thinking" for t in thinking)
@@ -186,8 +185,8 @@ async def test_think_turn_streams_raw_thinking_before_text(client: Client) -> No
     assert_end_of_turn(events[-1])
 
 
-async def test_tool_turn_runs_list_files_once_and_sends_an_artifact(client: Client, runtime: DemoRuntime) -> None:
-    events = await send(client, user("tool please"))
+async def test_tool_turn_runs_list_files_once_and_sends_an_artifact(sdk_client: Client, runtime: DemoRuntime) -> None:
+    events = await send(sdk_client, user("tool please"))
     trace = tool_trace(events)
     assert [t["status"] for t in trace] == [
         "started",
@@ -209,54 +208,54 @@ async def test_tool_turn_runs_list_files_once_and_sends_an_artifact(client: Clie
     assert_end_of_turn(events[-1])
 
 
-async def test_slow_turn_sends_a_delta_every_fifth_of_a_second(client: Client) -> None:
+async def test_slow_turn_sends_a_delta_every_fifth_of_a_second(sdk_client: Client) -> None:
     started = asyncio.get_running_loop().time()
-    events = await send(client, user("slow 0.6"))
+    events = await send(sdk_client, user("slow 0.6"))
     assert deltas(events) == ["tick 1. ", "tick 2. ", "tick 3. "]
     assert asyncio.get_running_loop().time() - started >= 0.4
     assert_end_of_turn(events[-1])
 
 
-async def test_silent_turn_sends_one_delta_then_nothing_until_its_end(client: Client) -> None:
+async def test_silent_turn_sends_one_delta_then_nothing_until_its_end(sdk_client: Client) -> None:
     started = asyncio.get_running_loop().time()
-    events = await send(client, user("silent 0.5"))
+    events = await send(sdk_client, user("silent 0.5"))
     assert deltas(events) == ["waiting. "]
     assert asyncio.get_running_loop().time() - started >= 0.5
     assert final_text(events) == "waiting. "
     assert_end_of_turn(events[-1])
 
 
-async def test_firehose_sends_every_delta_the_sdk_can_parse(client: Client) -> None:
-    events = await send(client, user("firehose 3000"))
+async def test_firehose_sends_every_delta_the_sdk_can_parse(sdk_client: Client) -> None:
+    events = await send(sdk_client, user("firehose 3000"))
     pieces = deltas(events)
     assert len(pieces) == 3000 and pieces[0] == "w0 " and pieces[-1] == "w2999 "
     assert "".join(pieces) == final_text(events)
     assert_end_of_turn(events[-1])
 
 
-async def test_fail_turn_ends_failed_with_a_non_retryable_error(client: Client) -> None:
-    events = await send(client, user("fail now"))
+async def test_fail_turn_ends_failed_with_a_non_retryable_error(sdk_client: Client) -> None:
+    events = await send(sdk_client, user("fail now"))
     assert state(events[-1]) == "TASK_STATE_FAILED"
     assert "failed on purpose" in events[-1].status_update.status.message.parts[0].text
     error = iac(events[-1])["error"]
     assert error["retryable"] is False and error["errorId"].startswith("err-")
 
 
-async def test_rpcerror_arrives_mid_stream_and_leaves_the_task_failed(client: Client, runtime: DemoRuntime) -> None:
+async def test_rpcerror_arrives_mid_stream_and_leaves_the_task_failed(sdk_client: Client, runtime: DemoRuntime) -> None:
     seen: list[StreamResponse] = []
     with pytest.raises(InternalError, match="on purpose"):
-        async for event in client.send_message(SendMessageRequest(message=user("rpcerror"))):
+        async for event in sdk_client.send_message(SendMessageRequest(message=user("rpcerror"))):
             seen.append(event)
     assert len(deltas(seen)) == 2
-    task = await client.get_task(GetTaskRequest(id=seen[0].task.id))
+    task = await sdk_client.get_task(GetTaskRequest(id=seen[0].task.id))
     assert TaskState.Name(task.status.state) == "TASK_STATE_FAILED"
 
 
 # --- interrupts -------------------------------------------------------------------
 
 
-async def test_permission_interrupt_carries_the_full_envelope(client: Client) -> None:
-    task_id, envelope = await interrupted(client, "permission plan.tf")
+async def test_permission_interrupt_carries_the_full_envelope(sdk_client: Client) -> None:
+    task_id, envelope = await interrupted(sdk_client, "permission plan.tf")
     assert envelope["kind"] == "permission" and envelope["required"] is True
     assert envelope["requestTaskId"] == task_id and envelope["contextId"] == "ctx-demo"
     assert re.fullmatch(r"permission-[0-9a-f]{32}", envelope["inputId"])
@@ -267,16 +266,16 @@ async def test_permission_interrupt_carries_the_full_envelope(client: Client) ->
     )
     assert envelope["isReadOnly"] is False
     assert [o["id"] for o in envelope["options"]] == ["allow_once", "deny"]
-    task = await client.get_task(GetTaskRequest(id=task_id))
+    task = await sdk_client.get_task(GetTaskRequest(id=task_id))
     meta = MessageToDict(task.metadata)["iac_code"]
     assert meta["input"] == envelope and meta["permission"]["pending"] is True
     assert meta["executionControl"]["executionStatus"] == "input-required"
 
 
-async def test_permission_allow_runs_the_tool_exactly_once(client: Client, runtime: DemoRuntime) -> None:
-    task_id, envelope = await interrupted(client)
+async def test_permission_allow_runs_the_tool_exactly_once(sdk_client: Client, runtime: DemoRuntime) -> None:
+    task_id, envelope = await interrupted(sdk_client)
     assert runtime.state.tool_runs["write_file"] == 0
-    events = await send(client, answer(task_id, envelope, "allow_once"))
+    events = await send(sdk_client, answer(task_id, envelope, "allow_once"))
     assert not events[0].HasField("task")
     assert iac(events[0]) == {
         "inputReceived": {
@@ -291,19 +290,19 @@ async def test_permission_allow_runs_the_tool_exactly_once(client: Client, runti
     assert runtime.state.tool_runs_by_use_id[envelope["toolUseId"]] == 1
     # As iac-code: the same answer again is acknowledged as a duplicate and runs nothing;
     # another decision for the same input conflicts with the receipt.
-    (again,) = await send(client, answer(task_id, envelope, "allow_once"))
+    (again,) = await send(sdk_client, answer(task_id, envelope, "allow_once"))
     assert iac(again)["inputReceived"] == {
         "inputId": envelope["inputId"], "toolUseId": envelope["toolUseId"], "kind": "permission",
         "decision": "allow_once", "recovered": True, "duplicate": True,
     }
     with pytest.raises(InvalidParamsError, match="conflicts with receipt"):
-        await send(client, answer(task_id, envelope, "deny"))
+        await send(sdk_client, answer(task_id, envelope, "deny"))
     assert runtime.state.tool_runs["write_file"] == 1
 
 
-async def test_permission_deny_fails_the_tool_without_running_it(client: Client, runtime: DemoRuntime) -> None:
-    task_id, envelope = await interrupted(client)
-    events = await send(client, answer(task_id, envelope, "deny"))
+async def test_permission_deny_fails_the_tool_without_running_it(sdk_client: Client, runtime: DemoRuntime) -> None:
+    task_id, envelope = await interrupted(sdk_client)
+    events = await send(sdk_client, answer(task_id, envelope, "deny"))
     failed = tool_trace(events)
     assert [t["status"] for t in failed] == ["failed"] and failed[0]["result"].startswith(DENIAL)
     assert not any(e.HasField("artifact_update") for e in events)
@@ -321,32 +320,32 @@ async def test_permission_deny_fails_the_tool_without_running_it(client: Client,
     ids=["wrong-context", "unknown-decision", "wrong-input-id"],
 )
 async def test_bad_permission_answers_are_refused(
-    client: Client, runtime: DemoRuntime, context: str, decision: str, input_id: str, refusal: str
+    sdk_client: Client, runtime: DemoRuntime, context: str, decision: str, input_id: str, refusal: str
 ) -> None:
-    task_id, envelope = await interrupted(client)
+    task_id, envelope = await interrupted(sdk_client)
     if input_id:
         envelope = {**envelope, "inputId": input_id}
     with pytest.raises(InvalidParamsError, match=re.escape(refusal)):
-        await send(client, answer(task_id, envelope, decision, context=context))
+        await send(sdk_client, answer(task_id, envelope, decision, context=context))
     assert runtime.state.tasks[task_id].pending is not None  # still waiting for a valid answer
 
 
-async def test_answer_to_a_canceled_permission_is_refused(client: Client, runtime: DemoRuntime) -> None:
-    task_id, envelope = await interrupted(client)
-    canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+async def test_answer_to_a_canceled_permission_is_refused(sdk_client: Client, runtime: DemoRuntime) -> None:
+    task_id, envelope = await interrupted(sdk_client)
+    canceled = await sdk_client.cancel_task(CancelTaskRequest(id=task_id))
     assert TaskState.Name(canceled.status.state) == "TASK_STATE_CANCELED"
     assert canceled.status.message.parts[0].text == "Task canceled."
     with pytest.raises(InvalidParamsError, match="permission boundary is canceled"):
-        await send(client, answer(task_id, envelope, "allow_once"))
+        await send(sdk_client, answer(task_id, envelope, "allow_once"))
     assert runtime.state.tool_runs["write_file"] == 0
 
 
-async def test_question_is_answered_with_an_option_label(client: Client) -> None:
-    task_id, envelope = await interrupted(client, "question")
+async def test_question_is_answered_with_an_option_label(sdk_client: Client) -> None:
+    task_id, envelope = await interrupted(sdk_client, "question")
     assert envelope["kind"] == "ask_user_question" and envelope["required"] is True
     assert len(envelope["options"]) == 3 and envelope["allowFreeText"] is True and envelope["freeTextPrompt"]
     label = envelope["options"][1]["label"]
-    events = await send(client, user(label, task=task_id))
+    events = await send(sdk_client, user(label, task=task_id))
     assert iac(events[0])["inputReceived"]["kind"] == "ask_user_question"
     assert label in final_text(events)
     assert_end_of_turn(events[-1])
@@ -355,50 +354,50 @@ async def test_question_is_answered_with_an_option_label(client: Client) -> None
 # --- cancel, subscribe, disconnect ----------------------------------------------
 
 
-async def test_cancel_stops_a_slow_task_mid_stream(client: Client, runtime: DemoRuntime) -> None:
+async def test_cancel_stops_a_slow_task_mid_stream(sdk_client: Client, runtime: DemoRuntime) -> None:
     events: list[StreamResponse] = []
-    async for event in client.send_message(SendMessageRequest(message=user("slow 20"))):
+    async for event in sdk_client.send_message(SendMessageRequest(message=user("slow 20"))):
         events.append(event)
         if deltas([event]) and len(deltas(events)) == 2:
             task_id = events[0].task.id
-            canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+            canceled = await sdk_client.cancel_task(CancelTaskRequest(id=task_id))
             assert TaskState.Name(canceled.status.state) == "TASK_STATE_CANCELED"
     assert state(events[-1]) == "TASK_STATE_CANCELED"
     assert events[-1].status_update.status.message.parts[0].text == "Task canceled."
     assert len(deltas(events)) == 2
-    task = await client.get_task(GetTaskRequest(id=task_id))
+    task = await sdk_client.get_task(GetTaskRequest(id=task_id))
     assert TaskState.Name(task.status.state) == "TASK_STATE_CANCELED"
     assert runtime.state.total_cancel_calls == 1 and runtime.state.tasks[task_id].runner is None
 
 
-async def test_cancel_of_a_finished_turn_is_refused(client: Client) -> None:
-    events = await send(client, user("hello"))
+async def test_cancel_of_a_finished_turn_is_refused(sdk_client: Client) -> None:
+    events = await send(sdk_client, user("hello"))
     with pytest.raises(TaskNotCancelableError, match="Task cannot be canceled"):
-        await client.cancel_task(CancelTaskRequest(id=events[0].task.id))
+        await sdk_client.cancel_task(CancelTaskRequest(id=events[0].task.id))
 
 
-async def test_unknown_tasks_are_not_found(client: Client) -> None:
+async def test_unknown_tasks_are_not_found(sdk_client: Client) -> None:
     with pytest.raises(TaskNotFoundError):
-        await client.get_task(GetTaskRequest(id="no-such-task"))
+        await sdk_client.get_task(GetTaskRequest(id="no-such-task"))
     with pytest.raises(TaskNotFoundError):
-        await client.cancel_task(CancelTaskRequest(id="no-such-task"))
+        await sdk_client.cancel_task(CancelTaskRequest(id="no-such-task"))
     with pytest.raises(TaskNotFoundError):
-        await send(client, user("hello", task="no-such-task"))
+        await send(sdk_client, user("hello", task="no-such-task"))
 
 
-async def test_subscribe_follows_a_running_task_and_refuses_a_finished_one(client: Client) -> None:
-    stream = client.send_message(SendMessageRequest(message=user("slow 0.8")))
+async def test_subscribe_follows_a_running_task_and_refuses_a_finished_one(sdk_client: Client) -> None:
+    stream = sdk_client.send_message(SendMessageRequest(message=user("slow 0.8")))
     task_id = (await anext(stream)).task.id
-    followed = [e async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+    followed = [e async for e in sdk_client.subscribe(SubscribeToTaskRequest(id=task_id))]
     assert followed[0].task.id == task_id and deltas(followed)
     assert_end_of_turn(followed[-1])
     rest = [e async for e in stream]
     assert_end_of_turn(rest[-1])
     with pytest.raises(TaskNotFoundError, match="is not active"):
-        [e async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+        [e async for e in sdk_client.subscribe(SubscribeToTaskRequest(id=task_id))]
 
 
-async def test_client_disconnect_leaves_the_task_running(raw: aiohttp.ClientSession, runtime: DemoRuntime) -> None:
+async def test_client_disconnect_leaves_the_task_running(http_session: aiohttp.ClientSession, runtime: DemoRuntime) -> None:
     body = call(
         "SendStreamingMessage",
         {
@@ -410,7 +409,7 @@ async def test_client_disconnect_leaves_the_task_running(raw: aiohttp.ClientSess
             }
         },
     )
-    response = await raw.post("/", json=body, headers=HEADERS)
+    response = await http_session.post("/", json=body, headers=HEADERS)
     first = json.loads((await response.content.readline())[6:])
     task = runtime.state.tasks[first["result"]["task"]["id"]]
     response.close()  # the client goes away mid-stream
@@ -430,13 +429,13 @@ async def test_non_streaming_send_returns_the_task_after_the_turn(runtime: DemoR
     assert event.task.history[-1].parts[0].text.startswith("Hello!")
 
 
-async def test_turns_in_one_context_are_new_tasks_in_one_session(client: Client, runtime: DemoRuntime) -> None:
-    first, second = await send(client, user("one")), await send(client, user("two"))
+async def test_turns_in_one_context_are_new_tasks_in_one_session(sdk_client: Client, runtime: DemoRuntime) -> None:
+    first, second = await send(sdk_client, user("one")), await send(sdk_client, user("two"))
     assert first[0].task.id != second[0].task.id
     assert iac(first[-1])["iacCodeSessionId"] == iac(second[-1])["iacCodeSessionId"]
     with pytest.raises(InvalidParamsError, match="bad context id"):
-        await send(client, user("three", task=first[0].task.id, context="ctx-elsewhere"))
-    follow_up = await send(client, user("again", task=first[0].task.id))
+        await send(sdk_client, user("three", task=first[0].task.id, context="ctx-elsewhere"))
+    follow_up = await send(sdk_client, user("again", task=first[0].task.id))
     assert not follow_up[0].HasField("task") and state(follow_up[0]) == "TASK_STATE_SUBMITTED"
     sent = [m["parts"][0]["text"] for m in runtime.state.received]
     assert sent == ["one", "two", "three", "again"]
@@ -445,20 +444,20 @@ async def test_turns_in_one_context_are_new_tasks_in_one_session(client: Client,
 # --- HTTP edge ----------------------------------------------------------------------
 
 
-async def test_missing_or_old_a2a_version_header_is_refused(raw: aiohttp.ClientSession) -> None:
+async def test_missing_or_old_a2a_version_header_is_refused(http_session: aiohttp.ClientSession) -> None:
     for headers in ({"Authorization": f"Bearer {TOKEN}"}, {**HEADERS, "A2A-Version": "0.3"}):
-        content_type, reply = await rpc(raw, call("GetTask", {"id": "x"}), headers)
+        content_type, reply = await rpc(http_session, call("GetTask", {"id": "x"}), headers)
         assert content_type == "application/json" and reply["error"]["code"] == -32009
 
 
 async def test_wrong_token_gets_401_but_health_and_card_are_open(
-    runtime: DemoRuntime, raw: aiohttp.ClientSession
+    runtime: DemoRuntime, http_session: aiohttp.ClientSession
 ) -> None:
-    async with raw.post(
+    async with http_session.post(
         "/", json=call("GetTask", {"id": "x"}), headers={**HEADERS, "Authorization": "Bearer nope"}
     ) as r:
         assert r.status == 401
-    async with raw.get("/health") as r:
+    async with http_session.get("/health") as r:
         assert r.status == 200 and await r.json() == {"status": "ok"}
     async with httpx.AsyncClient(headers={"Authorization": "Bearer nope"}) as http:
         sdk = await create_client(runtime.url, ClientConfig(httpx_client=http))
@@ -466,22 +465,22 @@ async def test_wrong_token_gets_401_but_health_and_card_are_open(
             await sdk.get_task(GetTaskRequest(id="x"))
 
 
-async def test_unknown_method_and_bad_params(raw: aiohttp.ClientSession) -> None:
-    _, reply = await rpc(raw, call("ListEverything", {}))
+async def test_unknown_method_and_bad_params(http_session: aiohttp.ClientSession) -> None:
+    _, reply = await rpc(http_session, call("ListEverything", {}))
     assert reply["error"]["code"] == -32601
-    _, reply = await rpc(raw, call("SendStreamingMessage", {"message": {"parts": "nope"}}))
+    _, reply = await rpc(http_session, call("SendStreamingMessage", {"message": {"parts": "nope"}}))
     assert reply["error"]["code"] == -32602
 
 
-async def test_ensure_restored_answers_like_iac_code(client: Client, raw: aiohttp.ClientSession) -> None:
-    events = await send(client, user("hello", context="ctx-restore"))
+async def test_ensure_restored_answers_like_iac_code(sdk_client: Client, http_session: aiohttp.ClientSession) -> None:
+    events = await send(sdk_client, user("hello", context="ctx-restore"))
     session_id = iac(events[-1])["iacCodeSessionId"]
     route = "/iac-code/session/ensure-restored"
-    async with raw.post(route, json={"cwd": "/workspace", "sessionId": session_id}, headers=HEADERS) as response:
+    async with http_session.post(route, json={"cwd": "/workspace", "sessionId": session_id}, headers=HEADERS) as response:
         assert (response.status, await response.json()) == (200, {"status": "current"})
-    async with raw.post(route, json={"cwd": "/workspace", "sessionId": "unknown"}, headers=HEADERS) as response:
+    async with http_session.post(route, json={"cwd": "/workspace", "sessionId": "unknown"}, headers=HEADERS) as response:
         assert (response.status, await response.json()) == (404, {"status": "not_found"})
-    async with raw.post(route, json={"cwd": "/workspace"}, headers=HEADERS) as response:
+    async with http_session.post(route, json={"cwd": "/workspace"}, headers=HEADERS) as response:
         assert response.status == 400
 
 
@@ -541,11 +540,11 @@ CONVERSATIONS = {
 
 
 @pytest.mark.parametrize("steps", CONVERSATIONS.values(), ids=list(CONVERSATIONS))
-async def test_replayed_conversation_matches_the_recorded_wire(raw: aiohttp.ClientSession, steps: list[str]) -> None:
+async def test_replayed_conversation_matches_the_recorded_wire(http_session: aiohttp.ClientSession, steps: list[str]) -> None:
     ids: dict[str, str] = {}
     for name in steps:
         body = json.loads(adapt(recorded_request_text(name), ids))
-        content_type, reply = await rpc(raw, body)
+        content_type, reply = await rpc(http_session, body)
         recorded = recorded_objects(name)
         assert content_type == INDEX[name]["contentType"], name
         ours = reply if isinstance(reply, list) else [reply]
@@ -558,7 +557,7 @@ async def test_replayed_conversation_matches_the_recorded_wire(raw: aiohttp.Clie
         learn_ids([recorded[0], recorded[-1]], [ours[0], ours[-1]], ids)
 
 
-async def test_metadata_numbers_are_floats_on_the_wire(raw: aiohttp.ClientSession) -> None:
+async def test_metadata_numbers_are_floats_on_the_wire(http_session: aiohttp.ClientSession) -> None:
     body = call(
         "SendStreamingMessage",
         {
@@ -570,7 +569,7 @@ async def test_metadata_numbers_are_floats_on_the_wire(raw: aiohttp.ClientSessio
             }
         },
     )
-    async with raw.post("/", json=body, headers=HEADERS) as response:
+    async with http_session.post("/", json=body, headers=HEADERS) as response:
         text = await response.text()
     assert '"inputTokens":100.0' in text and '"schemaVersion":1.0' in text and '"partialJsonLength":' in text
     assert all(line.startswith('data: {"result":') for line in text.split("\n\n") if line)

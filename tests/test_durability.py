@@ -43,7 +43,7 @@ async def test_a_save_is_synced_only_under_fsync(tmp_path: Path, monkeypatch: py
         record = ThreadRecord(thread_id="t", context_id="c", cwd="/w")
         for number in range(SPILL_AT + 1):  # one save that appends to the run history too
             record.runs[f"r-{number}"] = RunEntry(f"d-{number}", "success")
-        await store.save(record)
+        (await store.save(record)).stamp(record)
         # The record's temp file and folder, the new history file and its folder.
         assert len(fsyncs) == (4 if synced else 0)
         loaded = await store.load("t")

@@ -28,7 +28,7 @@ from aguiadapter.protocol.parsing import parse_run_input
 from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import ThreadRecord, ThreadState, record_from_json
 from aguiadapter.service.thread_service import ThreadService
-from aguiadapter.store.contract import PersistenceError
+from aguiadapter.store.contract import PersistenceError, Saved
 from tests.support.adapter import run_body
 from tests.support.agui import check_order, parse_sse
 
@@ -115,11 +115,11 @@ class FailsAfterStart(FileThreadStore):
         super().__init__(*args)
         self.saves = 0
 
-    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
         self.saves += 1
         if self.saves == 2:
             raise PersistenceError("disk full")
-        await super().save(record, claim)
+        return await super().save(record, claim)
 
 
 @pytest.mark.parametrize("text", ["firehose 5", "think about it", "tool"])

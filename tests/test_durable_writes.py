@@ -90,7 +90,8 @@ async def test_the_file_store_reaches_the_disk_only_on_its_own_threads(tmp_path:
     store = FileThreadStore(tmp_path / "state", retention_days=1)
     await store.start()
     records = [ThreadRecord(thread_id=f"t-{n}", context_id="ctx", cwd="/w") for n in range(20)]
-    await asyncio.gather(*(store.save(record) for record in records))
+    for record, saved in zip(records, await asyncio.gather(*(store.save(record) for record in records)), strict=True):
+        saved.stamp(record)
     await store.set_deadline("t-1", 1.0)
     assert [await store.load(record.thread_id) for record in records] == records
     assert len((await store.list_threads(owner_of(records[0]), None, 50)).threads) == 20
@@ -105,7 +106,7 @@ async def test_a_closed_store_refuses_writes_and_its_threads_end(tmp_path: Path)
     store = FileThreadStore(tmp_path / "state")
     await store.start()
     record = ThreadRecord(thread_id="t-1", context_id="ctx", cwd="/w")
-    await store.save(record)
+    (await store.save(record)).stamp(record)
     saved = attrs.evolve(record)
     threads = set(threading.enumerate()) - before
     assert threads and threads <= store_threads()

@@ -13,6 +13,7 @@ from aiohttp import web
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream, texts
+from tests.support.serve import on_loopback
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "embed_in_aiohttp.py"
 
@@ -28,9 +29,7 @@ def load_example() -> ModuleType:
 async def test_the_embedding_example_serves_runs_under_its_prefix(tmp_path: Path, demo: DemoRuntime) -> None:
     parent = load_example().build_parent(tmp_path / "state", a2a_url=demo.url, token="t0ken")
     runner = web.AppRunner(parent, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     auth = {"Authorization": "Bearer t0ken"}
     try:
@@ -60,9 +59,7 @@ async def test_errors_under_the_prefix_are_the_adapters_and_the_parents_stay_its
 
     parent = load_example().build_parent(tmp_path / "state", a2a_url=demo.url, token=None)
     runner = AdapterRunner(parent, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         async with aiohttp.ClientSession() as session:
@@ -88,9 +85,7 @@ async def test_two_adapters_in_one_process_share_nothing(tmp_path: Path, demo: D
     parent.add_subapp("/a/", create_app(Config(state_dir=tmp_path / "a", a2a_url=demo.url)))
     parent.add_subapp("/b/", create_app(Config(state_dir=tmp_path / "b", a2a_url=demo.url, auth_token="only-b")))
     runner = web.AppRunner(parent, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     body = run_body(thread_id="same-thread", text="hello", cwd=str(tmp_path))
     try:

@@ -23,6 +23,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.stops import assert_stopped
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream, texts
+from tests.support.serve import on_loopback
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "embed_in_aiohttp.py"
@@ -60,9 +61,7 @@ def cookie_host(config: Config, *, by_key: bool) -> web.Application:
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
     runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
 
 
@@ -264,6 +263,31 @@ async def test_a_host_middleware_names_the_user_without_an_aiohttp_warning() -> 
         warnings.simplefilter("error")
         request[PRINCIPAL_KEY] = "alice"
         assert await principal_from_request_key(request) == "alice"
+
+
+async def test_a_mounted_adapter_lives_its_whole_life_without_an_aiohttp_warning(
+    tmp_path: Path, demo: DemoRuntime
+) -> None:
+    # The adapter keeps what it starts in its own app keys, set while its startup runs
+    # (before aiohttp freezes the app, a mounted one included), and the host's middleware
+    # names the user with the typed request key: start, a run, a metrics scrape and the
+    # stop draw neither NotAppKeyWarning nor "Changing state of started or joined application".
+    config = Config(state_dir=tmp_path / "state", a2a_url=demo.url, allowed_cwds=(str(tmp_path),), metrics=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runner, base = await serve(cookie_host(config, by_key=True))
+        try:
+            alice = await signed_in(base, "alice")
+            try:
+                body = run_body(thread_id="quiet", text="hello", cwd=str(tmp_path))
+                async with alice.post(f"{base}/agui/", json=body) as resp:
+                    assert "hello" in texts(check_stream(await resp.read()))
+                async with alice.get(f"{base}/agui/metrics") as resp:
+                    assert resp.status == 200
+            finally:
+                await alice.close()
+        finally:
+            await runner.cleanup()
 
 
 async def test_a_host_hands_the_app_the_store_it_opened(tmp_path: Path, demo: DemoRuntime) -> None:

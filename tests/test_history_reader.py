@@ -15,6 +15,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.i18n import render
 from aguiadapter.service.history_reader import HistoryReader, HistoryUnavailable, read_session_file
 from aguiadapter.threads.record import ThreadRecord
+from tests.support.serve import on_loopback, port_of
 
 RECORDING = json.loads((Path(__file__).parent / "fixtures" / "history" / "iac-code-0.16.0.json").read_text())
 SESSION = "0b6f7c1e-2f7d-4c55-9d55-6a3a1f0e9c11"
@@ -268,10 +269,8 @@ async def verbose_runtime() -> Any:
     app.router.add_get("/iac-code/execution/state", state)
     app.router.add_get("/iac-code/session/recovery", recovery)
     runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    await on_loopback(runner)
+    port = port_of(runner)
     try:
         async with A2AClient(f"http://127.0.0.1:{port}/") as a2a:
             yield a2a

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter, run_body, started
 from tests.support.conversation import DEMO_TURNS, converse, live_tool_call_ids
+from tests.support.serve import on_loopback
 
 MESSAGES = TypeAdapter(list[Message])
 
@@ -125,9 +126,7 @@ async def test_another_users_thread_reads_exactly_as_an_unknown_one(tmp_path: Pa
 
     config = Config(state_dir=tmp_path / "state", a2a_url=demo.url, allowed_cwds=(str(tmp_path),))
     runner = web.AppRunner(create_app(config, principal=user_of), shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         async with aiohttp.ClientSession() as session:

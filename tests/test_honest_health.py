@@ -14,6 +14,7 @@ from aiohttp import web
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.iac_runtime import free_port
+from tests.support.serve import on_loopback, port_of
 
 
 async def health(adapter: RunningAdapter) -> dict[str, Any]:
@@ -73,10 +74,8 @@ async def test_a_runtime_whose_health_needs_the_token_is_unauthorized_from_the_s
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", refuse)
     runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    await on_loopback(runner)
+    port = port_of(runner)
     caplog.set_level(logging.WARNING, "aguiadapter")
     try:
         adapter = await start_adapter(tmp_path / "state", f"http://127.0.0.1:{port}/", a2a_token="wrong-token")

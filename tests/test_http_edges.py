@@ -370,9 +370,11 @@ async def test_the_thread_of_an_odd_id_stays_a_file_of_the_state_folder(
 ) -> None:
     thread_id = "../../escape\n" + "x" * 300
     assert (await adapter.run(body(workspace, threadId=thread_id))).events()[-1]["type"] == "RUN_FINISHED"
-    names = [name for _, _, files in os.walk(tmp_path / "state") for name in files if name.endswith(".json")]
-    # Its record, and its thread list entry of the same name.
-    assert len(names) == 2 and names[0] == names[1] and len(names[0].encode()) <= 255 and "\n" not in names[0]
+    names = sorted(name for _, _, files in os.walk(tmp_path / "state") for name in files
+                   if name.endswith((".json", ".mark")) and name != "deadlines.json")
+    # Its record, and its thread list entry of the same stem.
+    assert len(names) == 2 and names[0].removesuffix(".json") == names[1].removesuffix(".mark")
+    assert all(len(name.encode()) <= 255 and "\n" not in name for name in names)
     assert not (tmp_path / "escape").exists() and not (tmp_path.parent / "escape").exists()
 
 

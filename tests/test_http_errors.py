@@ -17,9 +17,10 @@ from aguiadapter.a2a.client import A2AClient
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.record import ThreadRecord
 from aguiadapter.store.file.store import FileThreadStore
-from aguiadapter.store.contract import PersistenceError
+from aguiadapter.store.contract import PersistenceError, Saved
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.stops import assert_stopped
+from tests.support.serve import on_loopback
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LANGUAGES = ["en", "zh-CN"]
@@ -218,7 +219,7 @@ async def test_unknown_interrupt_on_a_thread_with_nothing_pending(
 
 
 class BrokenDisk(FileThreadStore):
-    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
         raise PersistenceError("disk full")
 
 
@@ -232,9 +233,7 @@ async def test_state_persistence_failed_before_the_stream(
     config = Config(state_dir=tmp_path / "s", a2a_url=demo.url)
     app = create_app(config, store=BrokenDisk(tmp_path / "s"))
     runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     import aiohttp
 
     port = runner.addresses[0][1]
@@ -310,9 +309,7 @@ async def test_a2a_protocol_error_cancels_the_foreign_task(tmp_path: Path, works
     app = web.Application()
     app.router.add_post("/", handle)
     runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     port = runner.addresses[0][1]
     running = await start_adapter(tmp_path / "s", f"http://127.0.0.1:{port}/")
     try:
@@ -331,11 +328,11 @@ class DiskFailsAfterStart(FileThreadStore):
         super().__init__(*args)
         self.saves = 0
 
-    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
         self.saves += 1
         if self.saves > 1:
             raise PersistenceError("disk full")
-        await super().save(record, claim)
+        return await super().save(record, claim)
 
 
 async def test_an_interrupt_that_cannot_be_stored_is_never_announced(
@@ -350,9 +347,7 @@ async def test_an_interrupt_that_cannot_be_stored_is_never_announced(
     config = Config(state_dir=tmp_path / "s", a2a_url=demo.url)
     app = create_app(config, store=DiskFailsAfterStart(tmp_path / "s"))
     runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     port = runner.addresses[0][1]
     running = Running(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
     try:

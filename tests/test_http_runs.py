@@ -19,6 +19,7 @@ from aguiadapter.web.keys import STREAMS
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.agui import parse_sse, texts, types
 from tests.support.eventually import eventually
+from tests.support.serve import on_loopback
 
 
 def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -241,9 +242,7 @@ async def _silent_runtime() -> Any:
     app = web.Application()
     app.router.add_post("/", handle)
     runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     port = runner.addresses[0][1]
 
     class Quiet:

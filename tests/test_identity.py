@@ -64,7 +64,7 @@ async def start(tmp_path: Path, demo: DemoRuntime, jwks_file: Path | None, **con
 
 
 @pytest.fixture
-async def secured(tmp_path: Path, demo: DemoRuntime, jwks_file: Path) -> AsyncIterator[RunningAdapter]:
+async def jwt_adapter(tmp_path: Path, demo: DemoRuntime, jwks_file: Path) -> AsyncIterator[RunningAdapter]:
     running = await start(tmp_path, demo, jwks_file)
     try:
         yield running
@@ -108,24 +108,24 @@ def state_files(adapter: RunningAdapter) -> bytes:
 
 # ------------------------------------------------------------ threads and users
 async def test_each_user_has_their_own_thread_ids(
-    secured: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path
+    jwt_adapter: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path
 ) -> None:
     """The README's ``thread-1`` is everybody's first thread: taking it first takes nothing from anyone."""
     alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
     first = run_body(thread_id="thread-1", text="permission notes.txt", cwd=str(workspace), run_id="r1")
-    interrupt, _ = interrupted(await secured.run(first, alice))
-    hers = state_file_of(secured, "thread-1", "alice").read_bytes()
-    own = await secured.run(run_body(thread_id="thread-1", text="hello", cwd=str(workspace)), bob)
+    interrupt, _ = interrupted(await jwt_adapter.run(first, alice))
+    hers = state_file_of(jwt_adapter, "thread-1", "alice").read_bytes()
+    own = await jwt_adapter.run(run_body(thread_id="thread-1", text="hello", cwd=str(workspace)), bob)
     assert own.events()[-1]["type"] == "RUN_FINISHED"
-    assert (await stored(secured, "thread-1", "bob")).principal == "bob"
-    assert state_file_of(secured, "thread-1", "alice").read_bytes() == hers, "alice's thread is as she left it"
+    assert (await stored(jwt_adapter, "thread-1", "bob")).principal == "bob"
+    assert state_file_of(jwt_adapter, "thread-1", "alice").read_bytes() == hers, "alice's thread is as she left it"
     assert sum(demo.state.tool_runs.values()) == 0
     # Within her own namespace the protocol's binding holds: another cwd is a conflict.
     elsewhere = workspace.parent / "session-2"
     elsewhere.mkdir()
-    moved = await secured.run(resume_body("thread-1", elsewhere, interrupt), alice)
+    moved = await jwt_adapter.run(resume_body("thread-1", elsewhere, interrupt), alice)
     assert moved.status == 409 and code_of(moved) == "THREAD_BINDING_CONFLICT"
-    events = (await secured.run(resume_body("thread-1", workspace, interrupt), alice)).events()
+    events = (await jwt_adapter.run(resume_body("thread-1", workspace, interrupt), alice)).events()
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
     assert sum(demo.state.tool_runs.values()) == 1
 
@@ -155,35 +155,35 @@ def outcome_of(reply: Reply) -> tuple[int, str]:
 
 @pytest.mark.parametrize(("attack", "make"), ATTACKS, ids=[row[0] for row in ATTACKS])
 async def test_another_users_thread_answers_post_exactly_as_an_unknown_one(
-    secured: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path, attack: str, make: Any
+    jwt_adapter: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path, attack: str, make: Any
 ) -> None:
     alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
     first = run_body(thread_id="t-alice", text="permission notes.txt", cwd=str(workspace), run_id="r1")
-    interrupt, execution_id = interrupted(await secured.run(first, alice))
-    hers = state_file_of(secured, "t-alice", "alice").read_bytes()
-    theirs = await secured.run(make("t-alice", str(workspace), first, interrupt), bob)
-    nothing = await secured.run(make("t-never", str(workspace), first, interrupt), bob)
+    interrupt, execution_id = interrupted(await jwt_adapter.run(first, alice))
+    hers = state_file_of(jwt_adapter, "t-alice", "alice").read_bytes()
+    theirs = await jwt_adapter.run(make("t-alice", str(workspace), first, interrupt), bob)
+    nothing = await jwt_adapter.run(make("t-never", str(workspace), first, interrupt), bob)
     assert outcome_of(theirs) == outcome_of(nothing), attack
     if theirs.status != 200:
         assert theirs.json() == nothing.json()
-    assert state_file_of(secured, "t-alice", "alice").read_bytes() == hers, "nothing of alice's changed on disk"
+    assert state_file_of(jwt_adapter, "t-alice", "alice").read_bytes() == hers, "nothing of alice's changed on disk"
     assert sum(demo.state.tool_runs.values()) == 0
-    cancelled = await secured.post(CANCEL.format(execution_id), cancel_body("t-alice"), bob)
-    unknown = await secured.post(CANCEL.format("exec-unknown"), cancel_body("t-nobody"), bob)
+    cancelled = await jwt_adapter.post(CANCEL.format(execution_id), cancel_body("t-alice"), bob)
+    unknown = await jwt_adapter.post(CANCEL.format("exec-unknown"), cancel_body("t-nobody"), bob)
     assert cancelled.status == unknown.status == 404
     assert cancelled.json() == unknown.json() and code_of(cancelled) == "EXECUTION_NOT_FOUND"
-    assert state_file_of(secured, "t-alice", "alice").read_bytes() == hers
+    assert state_file_of(jwt_adapter, "t-alice", "alice").read_bytes() == hers
 
 
 async def test_alices_cancel_works_where_bobs_was_not_found(
-    secured: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path
+    jwt_adapter: RunningAdapter, demo: DemoRuntime, key: SigningKey, workspace: Path
 ) -> None:
     alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
     body = run_body(thread_id="t-cancel", text="permission notes.txt", cwd=str(workspace))
-    _, execution_id = interrupted(await secured.run(body, alice))
-    assert (await secured.post(CANCEL.format(execution_id), cancel_body("t-cancel"), bob)).status == 404
-    assert (await stored(secured, "t-cancel", "alice")).state == "interrupted", "bob's cancel changed nothing"
-    reply = await secured.post(CANCEL.format(execution_id), cancel_body("t-cancel"), alice)
+    _, execution_id = interrupted(await jwt_adapter.run(body, alice))
+    assert (await jwt_adapter.post(CANCEL.format(execution_id), cancel_body("t-cancel"), bob)).status == 404
+    assert (await stored(jwt_adapter, "t-cancel", "alice")).state == "interrupted", "bob's cancel changed nothing"
+    reply = await jwt_adapter.post(CANCEL.format(execution_id), cancel_body("t-cancel"), alice)
     assert reply.json() == {"executionId": execution_id, "status": "cancelled"}
 
 
@@ -214,29 +214,29 @@ async def get(adapter: RunningAdapter, path: str, headers: dict[str, str]) -> Re
 
 
 async def test_another_users_thread_and_run_read_exactly_like_unknown_ones(
-    secured: RunningAdapter, key: SigningKey, workspace: Path
+    jwt_adapter: RunningAdapter, key: SigningKey, workspace: Path
 ) -> None:
     alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
     body = run_body(thread_id="t-read", text="permission notes.txt", cwd=str(workspace), run_id="r1")
-    first = await secured.run(body, alice)
+    first = await jwt_adapter.run(body, alice)
     interrupt, _ = interrupted(first)
 
-    mine = await get(secured, "threads/t-read", alice)
+    mine = await get(jwt_adapter, "threads/t-read", alice)
     assert mine.status == 200 and mine.json()["pendingInterrupts"] == [interrupt]
-    replay = await get(secured, "threads/t-read/runs/r1/events", alice)
+    replay = await get(jwt_adapter, "threads/t-read/runs/r1/events", alice)
     assert (replay.status, replay.body) == (200, first.body)
 
     # Bob: the status route and the re-attach route answer as for a thread that never was.
     for path, unknown in [("threads/t-read", "threads/t-never"),
                           ("threads/t-read/runs/r1/events", "threads/t-never/runs/r1/events"),
                           ("threads/t-read/runs/r1/events?after=2", "threads/t-never/runs/r1/events?after=2")]:
-        theirs, nothing = await get(secured, path, bob), await get(secured, unknown, bob)
+        theirs, nothing = await get(jwt_adapter, path, bob), await get(jwt_adapter, unknown, bob)
         assert theirs.status == nothing.status == 404, path
         assert theirs.json() == nothing.json() and code_of(theirs) == "THREAD_NOT_FOUND"
         assert theirs.headers["Content-Type"] == nothing.headers["Content-Type"]
     # Without a token, nothing is read either.
     for path in ("threads/t-read", "threads/t-read/runs/r1/events"):
-        anonymous = await get(secured, path, {})
+        anonymous = await get(jwt_adapter, path, {})
         assert anonymous.status == 401 and code_of(anonymous) == "UNAUTHORIZED"
         assert anonymous.headers["WWW-Authenticate"].startswith("Bearer ")
 
@@ -265,15 +265,15 @@ async def test_another_user_cannot_keep_a_run_alive_by_re_attaching(
         await adapter.close()
 
 
-async def test_a_body_user_id_must_be_the_verified_user(secured: RunningAdapter, key: SigningKey, workspace: Path) -> None:
+async def test_a_body_user_id_must_be_the_verified_user(jwt_adapter: RunningAdapter, key: SigningKey, workspace: Path) -> None:
     alice = bearer(key.token("alice"))
-    other = await secured.run(run_body(thread_id="t-uid", text="hi", cwd=str(workspace), userId="bob"), alice)
+    other = await jwt_adapter.run(run_body(thread_id="t-uid", text="hi", cwd=str(workspace), userId="bob"), alice)
     assert other.status == 400 and code_of(other) == "INVALID_INPUT"
     assert "forwardedProps.iacCode.userId" in other.json()["error"]["message"]
-    assert await stored(secured, "t-uid", "alice") is None
-    same = await secured.run(run_body(thread_id="t-uid", text="hi", cwd=str(workspace), userId="alice"), alice)
+    assert await stored(jwt_adapter, "t-uid", "alice") is None
+    same = await jwt_adapter.run(run_body(thread_id="t-uid", text="hi", cwd=str(workspace), userId="alice"), alice)
     assert same.status == 200
-    absent = await secured.run(run_body(thread_id="t-uid", text="again", cwd=str(workspace)), alice)
+    absent = await jwt_adapter.run(run_body(thread_id="t-uid", text="again", cwd=str(workspace)), alice)
     assert absent.status == 200, "an absent userId is the principal, the thread's user"
 
 
@@ -287,15 +287,15 @@ async def test_a_thread_started_without_identity_is_not_taken_over_by_a_user(
         before = state_file_of(shared, "t-before", None).read_bytes()
     finally:
         await shared.close()
-    secured = await start(tmp_path, demo, jwks_file)
+    jwt_adapter = await start(tmp_path, demo, jwks_file)
     try:
         alice = bearer(key.token("alice"))
-        reply = await secured.run(run_body(thread_id="t-before", text="mine", cwd=str(workspace)), alice)
+        reply = await jwt_adapter.run(run_body(thread_id="t-before", text="mine", cwd=str(workspace)), alice)
         assert reply.events()[-1]["type"] == "RUN_FINISHED", "alice's own t-before, a new thread"
-        assert (await secured.post(CANCEL.format(execution_id), cancel_body("t-before"), alice)).status == 404
-        assert state_file_of(secured, "t-before", None).read_bytes() == before
+        assert (await jwt_adapter.post(CANCEL.format(execution_id), cancel_body("t-before"), alice)).status == 404
+        assert state_file_of(jwt_adapter, "t-before", None).read_bytes() == before
     finally:
-        await secured.close()
+        await jwt_adapter.close()
 
 
 async def test_a_users_thread_made_before_per_user_ids_keeps_working(
@@ -368,7 +368,7 @@ def refused_tokens(key: SigningKey) -> dict[str, str | None]:
 
 
 async def test_every_bad_token_is_401_with_a_challenge(
-    secured: RunningAdapter, key: SigningKey, workspace: Path, caplog: pytest.LogCaptureFixture
+    jwt_adapter: RunningAdapter, key: SigningKey, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     tokens = refused_tokens(key)
@@ -376,15 +376,15 @@ async def test_every_bad_token_is_401_with_a_challenge(
         headers = {} if token is None else bearer(token)
         body = run_body(thread_id=f"t-401-{len(name)}", text="hi", cwd=str(workspace))
         for reply in (
-            await secured.run(body, headers),
-            await secured.post(CANCEL.format("exec-1"), cancel_body("t-401"), headers),
+            await jwt_adapter.run(body, headers),
+            await jwt_adapter.post(CANCEL.format("exec-1"), cancel_body("t-401"), headers),
         ):
             assert reply.status == 401, name
             assert code_of(reply) == "UNAUTHORIZED", name
             challenge = reply.headers["WWW-Authenticate"]
             assert challenge.startswith('Bearer realm="aguiadapter"'), name
             assert ('error="invalid_token"' in challenge) == (token is not None), name
-    assert list((secured.config.state_dir / "threads").glob("*.json")) == [], "no refused run left a record"
+    assert list((jwt_adapter.config.state_dir / "threads").glob("*.json")) == [], "no refused run left a record"
     reasons = {getattr(record, "fields", {}).get("reason") for record in caplog.records}
     assert {"expired", "not_yet_valid", "audience", "issuer", "unknown_key", "bad_signature"} <= reasons
     logged = caplog.text
@@ -394,60 +394,60 @@ async def test_every_bad_token_is_401_with_a_challenge(
 
 
 async def test_an_expired_token_is_told_so_in_the_callers_language(
-    secured: RunningAdapter, key: SigningKey, workspace: Path
+    jwt_adapter: RunningAdapter, key: SigningKey, workspace: Path
 ) -> None:
     token = key.token("alice", exp=int(time.time()) - 120)
-    reply = await secured.run(
+    reply = await jwt_adapter.run(
         run_body(thread_id="t-exp", text="hi", cwd=str(workspace)), {**bearer(token), "Accept-Language": "zh-CN"}
     )
     assert reply.status == 401 and "过期" in reply.json()["error"]["message"]
 
 
-async def test_small_clock_skew_is_tolerated(secured: RunningAdapter, key: SigningKey, workspace: Path) -> None:
+async def test_small_clock_skew_is_tolerated(jwt_adapter: RunningAdapter, key: SigningKey, workspace: Path) -> None:
     now = int(time.time())
     token = key.token("alice", exp=now - 5, nbf=now + 5, iat=now + 5)
-    reply = await secured.run(run_body(thread_id="t-skew", text="hi", cwd=str(workspace)), bearer(token))
+    reply = await jwt_adapter.run(run_body(thread_id="t-skew", text="hi", cwd=str(workspace)), bearer(token))
     assert reply.status == 200
 
 
 async def test_the_token_is_kept_nowhere(
-    secured: RunningAdapter, key: SigningKey, workspace: Path, caplog: pytest.LogCaptureFixture
+    jwt_adapter: RunningAdapter, key: SigningKey, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     token = key.token("alice")
     body = run_body(thread_id="t-secret", text="permission notes.txt", cwd=str(workspace))
-    interrupted(await secured.run(body, bearer(token)))
+    interrupted(await jwt_adapter.run(body, bearer(token)))
     signature = token.split(".")[-1]
-    assert signature.encode() not in state_files(secured)
+    assert signature.encode() not in state_files(jwt_adapter)
     assert token not in caplog.text and signature not in caplog.text
 
 
 # ------------------------------------------------------------ the JWKS file
 async def test_a_rotated_jwks_file_is_picked_up_without_a_restart(
-    secured: RunningAdapter, key: SigningKey, jwks_file: Path, workspace: Path, caplog: pytest.LogCaptureFixture
+    jwt_adapter: RunningAdapter, key: SigningKey, jwks_file: Path, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     def body() -> dict[str, Any]:
         return run_body(thread_id="t-rotate", text="hi", cwd=str(workspace))
 
-    assert (await secured.run(body(), bearer(key.token("alice")))).status == 200
+    assert (await jwt_adapter.run(body(), bearer(key.token("alice")))).status == 200
     new = SigningKey("ES256", kid="es256-2")
     write_jwks(jwks_file, key, new)  # the new key is published first...
-    assert (await secured.run(body(), bearer(new.token("alice")))).status == 200
-    assert (await secured.run(body(), bearer(key.token("alice")))).status == 200
+    assert (await jwt_adapter.run(body(), bearer(new.token("alice")))).status == 200
+    assert (await jwt_adapter.run(body(), bearer(key.token("alice")))).status == 200
     write_jwks(jwks_file, new)  # ...then the old one is withdrawn
-    assert (await secured.run(body(), bearer(key.token("alice")))).status == 401
-    assert (await secured.run(body(), bearer(new.token("alice")))).status == 200
+    assert (await jwt_adapter.run(body(), bearer(key.token("alice")))).status == 401
+    assert (await jwt_adapter.run(body(), bearer(new.token("alice")))).status == 200
 
     caplog.set_level(logging.WARNING, logger="aguiadapter.web.jwks")
     jwks_file.write_text('{"keys": [')
     for _ in range(3):
-        assert (await secured.run(body(), bearer(new.token("alice")))).status == 200, "the last good keys stay"
+        assert (await jwt_adapter.run(body(), bearer(new.token("alice")))).status == 200, "the last good keys stay"
     refusals = [r for r in caplog.records if "not used" in r.getMessage()]
     assert len(refusals) == 1, "a broken file is reported once"
     jwks_file.unlink()
-    assert (await secured.run(body(), bearer(new.token("alice")))).status == 200
+    assert (await jwt_adapter.run(body(), bearer(new.token("alice")))).status == 200
     write_jwks(jwks_file, key)
-    assert (await secured.run(body(), bearer(key.token("alice")))).status == 200
+    assert (await jwt_adapter.run(body(), bearer(key.token("alice")))).status == 200
 
 
 async def test_unusable_keys_are_skipped_and_named(tmp_path: Path, demo: DemoRuntime, key: SigningKey,
@@ -548,21 +548,21 @@ async def test_jwt_mode_without_an_audience_stops_the_start(tmp_path: Path, jwks
 
 
 async def test_a_token_for_another_audience_is_refused_and_the_configured_one_accepted(
-    secured: RunningAdapter, key: SigningKey, workspace: Path
+    jwt_adapter: RunningAdapter, key: SigningKey, workspace: Path
 ) -> None:
-    state = state_files(secured)
+    state = state_files(jwt_adapter)
     for aud, status in [
         ("some-other-service", 401), (["some-other-service", "another"], 401), (None, 401),
         ("", 401), (AUDIENCE, 200), (["some-other-service", AUDIENCE], 200),
     ]:
         thread = f"t-aud-{status}-{aud!r}".replace(" ", "")
         token = key.token("alice", aud=aud)  # None: no aud claim at all
-        reply = await secured.run(run_body(thread_id=thread, text="hi", cwd=str(workspace)), bearer(token))
+        reply = await jwt_adapter.run(run_body(thread_id=thread, text="hi", cwd=str(workspace)), bearer(token))
         assert reply.status == status, aud
         if status == 401:
             assert code_of(reply) == "UNAUTHORIZED"
-            assert state_files(secured) == state, "a refused token leaves nothing on disk"
-        state = state_files(secured)
+            assert state_files(jwt_adapter) == state, "a refused token leaves nothing on disk"
+        state = state_files(jwt_adapter)
 
 
 async def test_the_shared_token_mode_answers_401_with_the_same_challenge(
@@ -581,20 +581,20 @@ async def test_the_shared_token_mode_answers_401_with_the_same_challenge(
 
 
 async def test_an_unreadable_thread_file_is_unknown_to_other_users(
-    secured: RunningAdapter, key: SigningKey, workspace: Path
+    jwt_adapter: RunningAdapter, key: SigningKey, workspace: Path
 ) -> None:
     alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
     body = run_body(thread_id="t-broken", text="permission notes.txt", cwd=str(workspace))
-    interrupt, _ = interrupted(await secured.run(body, alice))
-    state_file_of(secured, "t-broken", "alice").write_text("{ not json")
+    interrupt, _ = interrupted(await jwt_adapter.run(body, alice))
+    state_file_of(jwt_adapter, "t-broken", "alice").write_text("{ not json")
     # The same damage under a bare id (a record of an earlier version, or of the shared token).
-    state_file_of(secured, "t-bare", None).write_text("{ not json")
+    state_file_of(jwt_adapter, "t-bare", None).write_text("{ not json")
     for thread in ("t-broken", "t-bare"):
         for path in (f"threads/{thread}", f"threads/{thread}/runs/r1/events"):
-            theirs, nothing = await get(secured, path, bob), await get(secured, path.replace(thread, "t-never"), bob)
+            theirs, nothing = await get(jwt_adapter, path, bob), await get(jwt_adapter, path.replace(thread, "t-never"), bob)
             assert (theirs.status, theirs.json()) == (nothing.status, nothing.json()), path
-        theirs = await secured.run(resume_body(thread, workspace, interrupt), bob)
-        nothing = await secured.run(resume_body("t-never", workspace, interrupt), bob)
+        theirs = await jwt_adapter.run(resume_body(thread, workspace, interrupt), bob)
+        nothing = await jwt_adapter.run(resume_body("t-never", workspace, interrupt), bob)
         assert (theirs.status, theirs.json()) == (nothing.status, nothing.json())
-    mine = await get(secured, "threads/t-broken", alice)
+    mine = await get(jwt_adapter, "threads/t-broken", alice)
     assert mine.status == 409 and code_of(mine) == "EXECUTION_LOST", "its owner is told what happened"

@@ -20,6 +20,7 @@ from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.web.jwks_url import cache_seconds
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
 from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer
+from tests.support.serve import on_loopback, port_of
 
 REFRESH = 0.5
 
@@ -52,10 +53,8 @@ class Provider:
         app = web.Application()
         app.router.add_get("/.well-known/jwks.json", self.jwks)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        await on_loopback(self._runner)
+        port = port_of(self._runner)
         self.url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
         return self
 
@@ -79,7 +78,7 @@ async def provider(first_key: SigningKey) -> AsyncIterator[Provider]:
 
 
 @pytest.fixture
-async def secured(tmp_path: Path, demo: DemoRuntime, provider: Provider) -> AsyncIterator[RunningAdapter]:
+async def jwt_adapter(tmp_path: Path, demo: DemoRuntime, provider: Provider) -> AsyncIterator[RunningAdapter]:
     settings = JwtSettings(jwks_url=provider.url, issuer=ISSUER, audience=AUDIENCE, jwks_refresh_seconds=REFRESH,
                            jwks_fetch_timeout_seconds=1.0)
     running = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
@@ -97,71 +96,71 @@ async def status_of(adapter: RunningAdapter, token: str) -> int:
 
 
 async def test_a_key_rotated_in_at_the_provider_is_accepted_after_a_refresh(
-    secured: RunningAdapter, provider: Provider, first_key: SigningKey, workspace: Path
+    jwt_adapter: RunningAdapter, provider: Provider, first_key: SigningKey, workspace: Path
 ) -> None:
-    assert await status_of(secured, first_key.token("alice")) == 200
-    reply = await secured.run(run_body(thread_id="t-url", text="hi", cwd=str(workspace)),
+    assert await status_of(jwt_adapter, first_key.token("alice")) == 200
+    reply = await jwt_adapter.run(run_body(thread_id="t-url", text="hi", cwd=str(workspace)),
                               headers=bearer(first_key.token("alice")))
     assert reply.status == 200 and reply.events()[-1]["type"] == "RUN_FINISHED"
     rotated = SigningKey("ES256", kid="2026-12")
     provider.keys = [first_key, rotated]
     await asyncio.sleep(REFRESH)  # the fetch at start was just now
-    assert await status_of(secured, rotated.token("alice")) == 200, "the new kid made the adapter fetch again"
+    assert await status_of(jwt_adapter, rotated.token("alice")) == 200, "the new kid made the adapter fetch again"
     provider.keys = [rotated]  # the old key retired: refused once the set is fetched again
     await asyncio.sleep(REFRESH)
     provider.cache_control = None
-    assert await status_of(secured, SigningKey("ES256", kid="unknown").token("alice")) == 401  # fetches again
-    assert await status_of(secured, first_key.token("alice")) == 401
+    assert await status_of(jwt_adapter, SigningKey("ES256", kid="unknown").token("alice")) == 401  # fetches again
+    assert await status_of(jwt_adapter, first_key.token("alice")) == 401
 
 
 async def test_an_outage_of_the_url_keeps_the_last_good_set(
-    secured: RunningAdapter, provider: Provider, first_key: SigningKey, caplog: pytest.LogCaptureFixture
+    jwt_adapter: RunningAdapter, provider: Provider, first_key: SigningKey, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, "aguiadapter.web.jwks_url")
     provider.status = 503
     for _ in range(3):
         await asyncio.sleep(REFRESH)
         # An unknown kid makes it try the URL, which fails: the known key still works.
-        assert await status_of(secured, SigningKey("ES256", kid=secrets.token_hex(4)).token()) == 401
-        assert await status_of(secured, first_key.token("alice")) == 200
+        assert await status_of(jwt_adapter, SigningKey("ES256", kid=secrets.token_hex(4)).token()) == 401
+        assert await status_of(jwt_adapter, first_key.token("alice")) == 200
     warnings = [record.getMessage() for record in caplog.records if "not used" in record.getMessage()]
     assert len(warnings) == 1 and "HTTP 503" in warnings[0] and "keeping the last good key set (1 keys)" in warnings[0]
     # Down and hanging: a fetch gives up after its timeout, the requests waiting on it go on.
     provider.status, provider.hang = 200, True
     await asyncio.sleep(REFRESH)
     started = time.monotonic()
-    assert await status_of(secured, SigningKey("ES256", kid="hung").token()) == 401
+    assert await status_of(jwt_adapter, SigningKey("ES256", kid="hung").token()) == 401
     assert time.monotonic() - started < 5
-    assert await status_of(secured, first_key.token("alice")) == 200
+    assert await status_of(jwt_adapter, first_key.token("alice")) == 200
     provider.hang = False
     await asyncio.sleep(REFRESH)
-    assert await status_of(secured, SigningKey("ES256", kid="again").token()) == 401
+    assert await status_of(jwt_adapter, SigningKey("ES256", kid="again").token()) == 401
     assert any("answers again" in record.getMessage() for record in caplog.records)
 
 
 async def test_tokens_naming_unknown_kids_fetch_at_most_once_per_interval(
-    secured: RunningAdapter, provider: Provider, first_key: SigningKey
+    jwt_adapter: RunningAdapter, provider: Provider, first_key: SigningKey
 ) -> None:
     await asyncio.sleep(REFRESH)  # the fetch at start is one interval old: one more is allowed
     before = provider.requests
     started = time.monotonic()
-    refused = await asyncio.gather(*(status_of(secured, SigningKey("HS256", kid=f"forged-{n}").token())
+    refused = await asyncio.gather(*(status_of(jwt_adapter, SigningKey("HS256", kid=f"forged-{n}").token())
                                      for n in range(60)))
     for n in range(20):
-        refused.append(await status_of(secured, SigningKey("HS256", kid=f"late-{n}").token()))
+        refused.append(await status_of(jwt_adapter, SigningKey("HS256", kid=f"late-{n}").token()))
     elapsed = time.monotonic() - started
     assert set(refused) == {401}
     fetched = provider.requests - before
     assert 1 <= fetched <= int(elapsed / REFRESH) + 1, (fetched, elapsed)
-    assert await status_of(secured, first_key.token("alice")) == 200
+    assert await status_of(jwt_adapter, first_key.token("alice")) == 200
 
 
 async def test_the_refusal_log_names_the_kid_and_issuer_never_the_token(
-    secured: RunningAdapter, caplog: pytest.LogCaptureFixture
+    jwt_adapter: RunningAdapter, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, "aguiadapter.web.auth")
     token = SigningKey("ES256", kid="kid-from-staging").token("alice", iss="https://staging.example.test/")
-    assert await status_of(secured, token) == 401
+    assert await status_of(jwt_adapter, token) == 401
     (line,) = [record for record in caplog.records if record.getMessage().startswith("JWT refused")]
     assert line.fields == {"reason": "unknown_key", "kid": "kid-from-staging",  # type: ignore[attr-defined]
                            "iss": "https://staging.example.test/"}
@@ -169,20 +168,20 @@ async def test_the_refusal_log_names_the_kid_and_issuer_never_the_token(
 
 
 async def test_the_cache_control_of_the_set_decides_when_it_is_fetched_again(
-    secured: RunningAdapter, provider: Provider, first_key: SigningKey
+    jwt_adapter: RunningAdapter, provider: Provider, first_key: SigningKey
 ) -> None:
     # The set fetched at start came without Cache-Control: kept 300 s, known kids fetch nothing.
     for _ in range(5):
-        assert await status_of(secured, first_key.token()) == 200
+        assert await status_of(jwt_adapter, first_key.token()) == 200
     assert provider.requests == 1
     provider.cache_control = "public, max-age=0"  # kept the refresh interval at least
     await asyncio.sleep(REFRESH)
-    assert await status_of(secured, SigningKey("ES256", kid="new").token()) == 401  # fetched: max-age=0 now
+    assert await status_of(jwt_adapter, SigningKey("ES256", kid="new").token()) == 401  # fetched: max-age=0 now
     assert provider.requests == 2
-    assert await status_of(secured, first_key.token()) == 200
+    assert await status_of(jwt_adapter, first_key.token()) == 200
     assert provider.requests == 2, "within the refresh interval nothing is fetched"
     await asyncio.sleep(REFRESH)
-    assert await status_of(secured, first_key.token()) == 200  # past its age: a fetch starts behind it
+    assert await status_of(jwt_adapter, first_key.token()) == 200  # past its age: a fetch starts behind it
     await asyncio.sleep(0.2)
     assert provider.requests == 3
     assert cache_seconds("max-age=600, must-revalidate", 10) == 600
@@ -224,16 +223,16 @@ def test_the_url_must_be_https_or_loopback_and_the_only_key_source(tmp_path: Pat
 
 
 async def test_a_large_set_is_read_whole_and_one_over_a_mebibyte_is_refused(
-    secured: RunningAdapter, provider: Provider, first_key: SigningKey, caplog: pytest.LogCaptureFixture
+    jwt_adapter: RunningAdapter, provider: Provider, first_key: SigningKey, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, "aguiadapter.web.jwks_url")
     rotated = SigningKey("ES256", kid="padded")
     provider.keys, provider.padding = [first_key, rotated], 900_000  # many network chunks
     await asyncio.sleep(REFRESH)
-    assert await status_of(secured, rotated.token()) == 200
+    assert await status_of(jwt_adapter, rotated.token()) == 200
     late = SigningKey("ES256", kid="too-large")
     provider.keys, provider.padding = [first_key, rotated, late], 1_100_000
     await asyncio.sleep(REFRESH)
-    assert await status_of(secured, late.token()) == 401
-    assert await status_of(secured, rotated.token()) == 200, "the last good set stays"
+    assert await status_of(jwt_adapter, late.token()) == 401
+    assert await status_of(jwt_adapter, rotated.token()) == 200, "the last good set stays"
     assert any("larger than 1048576 bytes" in record.getMessage() for record in caplog.records)

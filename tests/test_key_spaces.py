@@ -23,7 +23,7 @@ from aguiadapter.config import JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import ThreadRecord, thread_key
-from aguiadapter.web.keys import BACKEND
+from aguiadapter.web.keys import SERVICE
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.tokens import AUDIENCE, ISSUER, SigningKey, bearer, write_jwks
 
@@ -147,7 +147,7 @@ class LoadSpy:
     """Every key the adapter's store is asked to read (the store answers as always)."""
 
     def __init__(self, adapter: RunningAdapter) -> None:
-        service = adapter.app[BACKEND].service
+        service = adapter.app.get(SERVICE)
         assert service is not None
         self.store = service.store
         self.real = self.store.load

@@ -24,7 +24,6 @@ from typing import Any
 import aiohttp
 import attrs
 import pytest
-from aiohttp import web
 
 from aguiadapter.a2a.client import A2AClient, StreamEndedEarly
 from aguiadapter.a2a.messages import permission_part
@@ -36,14 +35,15 @@ from aguiadapter.runtime.iac_code import Batches
 from aguiadapter.threads import machine as tm
 from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import RunKind, ThreadRecord, ThreadState, record_to_json
-from aguiadapter.store.contract import PersistenceError
+from aguiadapter.store.contract import PersistenceError, Saved
 from aguiadapter.web.app import create_app
-from aguiadapter.web.keys import BACKEND
+from aguiadapter.web.keys import SERVICE
 from aguiadapter.web.server import AdapterRunner
 from tests.support.adapter import Reply, RunningAdapter, run_body
 from tests.support.agui import check_stream
 from tests.support.eventually import eventually
 from tests.support.reattach import read_then_cut, reattach
+from tests.support.serve import on_loopback
 
 Trip = Callable[[ThreadRecord | None, ThreadRecord], bool]
 
@@ -58,18 +58,19 @@ class Outage:
     #: The stored record when the store went down.
     kept: ThreadRecord | None = None
 
-    async def save(self, record: ThreadRecord, claim: Any = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
         if not self.full and self.trips is not None:
             stored = await self.load(record.thread_id)  # type: ignore[attr-defined]
             if self.trips(stored, record):
                 self.full, self.kept = True, stored
         if self.full:
             raise PersistenceError("no space left on device (injected)")
-        await super().save(record, claim)  # type: ignore[misc]
+        saved: Saved = await super().save(record, claim)  # type: ignore[misc]
+        return saved
 
     async def write_through(self, record: ThreadRecord) -> None:
         """Write as another process would (to set a thread up)."""
-        await super().save(record, None)  # type: ignore[misc]
+        (await super().save(record, None)).stamp(record)  # type: ignore[misc]
 
     def heal(self) -> None:
         self.full, self.trips = False, None
@@ -273,7 +274,7 @@ async def cut_after_receipt(case: Case) -> None:
     """The runtime's answer streams break right after its receipt (the
     runtime took the answer; the stream is gone)."""
     await waiting_permission(case)
-    service = case.adapter.app[BACKEND].service
+    service = case.adapter.app.get(SERVICE)
     assert service is not None
     runtime = service.runtime
     stream = runtime.stream
@@ -477,9 +478,7 @@ async def serve(store: Any, state_dir: Path, a2a_url: str, **options: Any) -> Ru
     config = Config(state_dir=state_dir, a2a_url=a2a_url, **options)
     app = create_app(config, store=store)
     runner = AdapterRunner(app, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     port = runner.addresses[0][1]
     return RunningAdapter(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
 

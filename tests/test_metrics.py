@@ -19,9 +19,10 @@ from aguiadapter.protocol.resume import check_resume
 from aguiadapter.threads import machine as tm
 from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.web.app import create_metrics_app
-from aguiadapter.web.keys import BACKEND
+from aguiadapter.web.keys import METRICS_URLS
 from tests.support.adapter import run_body, start_adapter
 from tests.support.eventually import eventually
+from tests.support.serve import on_loopback
 
 Families = dict[str, Any]
 
@@ -225,7 +226,7 @@ async def test_metrics_are_off_by_default(tmp_path: Path, demo: DemoRuntime) -> 
 async def test_a_metrics_port_serves_them_off_the_main_listener(tmp_path: Path, demo: DemoRuntime, workspace: Path) -> None:
     running = await start_adapter(tmp_path / "s", demo.url, metrics_port=0)
     try:
-        (metrics_url,) = running.app[BACKEND].metrics_urls
+        (metrics_url,) = running.app[METRICS_URLS]
         async with running.session.get(running.url + "metrics") as resp:
             assert resp.status == 404  # not on the public listener
         await running.run(run_body(thread_id="mp-1", text="hello", cwd=str(workspace)))
@@ -251,9 +252,7 @@ async def test_two_adapters_in_one_process_count_apart(tmp_path: Path, demo: Dem
     parent.add_subapp("/b/", second)
     parent.add_subapp("/internal/b/", create_metrics_app(second))
     runner = web.AppRunner(parent, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         async with aiohttp.ClientSession() as session:

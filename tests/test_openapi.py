@@ -42,7 +42,7 @@ from aguiadapter.protocol.parsing import parse_run_input
 from aguiadapter.protocol.interrupts import PERMISSION_SCHEMA
 from aguiadapter.web.app import create_app
 from aguiadapter.web.openapi import render_document, render_text
-from aguiadapter.web.keys import BACKEND
+from aguiadapter.web.keys import SERVICE
 from schemathesis import GenerationMode
 from schemathesis import checks as st_checks
 from schemathesis.core.failures import Failure, FailureGroup
@@ -153,7 +153,7 @@ def resume_body(thread_id: str, cwd: Path, answers: list[dict[str, Any]]) -> dic
 
 
 @pytest.fixture
-async def secured(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[RunningAdapter]:
+async def token_adapter(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[RunningAdapter]:
     """The adapter with a bearer token and /metrics, state under ``tmp_path``."""
     running = await start_adapter(
         tmp_path / "secured-state",
@@ -432,14 +432,14 @@ async def test_a_pipeline_run_conforms(adapter: RunningAdapter, workspace: Path)
 async def _active_execution(adapter: RunningAdapter, thread_id: str) -> str:
     """The execution id of the thread's active run, once it streams."""
     def active_execution() -> str | None:
-        service = adapter.app[BACKEND].service
+        service = adapter.app[SERVICE]
         return next((eid for eid, driver in service.active.items() if driver.identity.thread_id == thread_id), None)
 
     return await eventually(active_execution, f"a run of {thread_id} streams")
 
 
-async def test_a_token_protected_server_answers_401_as_documented(secured: RunningAdapter, tmp_path: Path) -> None:
-    api = Conformance(secured.url)
+async def test_a_token_protected_server_answers_401_as_documented(token_adapter: RunningAdapter, tmp_path: Path) -> None:
+    api = Conformance(token_adapter.url)
     body = run_body(thread_id="oa-auth", text="hello", cwd=str(tmp_path / "workspaces"))
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
         assert error_code(await api.run(body, headers=headers)) == "UNAUTHORIZED"
@@ -452,10 +452,10 @@ async def test_a_token_protected_server_answers_401_as_documented(secured: Runni
     assert "aguiadapter_active_runs" in (await api.send("GET", "/metrics")).text
 
 
-async def test_schemathesis_finds_nothing_undocumented(secured: RunningAdapter, tmp_path: Path) -> None:
+async def test_schemathesis_finds_nothing_undocumented(token_adapter: RunningAdapter, tmp_path: Path) -> None:
     workspace = tmp_path / "workspaces" / "fuzz"
     workspace.mkdir(parents=True)
-    failures, statuses = await asyncio.to_thread(_fuzz, secured.url.rstrip("/"), str(workspace))
+    failures, statuses = await asyncio.to_thread(_fuzz, token_adapter.url.rstrip("/"), str(workspace))
     assert statuses.get(("POST /", 200), 0) > 0, statuses  # some runs really streamed (the documented turns)
     assert failures == [], "\n\n".join(failures)
 

@@ -88,11 +88,11 @@ async def test_a_failed_append_fails_the_save_and_moves_nothing(tmp_path: Path) 
     await store.start()
     try:
         record = record_with(SPILL_AT)
-        await store.save(record)
+        (await store.save(record)).stamp(record)
         Path(store.history.path_of("t")).mkdir()  # the history cannot be appended to
         record.runs["r-new"] = RunEntry("d-new")
         with pytest.raises(PersistenceError):
-            await store.save(record)
+            (await store.save(record)).stamp(record)
         assert len(record.runs) == SPILL_AT + 1 and record.earlier_runs == 0
         on_disk = await store.load("t")
         assert on_disk is not None and len(on_disk.runs) == SPILL_AT
@@ -106,7 +106,7 @@ async def test_the_active_run_stays_in_the_record(tmp_path: Path) -> None:
     try:
         record = record_with(SPILL_AT + 1)
         record.active_run_id = "r-0"
-        await store.save(record)
+        (await store.save(record)).stamp(record)
         assert "r-0" in record.runs and len(record.runs) == RUN_WINDOW + 1
         assert await store.earlier_run("t", "r-1") == RunEntry("d-1", "success")
         assert await store.earlier_run("t", "r-0") is None
@@ -126,7 +126,7 @@ async def test_deleting_a_thread_deletes_its_history(tmp_path: Path) -> None:
     await store.start()
     try:
         record = record_with(SPILL_AT + 1)
-        await store.save(record)
+        (await store.save(record)).stamp(record)
         history = Path(store.history.path_of("t"))
         assert history.exists()
         claim = await store.claim("t", "delete")
@@ -143,7 +143,7 @@ async def test_a_look_up_that_races_an_append_is_not_kept(tmp_path: Path) -> Non
     await store.start()
     try:
         record = record_with(SPILL_AT + 1)
-        await store.save(record)
+        (await store.save(record)).stamp(record)
         original = history_module.read_bytes
         gate = asyncio.Event()
 
@@ -158,7 +158,7 @@ async def test_a_look_up_that_races_an_append_is_not_kept(tmp_path: Path) -> Non
             await asyncio.sleep(0.05)
             for number in range(SPILL_AT + 1, 2 * SPILL_AT):
                 record.runs[f"r-{number}"] = RunEntry(f"d-{number}", "success")
-            await store.save(record)  # moves more runs out
+            (await store.save(record)).stamp(record)  # moves more runs out
             gate.set()
             assert await looking == RunEntry("d-0", "success")
         finally:

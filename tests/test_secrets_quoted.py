@@ -17,6 +17,7 @@ from aiohttp import web
 
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream
+from tests.support.serve import on_loopback, port_of
 
 KEY = "provider-key-7f3a9c21"  # not shaped like sk-... or api_key=...: only the adapter knows it is secret
 CLOUD_SECRET = "cloud-secret-0b8e55d4"
@@ -37,9 +38,7 @@ async def quoting_runtime() -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_post("/", rpc)
     runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     port = runner.addresses[0][1]
     try:
         yield f"http://127.0.0.1:{port}/"
@@ -113,10 +112,8 @@ async def remembering_runtime() -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_post("/", rpc)
     runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    await on_loopback(runner)
+    port = port_of(runner)
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

@@ -117,7 +117,7 @@ async def test_a_pipeline_run_with_a_side_permission_and_a_selection(
 
 
 @pytest.fixture
-async def secured(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[RunningAdapter]:
+async def token_adapter(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[RunningAdapter]:
     running = await start_adapter(
         tmp_path / "secured-state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),), auth_token=TOKEN
     )
@@ -127,10 +127,10 @@ async def secured(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[RunningAda
         await running.close()
 
 
-async def test_the_token_option(secured: RunningAdapter, workspace: Path) -> None:
-    refused = await run_client(secured.url, "--cwd", str(workspace), "hello")
+async def test_the_token_option(token_adapter: RunningAdapter, workspace: Path) -> None:
+    refused = await run_client(token_adapter.url, "--cwd", str(workspace), "hello")
     assert refused.status == 1
     assert "[error UNAUTHORIZED]" in refused.out and "(HTTP 401)" in refused.out
-    accepted = await run_client(secured.url, "--cwd", str(workspace), "--token", TOKEN, "hello")
+    accepted = await run_client(token_adapter.url, "--cwd", str(workspace), "--token", TOKEN, "hello")
     assert accepted.status == 0, accepted.err
     assert 'agent> Hello! You said: "hello".' in accepted.out

@@ -65,7 +65,7 @@ def key() -> SigningKey:
 
 
 @pytest.fixture
-async def secured(tmp_path: Path, demo: DemoRuntime, key: SigningKey) -> AsyncIterator[RunningAdapter]:
+async def jwt_adapter(tmp_path: Path, demo: DemoRuntime, key: SigningKey) -> AsyncIterator[RunningAdapter]:
     jwks = tmp_path / "jwks.json"
     write_jwks(jwks, key)
     running = await start_adapter(tmp_path / "state", demo.url, allowed_cwds=(str(tmp_path / "workspaces"),),
@@ -115,21 +115,21 @@ async def test_the_shared_token_needs_a_user_id_and_lists_only_that_users_thread
 
 
 async def test_a_verified_user_lists_their_own_threads_and_never_anyone_elses(
-    secured: RunningAdapter, key: SigningKey, workspace: Path
+    jwt_adapter: RunningAdapter, key: SigningKey, workspace: Path
 ) -> None:
     alice, bob = bearer(key.token("alice")), bearer(key.token("bob"))
     for name in ("thread-1", "alice-only"):
-        await start_run(secured, name, workspace, alice)
-    await start_run(secured, "thread-1", workspace, bob)  # bob's own thread-1
-    assert await listed(secured, "", alice) == ["alice-only", "thread-1"]
-    assert await listed(secured, "", bob) == ["thread-1"]
-    assert await listed(secured, "&userId=alice", alice) == ["alice-only", "thread-1"]
+        await start_run(jwt_adapter, name, workspace, alice)
+    await start_run(jwt_adapter, "thread-1", workspace, bob)  # bob's own thread-1
+    assert await listed(jwt_adapter, "", alice) == ["alice-only", "thread-1"]
+    assert await listed(jwt_adapter, "", bob) == ["thread-1"]
+    assert await listed(jwt_adapter, "&userId=alice", alice) == ["alice-only", "thread-1"]
     # Naming someone else is refused, not answered with their threads.
-    assert error_of(await secured.get("/threads?userId=alice", bob))[:2] == (400, "INVALID_INPUT")
+    assert error_of(await jwt_adapter.get("/threads?userId=alice", bob))[:2] == (400, "INVALID_INPUT")
     # The other routes agree: bob's view of alice's thread is an unknown thread.
-    theirs, unknown = await secured.get("/threads/alice-only", bob), await secured.get("/threads/never", bob)
+    theirs, unknown = await jwt_adapter.get("/threads/alice-only", bob), await jwt_adapter.get("/threads/never", bob)
     assert (theirs.status, theirs.body) == (unknown.status, unknown.body) and theirs.status == 404
-    assert (await secured.get("/threads")).status == 401
+    assert (await jwt_adapter.get("/threads")).status == 401
 
 
 async def test_an_embedding_hooks_user_lists_their_own_threads(

@@ -86,7 +86,7 @@ async def test_the_list_shows_state_pending_interrupts_active_run_and_last_error
     running = record("t-run", state=ThreadState.RUNNING, active_run_id="run-1")
     failed = record("t-failed", state=ThreadState.TERMINAL, last_error="EXECUTION_LOST", active_run_id="run-0")
     for item in (running, failed):
-        await store.save(item)
+        (await store.save(item)).stamp(item)
     (newest, older) = (await store.list_threads(ALICE, None, 10)).threads
     assert (newest.thread_id, newest.state, newest.last_error, newest.active_run_id) == (
         "t-failed", ThreadState.TERMINAL, "EXECUTION_LOST", None)
@@ -188,10 +188,51 @@ async def test_retention_removes_the_entry_with_the_record_and_entries_whose_rec
         store.retention.retention_seconds = 86400.0
         assert await store.retention.sweep() == 1
         assert ids(await walk(store, ALICE, 10)) == ["t-fresh"]
-        entries = [path.name for path in (state / "index").rglob("*.json")]
-        assert entries == [store.path_for(thread_key("t-fresh", "alice")).name]
+        entries = [path.name for path in (state / "index").rglob("*") if path.is_file()]
+        assert entries == [file_index.marker_name(store.path_for(thread_key("t-fresh", "alice")).name)]
     finally:
         await store.close()
+
+
+async def test_no_marker_promises_json_and_a_folder_marked_by_an_earlier_version_still_lists(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    store = FileThreadStore(state, retention_days=0)
+    await store.start()
+    for name in ("t-a", "t-b", "t-c"):
+        await store.save(record(name))
+    await store.close()
+    markers = [path for path in (state / "index").rglob("*") if path.is_file()]
+    assert len(markers) == 3
+    # An operator's jq over the state folder reads every *.json: no marker is one.
+    assert not [path for path in state.rglob("*.json") if path.stat().st_size == 0]
+    # The folder as an earlier version left it: each marker bore its record's name.
+    for marker in markers:
+        marker.rename(marker.with_name(marker.name.removesuffix(".mark") + ".json"))
+    upgraded = FileThreadStore(state, retention_days=0)
+    await upgraded.start()
+    try:
+        assert sorted(ids(await walk(upgraded, ALICE, 10))) == ["t-a", "t-b", "t-c"]
+        # A save marks it anew; the thread is listed once all the same, after a restart too.
+        touched = await upgraded.load(thread_key("t-b", "alice"))
+        assert touched is not None
+        await upgraded.save(touched)
+        assert ids(await walk(upgraded, ALICE, 10))[0] == "t-b"
+    finally:
+        await upgraded.close()
+    again = FileThreadStore(state, retention_days=0)
+    await again.start()
+    try:
+        assert sorted(ids(await walk(again, ALICE, 10))) == ["t-a", "t-b", "t-c"]
+        # The retention sweep gives the earlier version's markers the new name.
+        again.retention.retention_seconds = 86400.0
+        await again.retention.sweep()
+        left = sorted(path.name for path in (state / "index").rglob("*") if path.is_file())
+        assert len(left) == 3 and all(name.endswith(".mark") for name in left)
+        assert sorted(ids(await walk(again, ALICE, 10))) == ["t-a", "t-b", "t-c"]
+    finally:
+        await again.close()
 
 
 async def test_a_large_owner_keeps_only_its_newest_threads_in_memory_and_still_pages_through_all(

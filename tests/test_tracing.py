@@ -32,6 +32,7 @@ from aguiadapter.telemetry.tracing import TraceIdsFilter
 from aguiadapter.web.app import create_app
 from tests.support.adapter import RunningAdapter, run_body
 from tests.support.eventually import eventually
+from tests.support.serve import on_loopback
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -69,9 +70,7 @@ async def traced(tmp_path: Path) -> AsyncIterator[Traced]:
     config = Config(state_dir=tmp_path / "state", a2a_url=runtime.url, a2a_token=RUNTIME_TOKEN, auth_token="client-token-1234")
     app = create_app(config, tracer_provider=provider)
     runner = web.AppRunner(app, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     port = runner.addresses[0][1]
     running = RunningAdapter(f"http://127.0.0.1:{port}/", app, runner, aiohttp.ClientSession(), config)
     try:
@@ -275,8 +274,7 @@ def test_without_otel_settings_opentelemetry_is_never_imported(tmp_path: Path) -
             app = create_app(Config(state_dir={str(tmp_path)!r}, demo=True, metrics=True), tracer_provider=provider)
             runner = web.AppRunner(app)
             await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
             url = "http://127.0.0.1:%d/" % runner.addresses[0][1]
             body = {{"threadId": "t", "runId": "r", "state": {{}}, "tools": [], "context": [],
                      "messages": [{{"id": "m", "role": "user", "content": "hello"}}],
@@ -324,9 +322,7 @@ async def test_the_command_line_exports_spans_over_otlp_as_the_variables_say(tmp
     collector = web.Application()
     collector.router.add_post("/v1/traces", collect)
     runner = web.AppRunner(collector)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     port = runner.addresses[0][1]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env = {**clean, "PYTHONPATH": str(REPO), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",

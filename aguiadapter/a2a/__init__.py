@@ -3,20 +3,6 @@
 May import: errors, fastjson, telemetry, protocol (the user message it sends).
 """
 
-from aguiadapter.a2a.client import (
-    A2AClient,
-    A2AError,
-    A2AHttpError,
-    A2ARpcError,
-    A2AUnavailable,
-    iter_sse_data,
-)
-
-__all__ = [
-    "A2AClient",
-    "A2AError",
-    "A2AHttpError",
-    "A2ARpcError",
-    "A2AUnavailable",
-    "iter_sse_data",
-]
+# The folder's public names are the client's (its __all__, kept in one place).
+from aguiadapter.a2a.client import *  # noqa: F403
+from aguiadapter.a2a.client import __all__ as __all__

@@ -41,7 +41,7 @@ from aiohttp import web
 
 from ..config import Config
 from ..threads.record import ThreadRecord, record_from_json, record_to_json
-from ..web.keys import BACKEND
+from ..web.keys import CLIENT, SERVICE
 from .operations import Cancelled, Refused, ThreadAdmin
 
 __all__ = ["CONTROL_SOCKET", "ask_server", "control_listener", "control_path"]
@@ -124,12 +124,12 @@ def control_listener(config: Config) -> Callable[[web.Application], contextlib.A
 
     @contextlib.asynccontextmanager
     async def context(app: web.Application) -> AsyncIterator[None]:
-        started = app[BACKEND]
-        if config.store_url is not None or started.service is None or started.client is None:
+        service, client = app.get(SERVICE), app.get(CLIENT)
+        if config.store_url is not None or service is None or client is None:
             yield
             return
         control = web.Application()
-        control[ADMIN] = ThreadAdmin(config, started.service.store, started.client, service=started.service)
+        control[ADMIN] = ThreadAdmin(config, service.store, client, service=service)
         control.router.add_post("/threads/{action:cancel|delete}", _serve)
         runner = web.AppRunner(control, access_log=None, shutdown_timeout=1.0)
         await runner.setup()

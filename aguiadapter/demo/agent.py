@@ -366,7 +366,7 @@ class DemoAgent:
         request = pipeline.pipeline_request(message)
         if request is None:
             return None
-        task.pipeline = PipelineRun.start(task.turn_context(), request, task.pipeline)
+        task.pipeline = PipelineRun.start(task.turn_context(), request, task.pipeline, pipeline.pipeline_script)
         return task.pipeline.script
 
     def _new_task(self, message: Json) -> tuple[TaskRecord, Iterator[PipelineStep]]:

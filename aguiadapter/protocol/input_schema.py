@@ -79,6 +79,15 @@ REFUSED_PART_TYPES: Final = ("audio", "video", "document", "binary")
 REFUSED_SOURCE_TYPES: Final = ("url", "file")
 
 
+def _part(kind: Schema, field: str, value: Schema, metadata: Schema, *, description: str | None = None) -> Schema:
+    """A content part: its ``type``, its one required ``field``, an optional ``id`` and ``metadata``."""
+    schema: Schema = {"type": "object", "required": ["type", field]}
+    if description is not None:
+        schema["description"] = description
+    schema["properties"] = {"type": kind, field: value, "id": _optional("string"), "metadata": metadata}
+    return schema
+
+
 def _ref(name: str, **siblings: Any) -> Schema:
     return {"$ref": f"#/components/schemas/{name}", **siblings}
 
@@ -284,27 +293,11 @@ _CONTENT_PARTS: Final[dict[str, Schema]] = {
              "video": "MediaContentPart", "document": "MediaContentPart"},
         ),
     },
-    "TextContentPart": {
-        "type": "object",
-        "required": ["type", "text"],
-        "properties": {
-            "type": {"const": "text"},
-            "text": {"type": "string"},
-            "id": _optional("string"),
-            "metadata": _ANY_JSON,
-        },
-    },
-    "MediaContentPart": {
-        "type": "object",
-        "required": ["type", "source"],
-        "description": "An image, audio, video or document part.",
-        "properties": {
-            "type": {"type": "string"},
-            "source": _ref("PartSource"),
-            "id": _optional("string"),
-            "metadata": _ANY_JSON,
-        },
-    },
+    "TextContentPart": _part({"const": "text"}, "text", {"type": "string"}, _ANY_JSON),
+    "MediaContentPart": _part(
+        {"type": "string"}, "source", _ref("PartSource"), _ANY_JSON,
+        description="An image, audio, video or document part.",
+    ),
     "PartSource": {
         "type": "object",
         "required": ["type"],
@@ -417,26 +410,8 @@ _NEW_USER_CONTENT: Final[dict[str, Schema]] = {
         },
         "allOf": _discriminated("type", {"text": "TextInputPart", "image": "ImageInputPart"}),
     },
-    "TextInputPart": {
-        "type": "object",
-        "required": ["type", "text"],
-        "properties": {
-            "type": {"const": "text"},
-            "text": {"type": "string"},
-            "id": _optional("string"),
-            "metadata": _JSON_OBJECT_OR_NULL,
-        },
-    },
-    "ImageInputPart": {
-        "type": "object",
-        "required": ["type", "source"],
-        "properties": {
-            "type": {"const": "image"},
-            "source": _ref("ImageSource"),
-            "id": _optional("string"),
-            "metadata": _JSON_OBJECT_OR_NULL,
-        },
-    },
+    "TextInputPart": _part({"const": "text"}, "text", {"type": "string"}, _JSON_OBJECT_OR_NULL),
+    "ImageInputPart": _part({"const": "image"}, "source", _ref("ImageSource"), _JSON_OBJECT_OR_NULL),
     "ImageSource": {
         "type": "object",
         "required": ["type"],

@@ -95,22 +95,20 @@ class Leases(Protocol):
         """Renew ``claim`` for as long as the block runs."""
 
 
+@attrs.define(eq=False, slots=False)
 class ThreadShell:
     """One claimed thread: its record, and the way transitions reach the store."""
 
-    def __init__(
-        self, store: ThreadStore, expiry: Deadlines, claim: Claim, record: ThreadRecord, leases: Leases
-    ) -> None:
-        self.store = store
-        self.expiry = expiry
-        self.claim = claim
-        self.record = record
-        self.leases = leases
-        self._released = False
-        self._kept = False
-        #: One transition at a time: a run's relay and its grace watcher
-        #: both write the record, and a shared store fences by version.
-        self._lock = asyncio.Lock()
+    store: ThreadStore
+    expiry: Deadlines
+    claim: Claim
+    record: ThreadRecord
+    leases: Leases
+    _released: bool = attrs.field(default=False, init=False)
+    _kept: bool = attrs.field(default=False, init=False)
+    #: One transition at a time: a run's relay and its grace watcher
+    #: both write the record, and a shared store fences by version.
+    _lock: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False)
 
     async def apply(self, event: Transition[_R]) -> _R:
         """Take ``event``'s transition and write its outcome, as h11 commits a sent
@@ -125,9 +123,10 @@ class ThreadShell:
             draft = working_copy(live)
             result = apply(draft, event)
             try:
-                await self.store.save(draft, self.claim)
+                saved = await self.store.save(draft, self.claim)
             except PersistenceError as exc:
                 raise LostWrite(event.name, exc) from exc
+            saved.stamp(draft)
             commit(live, draft)
             await self._follow_deadline(before)
             return result

@@ -23,6 +23,8 @@ import logging
 import math
 import uuid
 
+import attrs
+
 from ..errors import AdapterError, ErrorCode
 from ..store.slots import RunSlot, RunSlots
 from ..store.contract import StoreUnavailable
@@ -47,31 +49,22 @@ class LimitReached(AdapterError):
         return {"Retry-After": str(self.retry_after)}
 
 
+@attrs.define(eq=False, slots=False)
 class AdmissionLimits:
     """The gate the run handler passes before admission, and leaves when the run ends."""
 
-    def __init__(
-        self,
-        slots: RunSlots,
-        max_total: int | None = None,
-        max_per_user: int | None = None,
-        *,
-        new_threads_per_user: int | None = None,
-        new_threads_window_seconds: float = 60.0,
-        reattach_slots: RunSlots | None = None,
-    ) -> None:
-        self.slots = slots
-        #: Where re-attached streams are counted, apart from runs (the same per-user limit).
-        self.reattach_slots = reattach_slots
-        self.max_total = max_total
-        self.max_per_user = max_per_user
-        self.new_threads_per_user = new_threads_per_user
-        self.new_threads_window_seconds = new_threads_window_seconds
-        #: Slots this process holds, renewed together while their runs stream.
-        self.held: dict[str, RunSlot] = {}
-        #: Re-attach slots this process holds.
-        self.held_reattaches: dict[str, RunSlot] = {}
-        self._renewer: asyncio.Task[None] | None = None
+    slots: RunSlots
+    max_total: int | None = None
+    max_per_user: int | None = None
+    new_threads_per_user: int | None = attrs.field(default=None, kw_only=True)
+    new_threads_window_seconds: float = attrs.field(default=60.0, kw_only=True)
+    #: Where re-attached streams are counted, apart from runs (the same per-user limit).
+    reattach_slots: RunSlots | None = attrs.field(default=None, kw_only=True)
+    #: Slots this process holds, renewed together while their runs stream.
+    held: dict[str, RunSlot] = attrs.field(factory=dict, init=False)
+    #: Re-attach slots this process holds.
+    held_reattaches: dict[str, RunSlot] = attrs.field(factory=dict, init=False)
+    _renewer: asyncio.Task[None] | None = attrs.field(default=None, init=False)
 
     @property
     def enabled(self) -> bool:

@@ -52,6 +52,40 @@ class Claim:
     token: int
 
 
+@attrs.frozen
+class Saved:
+    """What a save stamped on the record it stored: the record it was handed
+    is left as it was, and the caller applies these once the save succeeded."""
+
+    #: The stored version (one more than the record's).
+    version: int
+    #: When it was written (seconds since the epoch).
+    updated_at: float
+    #: The runs the stored record kept when older ones moved to the thread's
+    #: run history in this save (``None``: none moved), and how many runs
+    #: the history then holds.
+    runs: dict[str, RunEntry] | None = None
+    earlier_runs: int = 0
+
+    def stamp(self, record: ThreadRecord) -> None:
+        """Make ``record`` the stored one: its version and write time, and
+        without the runs that moved out."""
+        record.version, record.updated_at = self.version, self.updated_at
+        if self.runs is not None:
+            record.runs, record.earlier_runs = self.runs, self.earlier_runs
+
+    def keeping(self, stored: ThreadRecord) -> Saved:
+        """This stamp, for a save that stored ``stored`` after runs moved out."""
+        return attrs.evolve(self, runs=stored.runs, earlier_runs=stored.earlier_runs)
+
+    @classmethod
+    def next_of(cls, record: ThreadRecord, now: float) -> tuple[Saved, ThreadRecord]:
+        """The stamp of ``record``'s next save at ``now``, and the copy of
+        ``record`` to store with it (``record`` itself stays as it was)."""
+        saved = cls(record.version + 1, now)
+        return saved, attrs.evolve(record, version=saved.version, updated_at=now)
+
+
 class ReplicaSignals(Protocol):
     """What the replicas of a shared store tell each other about runs."""
 
@@ -84,8 +118,10 @@ class ThreadStore(Protocol):
         by an earlier version: reading it for someone else must cost what
         reading nothing does; see threads/access.py)."""
 
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
-        """Write the record durably (all or nothing); ``PersistenceError`` on failure."""
+    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
+        """Write the record durably (all or nothing) as its next version; what
+        that stamped on it (the record handed in is not changed: the caller
+        applies :class:`Saved` once the write succeeded); ``PersistenceError`` on failure."""
 
     async def earlier_run(self, key: str, run_id: str) -> RunEntry | None:
         """The entry of a run that moved out of the thread's record into its

@@ -65,14 +65,6 @@ def split_runs(record: ThreadRecord) -> tuple[ThreadRecord, Moved]:
     return attrs.evolve(record, runs=kept, earlier_runs=record.earlier_runs + len(moved)), moved
 
 
-def adopt_stored(record: ThreadRecord, stored: ThreadRecord) -> None:
-    """After a successful save of ``stored`` (from :func:`split_runs`): the
-    live record drops what moved out as well."""
-    if stored is not record:
-        record.runs = stored.runs
-        record.earlier_runs = stored.earlier_runs
-
-
 def entry_json(entry: RunEntry) -> str:
     """One history entry's value (digest and outcome)."""
     return json.dumps({"digest": entry.digest, "outcome": entry.outcome}, separators=(",", ":"))

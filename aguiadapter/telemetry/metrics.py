@@ -10,6 +10,7 @@ lists.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
@@ -79,31 +80,24 @@ class AdapterMetrics:
         self.events_relayed = Counter(
             "aguiadapter_events_relayed", "AG-UI events written to clients.", registry=registry
         )
-        self.first_event = Histogram(
+        def histogram(name: str, documentation: str, buckets: Sequence[float], *labels: str) -> Histogram:
+            return Histogram(name, documentation, labels, registry=registry, buckets=buckets)
+
+        self.first_event = histogram(
             "aguiadapter_first_event_seconds",
-            "Time from a run's start to the first event the runtime sent for it.",
-            registry=registry,
-            buckets=FIRST_EVENT_BUCKETS,
+            "Time from a run's start to the first event the runtime sent for it.", FIRST_EVENT_BUCKETS,
         )
-        self.run_duration = Histogram(
+        self.run_duration = histogram(
             "aguiadapter_run_duration_seconds",
-            "Time from a run's start to its end, by outcome.",
-            ["outcome"],
-            registry=registry,
-            buckets=RUN_DURATION_BUCKETS,
+            "Time from a run's start to its end, by outcome.", RUN_DURATION_BUCKETS, "outcome",
         )
-        self.run_events = Histogram(
-            "aguiadapter_run_events",
-            "AG-UI events written to the client per run.",
-            registry=registry,
-            buckets=RUN_EVENTS_BUCKETS,
+        self.run_events = histogram(
+            "aguiadapter_run_events", "AG-UI events written to the client per run.", RUN_EVENTS_BUCKETS
         )
-        self.a2a_request = Histogram(
+        self.a2a_request = histogram(
             "aguiadapter_a2a_request_seconds",
             "Time until the A2A runtime answered a request (a stream: its response headers), by method.",
-            ["method"],
-            registry=registry,
-            buckets=A2A_REQUEST_BUCKETS,
+            A2A_REQUEST_BUCKETS, "method",
         )
         self.active_runs = Gauge(
             "aguiadapter_active_runs", "Runs streaming from this process right now.", registry=registry

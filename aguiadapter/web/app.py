@@ -24,7 +24,9 @@ from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
 from .body_turns import LargeBodies
-from .keys import AUTH, BACKEND, CONFIG, HISTORY, IMAGES, LARGE_BODIES, STREAMS, TELEMETRY, Backend
+from .keys import (
+    ADAPTER, AUTH, CLIENT, CONFIG, HISTORY, IMAGES, LARGE_BODIES, LIMITS, METRICS_URLS, SERVICE, STREAMS, TELEMETRY,
+)
 from .stream_watch import StreamWatch
 
 if TYPE_CHECKING:
@@ -74,7 +76,6 @@ def create_app(
     # The request's span (when tracing) around everything, its JSON error answer included.
     app = web.Application(middlewares=[*telemetry.middlewares(), json_errors, request_guard(config)])
     app[CONFIG] = config
-    app[BACKEND] = Backend()
     app[TELEMETRY] = telemetry
     app[AUTH] = authenticator_for(config, principal)
     app[STREAMS] = StreamWatch(config.heartbeat_seconds)
@@ -109,7 +110,7 @@ def create_metrics_app(app: web.Application) -> web.Application:
     if app[TELEMETRY].metrics is None:
         raise ValueError("the adapter app keeps no metrics: set Config.metrics or Config.metrics_port")
     metrics_app = web.Application(middlewares=[json_errors])
-    metrics_app[BACKEND] = app[BACKEND]
+    metrics_app[ADAPTER] = app
     metrics_app[TELEMETRY] = app[TELEMETRY]
     metrics_app.router.add_get("/metrics", handlers.metrics)
     return metrics_app
@@ -129,14 +130,15 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
         if demo is None:
             await _probe(url, config.a2a_token)
         client = A2AClient(url, token=config.a2a_token, telemetry=telemetry)
-        started = app[BACKEND]
-        started.client = client
+        # The started parts go in the app's own keys: its startup (this
+        # context) ends before aiohttp freezes it, mounted or not.
+        app[CLIENT] = client
         app[HISTORY].start(client)
         threads = store or open_store(
             config.store_url, state_dir=config.state_dir, retention_days=config.state_retention_days,
             durability=config.durability,
         )
-        started.service = ThreadService(
+        service = app[SERVICE] = ThreadService(
             threads,
             client,
             interrupt_ttl_seconds=config.interrupt_ttl_seconds,
@@ -146,20 +148,19 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             runtime_config_dir=config.runtime_config_dir,
             profile=config.profile,
         )
-        started.limits = AdmissionLimits(
+        limits = app[LIMITS] = AdmissionLimits(
             threads.run_slots(), config.max_active_runs, config.max_active_runs_per_user,
             new_threads_per_user=config.max_new_threads_per_user,
             new_threads_window_seconds=config.new_threads_window_seconds,
             reattach_slots=threads.run_slots("reattach"),
         )
-        started.service.new_thread_gate = started.limits.new_thread
+        service.new_thread_gate = limits.new_thread
         try:
-            await started.service.start()
-            await started.limits.start()
+            await service.start()
+            await limits.start()
             yield
         finally:
-            await started.limits.close()
-            started.client = started.service = started.limits = None
+            await limits.close()
             app[HISTORY].stop()
             await client.close()
             await app[AUTH].close()
@@ -203,10 +204,9 @@ def _metrics_listener(host: str, port: int):  # type: ignore[no-untyped-def]
             site = web.TCPSite(runner, host, port)
             await site.start()
             urls = [f"http://{_shown(bound[0])}:{bound[1]}/metrics" for bound in runner.addresses]
-            app[BACKEND].metrics_urls[:] = urls
+            app[METRICS_URLS] = tuple(urls)
             yield
         finally:
-            app[BACKEND].metrics_urls.clear()
             await runner.cleanup()
 
     return context
@@ -228,7 +228,7 @@ async def _stop_image_work(app: web.Application) -> None:
 
 
 async def _stop_runs(app: web.Application) -> None:
-    service = app[BACKEND].service
+    service = app.get(SERVICE)
     if service is not None:
         await service.shutdown()
     await app[STREAMS].close()

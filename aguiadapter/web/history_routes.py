@@ -26,10 +26,11 @@ from aiohttp import web
 from ..errors import AdapterError, ErrorCode
 from ..fastjson import dumps
 from ..runtime.history import parse_cursor
-from .auth import named_user_id
 from .handlers import authenticate
 from .http_errors import error_response, request_language
 from .keys import CONFIG, HISTORY, backend
+from .thread_list import page_limit
+from .thread_routes import callers_thread
 
 #: Turns per page when the client names no ``limit``, and the most it may ask for.
 DEFAULT_LIMIT: Final = 20
@@ -37,11 +38,7 @@ MAX_LIMIT: Final = 200
 
 
 def _limit(raw: str | None) -> int:
-    if raw is None:
-        return DEFAULT_LIMIT
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 6 or not 1 <= int(raw) <= MAX_LIMIT:
-        raise AdapterError(ErrorCode.INVALID_INPUT, "invalid_history_limit", max=MAX_LIMIT)
-    return int(raw)
+    return page_limit(raw, DEFAULT_LIMIT, MAX_LIMIT, "invalid_history_limit", max=MAX_LIMIT)
 
 
 def _cursor(raw: str | None) -> str | None:
@@ -60,10 +57,7 @@ async def thread_messages(request: web.Request) -> web.Response:
         principal = await authenticate(request)
         limit = _limit(request.query.get("limit"))
         before = _cursor(request.query.get("before"))
-        user_id = named_user_id(request, principal)
-        record = await service.thread(request.match_info["threadId"], principal, user_id)
-        if record is None:
-            raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
+        record = await callers_thread(request, service, principal)
         page = await request.config_dict[HISTORY].page(
             record, limit=limit, before=before, byte_budget=request.config_dict[CONFIG].history_page_bytes
         )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import attrs
+from typing import Final, TypeVar
+
 from aiohttp import web
 
 from ..a2a.client import A2AClient
@@ -17,24 +18,21 @@ from .auth import Authenticator
 from .body_turns import LargeBodies
 from .stream_watch import StreamWatch
 
-
-@attrs.define
-class Backend:
-    """What the app starts on startup: the A2A client, the thread service and the admission limits.
-
-    The app's keys are fixed before it starts; this holder is filled in when
-    it does, so nothing is written to a frozen application.
-    """
-
-    client: A2AClient | None = None
-    service: ThreadService | None = None
-    #: Where the separate metrics listener (``Config.metrics_port``) listens.
-    metrics_urls: list[str] = attrs.Factory(list)
-    limits: AdmissionLimits | None = None
+_T = TypeVar("_T")
 
 
 CONFIG = web.AppKey("aguiadapter.config", Config)
-BACKEND = web.AppKey("aguiadapter.backend", Backend)
+# What the app starts, set by its cleanup context (an app, a mounted one
+# included, takes keys until its startup ends); absent before and on a
+# failed start, so a handler answers 503 SERVICE_UNAVAILABLE.
+CLIENT = web.AppKey("aguiadapter.client", A2AClient)
+SERVICE = web.AppKey("aguiadapter.service", ThreadService)
+LIMITS = web.AppKey("aguiadapter.limits", AdmissionLimits)
+#: Where the separate metrics listener (``Config.metrics_port``) listens.
+METRICS_URLS: Final[web.AppKey[tuple[str, ...]]] = web.AppKey("aguiadapter.metrics_urls")
+#: Set on an app of :func:`~aguiadapter.web.app.create_metrics_app` only: the
+#: adapter app whose started service it reads.
+ADAPTER = web.AppKey("aguiadapter.adapter", web.Application)
 TELEMETRY = web.AppKey("aguiadapter.telemetry", Telemetry)
 #: How the app decides who calls (open, shared token or verified JWTs).
 AUTH = web.AppKey("aguiadapter.auth", Authenticator)
@@ -49,17 +47,23 @@ IMAGES = web.AppKey("aguiadapter.images", ImageWork)
 LARGE_BODIES = web.AppKey("aguiadapter.large_bodies", LargeBodies)
 
 
+def _started(request: web.Request, key: web.AppKey[_T]) -> _T | None:
+    """What the adapter app that serves ``request`` started under ``key`` (through a metrics app: its adapter's)."""
+    adapter = request.config_dict.get(ADAPTER)
+    return adapter.get(key) if adapter is not None else request.config_dict.get(key)
+
+
 def backend(request: web.Request) -> tuple[A2AClient, ThreadService]:
     """The started client and service of the app that serves ``request``."""
-    started = request.config_dict[BACKEND]
-    if started.client is None or started.service is None:
+    client, service = _started(request, CLIENT), _started(request, SERVICE)
+    if client is None or service is None:
         raise AdapterError(ErrorCode.SERVICE_UNAVAILABLE)
-    return started.client, started.service
+    return client, service
 
 
 def admission(request: web.Request) -> AdmissionLimits:
     """The started admission limits of the app that serves ``request``."""
-    limits = request.config_dict[BACKEND].limits
+    limits = _started(request, LIMITS)
     if limits is None:
         raise AdapterError(ErrorCode.SERVICE_UNAVAILABLE)
     return limits

@@ -10,8 +10,9 @@ a fitting status (414, 431, 400; 500 for a bug), in English (the headers
 that would name another language were not read).
 
 aiohttp has no option that picks the connection class, so
-:class:`AdapterRunner`, a drop-in ``web.AppRunner``, builds the server with
-it. ``python -m aguiadapter`` serves through it. An application that mounts
+:class:`AdapterRunner`, a drop-in ``web.AppRunner``, hands its sites (through
+the public ``server`` property) a factory of such connections.
+``python -m aguiadapter`` serves through it. An application that mounts
 the adapter gets the same answers by serving its own app with
 ``AdapterRunner(parent_app)`` instead of ``web.AppRunner(parent_app)``
 (``web.run_app`` has no runner argument); with aiohttp's own runner those
@@ -25,6 +26,7 @@ import logging
 from typing import Any
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_log import AccessLogger
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 from aiohttp.web_request import BaseRequest
@@ -144,60 +146,64 @@ class JsonErrorRequestHandler(web.RequestHandler):
 
 
 class JsonErrorServer(web.Server):
-    """``web.Server`` whose connections are :class:`JsonErrorRequestHandler`."""
+    """The connection factory of :class:`AdapterRunner`: each connection is a
+    :class:`JsonErrorRequestHandler` of the app's own server ``plain``, which
+    keeps the count of its connections and closes them on cleanup as usual."""
 
-    def __init__(
-        self,
-        handler: Any,
-        *,
-        request_factory: Any = None,
-        handler_cancellation: bool = False,
-        loop: asyncio.AbstractEventLoop | None = None,
-        header_timeout: float = HEADER_TIMEOUT_SECONDS,
-        **connection_options: Any,
-    ) -> None:
-        self.header_timeout = header_timeout
+    def __init__(self, plain: web.Server, *, header_timeout: float = HEADER_TIMEOUT_SECONDS,
+                 **connection_options: Any) -> None:
         super().__init__(
-            handler,
-            request_factory=request_factory,
-            handler_cancellation=handler_cancellation,
-            loop=loop,
+            plain.request_handler,
+            request_factory=plain.request_factory,
+            handler_cancellation=plain.handler_cancellation,
             **connection_options,
         )
-        self._connection_loop = loop or asyncio.get_running_loop()
+        self.plain = plain
+        self.header_timeout = header_timeout
+        self._connection_loop = asyncio.get_running_loop()
         self._connection_options = connection_options
 
     def __call__(self) -> web.RequestHandler:
         return JsonErrorRequestHandler(
-            self, loop=self._connection_loop, header_timeout=self.header_timeout, **self._connection_options
+            self.plain, loop=self._connection_loop, header_timeout=self.header_timeout, **self._connection_options
         )
 
 
 class AdapterRunner(web.AppRunner):
-    """``web.AppRunner`` serving its app through :class:`JsonErrorServer`.
+    """``web.AppRunner`` whose listeners serve its app through :class:`JsonErrorServer`.
 
     Takes the same arguments (``max_line_size``, ``max_field_size``,
-    ``max_headers``, ``shutdown_timeout``...), and ``header_timeout``:
-    seconds a connection may take to send a request's headers (default 10;
-    0: no limit beyond aiohttp's keep-alive timeout).
+    ``max_headers``, ``access_log``, ``shutdown_timeout``...; connection
+    options an app would pass as ``handler_args`` go here), and
+    ``header_timeout``: seconds a connection may take to send a request's
+    headers (default 10; 0: no limit beyond aiohttp's keep-alive timeout).
     """
 
-    def __init__(self, app: web.Application, *, header_timeout: float = HEADER_TIMEOUT_SECONDS, **kwargs: Any) -> None:
-        super().__init__(app, **kwargs)
+    def __init__(
+        self,
+        app: web.Application,
+        *,
+        header_timeout: float = HEADER_TIMEOUT_SECONDS,
+        access_log_class: type[AbstractAccessLogger] = AccessLogger,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(app, access_log_class=access_log_class, **kwargs)
         self.header_timeout = header_timeout
+        # What aiohttp hands each connection: the runner's options but its own.
+        self._connection_options = {key: value for key, value in kwargs.items() if key != "shutdown_timeout"}
+        self._connection_options["access_log_class"] = access_log_class
+        self._json_server: JsonErrorServer | None = None
 
-    async def _make_server(self) -> web.Server:
-        # The app's own server carries the connection options aiohttp
-        # computed (debug, access log, handler_args): keep them all.
-        plain = await super()._make_server()
-        return JsonErrorServer(
-            plain.request_handler,
-            request_factory=plain.request_factory,
-            handler_cancellation=plain.handler_cancellation,
-            loop=asyncio.get_running_loop(),
-            header_timeout=self.header_timeout,
-            **plain._kwargs,
-        )
+    @property
+    def server(self) -> web.Server | None:
+        """The factory a site listens with (aiohttp's public ``BaseRunner.server``):
+        the app's own server, its connections made JSON-answering."""
+        plain = super().server
+        if plain is None:
+            self._json_server = None
+        elif self._json_server is None or self._json_server.plain is not plain:
+            self._json_server = JsonErrorServer(plain, header_timeout=self.header_timeout, **self._connection_options)
+        return self._json_server
 
 
 class AccessLogWithoutHealth(AccessLogger):

@@ -92,12 +92,18 @@ def _owner(principal: str | None, user_id: str | None, shared_token: bool) -> st
     return list_owner(None, user_id)
 
 
-def _limit(raw: str | None) -> int:
+def page_limit(raw: str | None, default: int, largest: int, refusal: str, **args: int) -> int:
+    """A page size from a query's ``limit``: ``default`` without one, else
+    1 to ``largest`` (an ``INVALID_INPUT`` named ``refusal`` with ``args``)."""
     if raw is None:
-        return DEFAULT_LIMIT
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 6 or not 1 <= int(raw) <= MAX_LIMIT:
-        raise AdapterError(ErrorCode.INVALID_INPUT, "thread_list_bad_limit", most=MAX_LIMIT)
+        return default
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 6 or not 1 <= int(raw) <= largest:
+        raise AdapterError(ErrorCode.INVALID_INPUT, refusal, **args)
     return int(raw)
+
+
+def _limit(raw: str | None) -> int:
+    return page_limit(raw, DEFAULT_LIMIT, MAX_LIMIT, "thread_list_bad_limit", most=MAX_LIMIT)
 
 
 def _cursor(raw: str | None) -> ListCursor | None:

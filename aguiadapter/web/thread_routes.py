@@ -30,6 +30,7 @@ from ..protocol.events import (
 from ..threads.record import ThreadRecord, ThreadState
 from ..store.run_log import parse_cursor
 from ..store.contract import StoreUnavailable
+from ..service.thread_service import ThreadService
 from ..version import __version__
 from .auth import named_user_id
 from .handlers import authenticate, mount_prefix
@@ -55,16 +56,22 @@ def thread_view(record: ThreadRecord) -> dict[str, Any]:
     return view
 
 
+async def callers_thread(request: web.Request, service: ThreadService, principal: str | None) -> ThreadRecord:
+    """The route's ``{threadId}`` of the caller (``THREAD_NOT_FOUND`` for an
+    unknown one and for another user's alike)."""
+    user_id = named_user_id(request, principal)
+    record = await service.thread(request.match_info["threadId"], principal, user_id)
+    if record is None:
+        raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
+    return record
+
+
 async def thread_status(request: web.Request) -> web.Response:
     """``GET /threads/{threadId}``: the thread's state, from its record (no secret in it)."""
     _, service = backend(request)
     language = request_language(request)
     try:
-        principal = await authenticate(request)
-        user_id = named_user_id(request, principal)
-        record = await service.thread(request.match_info["threadId"], principal, user_id)
-        if record is None:
-            raise AdapterError(ErrorCode.THREAD_NOT_FOUND)
+        record = await callers_thread(request, service, await authenticate(request))
     except AdapterError as exc:
         return error_response(exc, language, request)
     return web.json_response(thread_view(record), headers={"Cache-Control": "no-store"})

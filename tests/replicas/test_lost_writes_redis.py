@@ -13,7 +13,7 @@ import pytest
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.threads.record import RunPhase, ThreadRecord
 from aguiadapter.store.redis.store import RedisSettings, RedisThreadStore
-from aguiadapter.web.keys import BACKEND
+from aguiadapter.web.keys import SERVICE
 from tests.support.adapter import Reply, run_body
 from tests.support.reattach import read_then_cut, reattach
 from tests.test_lost_writes import (
@@ -105,7 +105,7 @@ async def test_a_lost_write_of_a_run_left_to_another_replica_ends_its_stream_and
         failing.trips = trips
         other.trips = lambda stored, new: failing.full  # one Redis: down for both
         half = await read_then_cut(both.first.url, body, events=4)
-        service = both.first.app[BACKEND].service
+        service = both.first.app.get(SERVICE)
         assert service is not None
         draining = asyncio.create_task(service.drain(asyncio.Event()))
         status, rest = await reattach(both.second.url, body["threadId"],

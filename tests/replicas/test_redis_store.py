@@ -64,8 +64,8 @@ async def test_a_record_round_trips_and_its_version_grows(make_store: MakeStore)
     rec = record()
     claim = await store.claim("t-1", "run-1")
     assert claim is not None
-    await store.save(rec, claim)
-    await store.save(rec, claim)
+    (await store.save(rec, claim)).stamp(rec)
+    (await store.save(rec, claim)).stamp(rec)
     loaded = await store.load("t-1")
     assert loaded == rec and loaded is not None and loaded.version == 2
     assert store.kind == "redis" and store.lease_seconds == 5.0 and await store.ping()
@@ -78,9 +78,9 @@ async def test_concurrent_compare_and_set_lets_exactly_one_writer_win(make_store
     assert copies[0] is not None and copies[1] is not None
     copies[0].cwd, copies[1].cwd = "/first", "/second"
     results = await asyncio.gather(first.save(copies[0]), second.save(copies[1]), return_exceptions=True)
-    assert sorted(type(result).__name__ for result in results) == ["NoneType", "PersistenceError"]
-    winner = copies[results.index(None)]
-    loser = copies[1 - results.index(None)]
+    assert sorted(type(result).__name__ for result in results) == ["PersistenceError", "Saved"]
+    won = next(n for n, result in enumerate(results) if not isinstance(result, BaseException))
+    winner, loser = copies[won], copies[1 - won]
     stored = await first.load("t-1")
     assert stored is not None and stored.cwd == winner.cwd and stored.version == 2
     assert loser.version == 1, "a refused save leaves the caller's version as it was"
@@ -112,7 +112,7 @@ async def test_a_stale_fencing_token_cannot_write_release_or_renew(make_store: M
     assert rec.version == 0
     await dead.release(old)
     assert await alive.renew(new), "releasing with a stale token leaves the new lease alone"
-    await alive.save(rec, new)
+    (await alive.save(rec, new)).stamp(rec)
     assert (await alive.load("t-1")) == rec
 
 
@@ -241,7 +241,7 @@ async def test_redis_down_maps_to_the_documented_errors(make_store: MakeStore, r
     claim = await store.claim("t-1", "run-1")
     assert claim is not None
     rec = record()
-    await store.save(rec, claim)
+    (await store.save(rec, claim)).stamp(rec)
     await redis_server.kill()
     assert not await store.ping()
     with pytest.raises(StoreUnavailable):
@@ -372,3 +372,15 @@ async def test_a_password_redis_refuses_is_unauthorized_not_unreachable(
         await wrong.close()
     finally:
         await raw.config_set("requirepass", "")
+
+
+async def test_a_redis_save_returns_its_stamp_and_leaves_the_record_alone(make_store: MakeStore) -> None:
+    store = await make_store()
+    rec = record()
+    saved = await store.save(rec)
+    assert (rec.version, rec.updated_at) == (0, 0.0), "the caller applies the stamp"
+    loaded = await store.load("t-1")
+    assert saved.version == 1 and saved.updated_at > 0
+    assert loaded is not None and (loaded.version, loaded.updated_at) == (saved.version, saved.updated_at)
+    saved.stamp(rec)
+    assert loaded == rec

@@ -38,7 +38,7 @@ async def test_moved_runs_go_with_the_record_in_one_script(redis_server: RedisSe
         record = ThreadRecord(thread_id="t", context_id="c", cwd="/w")
         for number in range(SPILL_AT + 1):
             record.runs[f"r-{number}"] = RunEntry(f"d-{number}", "success")
-        await store.save(record)
+        (await store.save(record)).stamp(record)
         assert "r-0" not in record.runs and record.earlier_runs > 0
         assert await store.earlier_run("t", "r-0") == RunEntry("d-0", "success")
         assert await store.earlier_run("t", "r-unknown") is None
@@ -69,7 +69,7 @@ async def test_a_record_in_todays_form_is_converted_on_its_first_save(redis_serv
         await client.hset("aguiadapter:thread:old", mapping={"version": 3, "record": json.dumps(raw)})
         loaded = await store.load("old")
         assert loaded is not None and len(loaded.runs) == 1000 and loaded.earlier_runs == 0
-        await store.save(loaded)
+        (await store.save(loaded)).stamp(loaded)
         stored = json.loads(await client.hget("aguiadapter:thread:old", "record"))
         assert len(stored["runs"]) == RUN_WINDOW and stored["earlier_runs"] == 1000 - RUN_WINDOW
         assert await store.earlier_run("old", "r-0") == RunEntry("d-0", "success")

@@ -78,7 +78,7 @@ async def test_paging_walks_every_thread_once_even_when_they_share_their_time(
 
 async def test_a_refused_save_changes_neither_the_record_nor_the_list(store: rs.RedisThreadStore, raw: Any) -> None:
     first = record("t-1")
-    await store.save(first)
+    (await store.save(first)).stamp(first)
     stale = record("t-1")  # version 0: another writer's view
     stale.state = ThreadState.TERMINAL
     with pytest.raises(PersistenceError):

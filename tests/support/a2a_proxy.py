@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from .serve import on_loopback
 
 LOOPBACK = "127.0.0.1"
 # Hop-by-hop headers, and those aiohttp recomputes for the relayed body.
@@ -206,9 +207,7 @@ class A2AProxy:
         # handler_cancellation: when the adapter dies, the handler stops and
         # closes its request to the runtime, so the runtime sees its client go.
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5, handler_cancellation=True)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, LOOPBACK, 0)
-        await site.start()
+        await on_loopback(self._runner, LOOPBACK)
         self.port = self._runner.addresses[0][1]
 
     async def close(self) -> None:

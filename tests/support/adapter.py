@@ -17,6 +17,7 @@ from aguiadapter.web.app import create_app
 from aguiadapter.web.server import AdapterRunner
 
 from .agui import check_stream, judge
+from .serve import on_loopback
 
 
 
@@ -134,9 +135,7 @@ async def start_adapter(state_dir: Path, a2a_url: str | None, **config: Any) -> 
     cfg = Config(state_dir=state_dir, a2a_url=a2a_url, **config)
     app = create_app(cfg)
     runner = AdapterRunner(app, shutdown_timeout=1.0, header_timeout=cfg.header_timeout_seconds)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await on_loopback(runner)
     port = runner.addresses[0][1]
     session = aiohttp.ClientSession()
     return RunningAdapter(f"http://127.0.0.1:{port}/", app, runner, session, cfg)

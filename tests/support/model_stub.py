@@ -50,6 +50,7 @@ from aiohttp import web
 
 from .chat import message_text
 from .eventually import eventually
+from .serve import on_loopback
 
 if TYPE_CHECKING:  # annotations only: no runtime dependency on typing_extensions
     from typing_extensions import Self
@@ -349,9 +350,7 @@ class ModelStub:
             app.router.add_post(path, self._handle)
         # A short shutdown timeout: a test may leave a `slow` stream running.
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)  # port 0: the OS picks a free one
-        await site.start()
+        await on_loopback(self._runner, self.host)
         self.port = self._runner.addresses[0][1]
 
     async def _shutdown(self) -> None:

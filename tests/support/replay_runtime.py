@@ -58,6 +58,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from .pipeline_recording import RESTORE_PATH, STATE_PATH, Exchange, RecordedAnswer, Recording
+from .serve import on_loopback
 
 #: The workspace path the recordings show in place of the real one.
 RECORDED_CWD: Final = "/workspace/pipeline"
@@ -148,9 +149,7 @@ class ReplayRuntime:
         app.router.add_get("/health", self._health)
         # A client that leaves ends its handler: held streams close with it.
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
+        await on_loopback(runner)
         self._runner = runner
         self.url = f"http://127.0.0.1:{runner.addresses[0][1]}/"
         return self.url

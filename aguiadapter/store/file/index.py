@@ -1,7 +1,7 @@
 """The file store's thread list: a marker file per thread, in a folder per owner.
 
-``<state_dir>/index/<owner>/<thread file name>`` is an empty file that says
-the record of that name belongs to ``<owner>`` (32 hex digits of the
+``<state_dir>/index/<owner>/<slug>-<hash>.mark`` is an empty file that says
+the record ``threads/<slug>-<hash>.json`` belongs to ``<owner>`` (32 hex digits of the
 SHA-256 of the record's owner, :func:`~.listing.owner_of`). A thread's
 marker is made once, by its first save in this process (a follower of the
 record's durable write: same group, after the record landed, not synced:
@@ -9,7 +9,9 @@ record's durable write: same group, after the record landed, not synced:
 record by the retention sweep. What the list shows (state, times, pending
 interrupts) is read from the records themselves, never copied, so it cannot
 be behind them; a marker that a power cut took is made again by the
-thread's next save.
+thread's next save. Markers of earlier versions bore the record's own name
+(``.json``, though empty: an operator's ``jq`` over the folder failed on
+them): they are listed as before, and the retention sweep renames them.
 
 Nothing is read at startup. The first list call for an owner reads that
 owner's markers and their records (not the other owners' records) and
@@ -60,6 +62,11 @@ MAX_KEPT = 100_000
 #: Threads whose marker this process remembers having seen or made.
 MAX_MARKED = 100_000
 
+#: The ending of a marker's name (it promises no JSON: the file is empty).
+MARKER_SUFFIX = ".mark"
+#: The ending of a record's name, which markers of earlier versions bore too.
+_RECORD_SUFFIX = ".json"
+
 _Change = ThreadSummary | str  # a summary to put, or the key of a thread to drop
 
 
@@ -88,7 +95,7 @@ class FileThreadIndex:
 
     def entry_path(self, record: ThreadRecord) -> Path:
         """The entry file of a record."""
-        return self.folder / owner_id(owner_of(record)) / self._file_name(record.key)
+        return self.folder / owner_id(owner_of(record)) / marker_name(self._file_name(record.key))
 
     async def marker_of(self, record: ThreadRecord) -> str | None:
         """The marker a save of ``record`` must leave (its owner's folder made,
@@ -99,7 +106,7 @@ class FileThreadIndex:
         if owner not in self._made:
             await _make_private_dir_async(self.folder / owner, executor=self._executor)
             self._made.add(owner)
-        return str(self.folder / owner / self._file_name(record.key))
+        return str(self.folder / owner / marker_name(self._file_name(record.key)))
 
     def saved(self, record: ThreadRecord, marked: bool) -> None:
         """A record was saved, with its marker (``marked``: made just now, or
@@ -116,8 +123,10 @@ class FileThreadIndex:
     async def removed(self, record: ThreadRecord) -> None:
         """Remove the entry of a record just deleted."""
         self._marked.discard(record.key)
-        with contextlib.suppress(FileNotFoundError):
-            await aiofiles.os.remove(self.entry_path(record), executor=self._executor)
+        entry = self.entry_path(record)
+        for path in (entry, entry.with_name(self._file_name(record.key))):  # and an earlier version's
+            with contextlib.suppress(FileNotFoundError):
+                await aiofiles.os.remove(path, executor=self._executor)
         self._apply(owner_id(owner_of(record)), record.key)
 
     async def page(
@@ -143,7 +152,8 @@ class FileThreadIndex:
 
     async def drop_orphans(self, record_names: Collection[str], older_than: float) -> int:
         """Remove the entries whose record file is not in ``record_names`` (a
-        record deleted by hand), written before ``older_than``; how many."""
+        record deleted by hand), written before ``older_than``; how many.
+        An earlier version's marker of a record still there takes the new name."""
         removed = 0
         try:
             owners = await aiofiles.os.listdir(self.folder, executor=self._executor)
@@ -153,9 +163,15 @@ class FileThreadIndex:
         for owner in owners:
             with contextlib.suppress(OSError):
                 for name in await aiofiles.os.listdir(self.folder / owner, executor=self._executor):
-                    if name.startswith(".") or name in names:
+                    record = record_name_of(name)
+                    if record is None:
                         continue
                     path = self.folder / owner / name
+                    if record in names:
+                        if record == name:
+                            await aiofiles.os.replace(path, path.with_name(marker_name(record)),
+                                                      executor=self._executor)
+                        continue
                     if (await aiofiles.os.stat(path, executor=self._executor)).st_mtime < older_than:
                         await aiofiles.os.remove(path, executor=self._executor)
                         self._kept.pop(owner, None)  # read again when next listed
@@ -210,9 +226,8 @@ def _read_owner(folder: Path, records: Path) -> list[ThreadSummary]:
     except FileNotFoundError:
         return []
     found = []
-    for name in names:
-        if name.startswith("."):
-            continue
+    # A thread marked by this version and by an earlier one is listed once.
+    for name in {record for record in map(record_name_of, names) if record is not None}:
         try:
             with open(records / name, "rb") as handle:
                 found.append(summary_of(record_from_json(handle.read())))
@@ -221,6 +236,20 @@ def _read_owner(folder: Path, records: Path) -> list[ThreadSummary]:
         except (OSError, ValueError) as exc:
             log.warning("thread %s unreadable, not listed: %s", name, exc)
     return found
+
+
+def marker_name(record_name: str) -> str:
+    """The name of the marker of the record file ``record_name``."""
+    return record_name.removesuffix(_RECORD_SUFFIX) + MARKER_SUFFIX
+
+
+def record_name_of(marker: str) -> str | None:
+    """The record file a marker names (``None``: not a marker)."""
+    if marker.startswith("."):
+        return None
+    if marker.endswith(MARKER_SUFFIX):
+        return marker.removesuffix(MARKER_SUFFIX) + _RECORD_SUFFIX
+    return marker if marker.endswith(_RECORD_SUFFIX) else None
 
 
 def _load_owner(folder: Path, records: Path) -> SortedSummaries:

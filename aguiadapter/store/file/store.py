@@ -30,14 +30,14 @@ import aiofiles.os
 
 from .durable import GroupWriter, read_bytes
 from .history import FileRunHistory
-from ..run_history import adopt_stored, lines_of, split_runs
+from ..run_history import lines_of, split_runs
 from ..slots import LocalRunSlots
 from .index import FileThreadIndex
 from .retention import FileRetention, retention_seconds_of
 from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, summary_of
 from ...threads.record import RunEntry, ThreadRecord, ThreadState, record_from_json, record_to_json
 from ..run_log import LogBounds, MemoryRunLogs
-from ..contract import Claim, CorruptRecord, PersistenceError, parse_owned_record, parse_stored_record
+from ..contract import Claim, CorruptRecord, PersistenceError, Saved, parse_owned_record, parse_stored_record
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()
@@ -212,20 +212,16 @@ class FileThreadStore:
             raise CorruptRecord(f"{os.path.basename(path)}: {exc.strerror}") from exc
         return parse_owned_record(thread_id, data, os.path.basename(path), principal)
 
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
         """Atomically replace the thread's file (the runs that move out of
         the record are appended to its run history first, in the same write)."""
-        record.version += 1
-        record.updated_at = time.time()
-        stored, moved = split_runs(record)
-        try:
-            await self._write_listed(stored, self._append_of(stored, moved))
-        except PersistenceError:
-            record.version -= 1
-            raise
-        adopt_stored(record, stored)
-        if moved:
-            self.history.appended(record.key, moved)
+        saved, stamped = Saved.next_of(record, time.time())
+        stored, moved = split_runs(stamped)
+        await self._write_listed(stored, self._append_of(stored, moved))
+        if not moved:
+            return saved
+        self.history.appended(record.key, moved)
+        return saved.keeping(stored)
 
     def _append_of(self, record: ThreadRecord, moved: Collection[tuple[str, RunEntry]]) -> tuple[str, bytes] | None:
         return (self.history.path_of(record.key), lines_of(moved)) if moved else None

@@ -42,13 +42,13 @@ from redis.exceptions import AuthenticationError, AuthenticationWrongNumberOfArg
 from ...logs import log_fields
 from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, owner_id, owner_of, summary_of
 from ...threads.record import RunEntry, ThreadRecord, ThreadState, record_from_json, record_to_json
-from ..run_history import adopt_stored, entry_json, entry_of, split_runs
+from ..run_history import entry_json, entry_of, split_runs
 from ..run_log import LogBounds
 from .limits import RedisRunSlots
 from .run_log import RedisRunLogs
 from .run_log import _key as run_log_key
 from .thread_list import RedisThreadList
-from ..contract import Claim, PersistenceError, StoreUnavailable, parse_owned_record, parse_stored_record
+from ..contract import Claim, PersistenceError, Saved, StoreUnavailable, parse_owned_record, parse_stored_record
 
 log = logging.getLogger(__name__)
 
@@ -403,12 +403,12 @@ class RedisThreadStore:
         raw = data if isinstance(data, bytes) else data.encode()
         return parse_owned_record(thread_id, raw, f"redis record of {thread_id}", principal)
 
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> None:
+    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
         """Compare-and-set the record on its version, fenced by the claim's token."""
         if claim is not None and claim.thread_id != record.key:
             raise PersistenceError(f"claim of {claim.thread_id} used for {record.key}")
         expected = record.version
-        record.version, record.updated_at = expected + 1, time.time()
+        saved, record = Saved.next_of(record, time.time())
         stored, moved = split_runs(record)
         try:
             summary = summary_of(record)
@@ -422,12 +422,10 @@ class RedisThreadStore:
                 args += [_RUN_FIELD + run_id, entry_json(entry)]
             result = await _bounded(self._save_script(keys=keys, args=args))
         except _ERRORS as exc:
-            record.version = expected
             raise PersistenceError(f"redis: {_why(exc)}") from exc
         if result != 1:
-            record.version = expected
             raise PersistenceError(_SAVE_REFUSALS.get(int(result), f"unexpected answer {result!r}"))
-        adopt_stored(record, stored)
+        return saved.keeping(stored) if moved else saved
 
     async def earlier_run(self, key: str, run_id: str) -> RunEntry | None:
         """A run that left the thread's record: a field of the record's hash."""
