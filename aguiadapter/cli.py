@@ -25,11 +25,14 @@ from .cli_help import ReferenceOnly as _ReferenceOnly
 from .cli_help import document as _document
 from .cli_help import json_wanted, usage_error, write_json_lines
 from .logs import configure_logging, json_line, mask_url
+from .pool.settings import parse_runtime
 from .protocol.profile import COMPAT_CHOICES
 from .telemetry import shutdown_within, tracer_provider_from_env
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+
+    from .pool.pool import RuntimePool
 
 log = logging.getLogger("aguiadapter")
 
@@ -56,7 +59,14 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     parser.add_argument("--a2a-url", default=env.get(cfg.ENV_A2A_URL) or None,
                         help="the A2A runtime's URL")
     parser.add_argument("--a2a-token", default=env.get(cfg.ENV_A2A_TOKEN) or None,
-                        help="bearer token for the runtime")
+                        help="bearer token for the runtime (every runtime of a pool, unless its token_env says)")
+    parser.add_argument("--runtime", action="append", default=None, metavar="NAME=URL", type=_option(parse_runtime),
+                        help="one runtime of a pool (repeatable; NAME: a-z, 0-9, -, up to 32): each new thread is "
+                        "pinned to the reachable, non-draining runtime with the fewest active runs (excludes "
+                        "--a2a-url, which is a pool of one named default)")
+    parser.add_argument("--runtimes-file", type=Path, default=env.get(cfg.ENV_RUNTIMES_FILE) or None, metavar="PATH",
+                        help="the pool as [[runtime]] tables of a TOML file (name, url, and optional token_env, "
+                        "config_dir, capacity, drain); read again on SIGHUP (excludes --a2a-url and --runtime)")
     parser.add_argument("--config-dir", type=Path, default=None,
                         help="iac-code config folder (default $IAC_CODE_CONFIG_DIR or ~/.iac-code)")
     parser.add_argument("--state-dir", type=Path, default=None,
@@ -254,6 +264,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
             principal_claim=args.jwt_principal_claim,
         )
     return cfg.Config(
+        runtimes=tuple(args.runtime or cfg.env_runtimes(env, cfg.ENV_RUNTIMES)),
+        runtimes_file=None if args.runtimes_file is None else args.runtimes_file.expanduser(),
         state_dir=state_dir,
         runtime_config_dir=config_dir,
         a2a_url=args.a2a_url,
@@ -344,8 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             sys.stdout.write(fenced([DIAGRAMS[args.which]()] if args.which else render_all()))
         return 0
-    chosen = [name for name, given in (("--a2a-url", args.a2a_url), ("--spawn-iac-code", args.spawn_iac_code),
-                                       ("--demo", args.demo)) if given]
+    pooled = args.runtime or os.environ.get(cfg.ENV_RUNTIMES)
+    chosen = [name for name, given in (("--a2a-url", args.a2a_url), ("--runtime", pooled),
+                                       ("--runtimes-file", args.runtimes_file),
+                                       ("--spawn-iac-code", args.spawn_iac_code), ("--demo", args.demo)) if given]
     if len(chosen) != 1:
         both = f"{' and '.join(chosen)} exclude each other: choose one runtime"
         return usage_error(both if chosen else cfg.NO_RUNTIME)
@@ -428,6 +442,9 @@ async def serve(
         _print_banner(app, runner, site, config, console)
         _warn_open_beyond_loopback(runner, config)
         signals = _Signals()
+        pool = app[BACKEND].pool
+        if config.runtimes_file is not None and pool is not None:
+            _reread_on_sighup(pool, config.runtimes_file)
         try:
             await signals.next()
             service = app[BACKEND].service
@@ -468,6 +485,10 @@ def _print_banner(
         "demo": "embedded demo runtime (a scripted agent with canned answers, not a model)",
         "iac-code": "iac-code a2a child",
     }.get(config.runtime_kind, "A2A runtime")
+    if config.runtimes and started.pool is not None:  # named runtimes: each by name
+        what = "iac-code a2a children" if config.spawned_runtime else "A2A runtimes"
+        kind = f"pool of {len(started.pool.members)} {what}"
+        runtime = ", ".join(f"{member.name}={mask_url(member.spec.url)}" for member in started.pool.members.values())
     roots = ", ".join(config.allowed_cwds) or "any absolute path"
     where = [f"http://{host}:{port}/" for host, port, *_ in runner.addresses]
     if console.json_lines:  # one object, the same facts
@@ -541,6 +562,19 @@ def _auth_summary(config: cfg.Config) -> str:
     if config.jwt is not None:
         return f"JWT ({config.jwt.principal_claim} names the user; keys from {config.jwt.key_source})"
     return "bearer token required" if config.auth_token else "none"
+
+
+def _reread_on_sighup(pool: RuntimePool, path: Path) -> None:
+    """SIGHUP reads the runtimes file again (a bad one keeps the pool; one log line)."""
+    loop = asyncio.get_running_loop()
+    rereads: set[asyncio.Task[bool]] = set()
+
+    def reread() -> None:
+        task = loop.create_task(pool.reread(path))
+        rereads.add(task)
+        task.add_done_callback(rereads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, reread)
 
 
 class _Signals:

@@ -123,6 +123,8 @@ class Ticket:
     message: dict[str, Any] | None = None
     #: What the runtime said about the task when the request was admitted.
     view: TaskView | None = None
+    #: Told right after ``RUN_STARTED`` of a new turn (the pool's notice of a new runtime).
+    notices: list[Event] = attrs.Factory(list)
 
     @property
     def record(self) -> ThreadRecord:
@@ -361,7 +363,7 @@ class RunDriver:
                 events = await shell.apply(tm.report, binding, message, self.context.profile)
                 await shell.release()
             elif plan.kind is tm.PlanKind.TURN:
-                events = await shell.apply(tm.start_turn, binding) + self._skipped_parts()
+                events = await shell.apply(tm.start_turn, binding) + self._skipped_parts() + self.ticket.notices
                 self.translator.pipeline = self.ticket.record.pipeline or self.translator.pipeline
             elif plan.kind is tm.PlanKind.RESUME:
                 events = await shell.apply(tm.resume, binding, plan.answers, plan.taken)

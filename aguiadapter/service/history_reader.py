@@ -71,6 +71,7 @@ from typing import Any, Final
 
 from ..a2a.client import A2AClient, A2AError, A2AHttpError, A2AReplyTooLarge
 from ..errors import AdapterError, ErrorCode
+from ..pool.pool import RuntimeGone
 from ..runtime.history import Page, Turn, page, project
 from ..runtime.iac_code import EXECUTION_STATE_PATH, SESSION_RECOVERY_PATH
 from ..threads.listing import owner_of
@@ -160,17 +161,20 @@ class HistoryReader:
         self._kept_bytes = 0
         self._flights: dict[str, asyncio.Future[list[Turn]]] = {}
         self._client: A2AClient | None = None
+        self._route: Callable[[ThreadRecord], A2AClient] | None = None
         #: Transcript reads that reached the runtime or the disk (for tests and benchmarks).
         self.reads = 0
 
     # ------------------------------------------------------------- lifecycle
-    def start(self, client: A2AClient) -> None:
-        """Read through ``client`` from now on (the app's, once it starts)."""
+    def start(self, client: A2AClient, route: Callable[[ThreadRecord], A2AClient] | None = None) -> None:
+        """Read through ``client`` from now on (the app's, once it starts); with
+        ``route``, through the client of each thread's own runtime (a pool)."""
         self._client = client
+        self._route = route
 
     def stop(self) -> None:
         """Forget the client and everything kept."""
-        self._client = None
+        self._client = self._route = None
         self._cache.clear()
         self._kept_bytes = 0
 
@@ -282,7 +286,7 @@ class HistoryReader:
 
     async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
         try:
-            return await self._from_runtime(record.context_id)
+            return await self._from_runtime(record)
         except _NotServed as exc:
             reason, gone = str(exc), exc.gone
         except _TooLarge as exc:
@@ -303,10 +307,16 @@ class HistoryReader:
             raise HistoryUnavailable(reason, "history_gone", retry=False)
         raise HistoryUnavailable(reason)
 
-    async def _from_runtime(self, context_id: str) -> list[dict[str, Any]]:
+    async def _from_runtime(self, record: ThreadRecord) -> list[dict[str, Any]]:
         client = self._client
         if client is None:
             raise _NotServed("the reader is not started")
+        if self._route is not None:
+            try:
+                client = self._route(record)
+            except RuntimeGone:
+                raise _NotServed("its runtime left the pool", gone=True) from None
+        context_id = record.context_id
         # A turn that starts between the two calls makes the second one refuse
         # (409: not the current execution): ask again, once.
         for attempt in (1, 2):

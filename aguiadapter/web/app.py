@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from ..a2a.client import A2AClient
 from ..config import NO_RUNTIME, Config
 from ..images import ImageWork
-from ..logs import mask_url
 from ..telemetry import Telemetry
+from ..pool.pool import RuntimePool
+from ..pool.settings import DEFAULT_RUNTIME, RuntimeSpec
 from ..store.factory import open_store
 from ..service.history_reader import HistoryReader
 from ..service.limits import AdmissionLimits
@@ -119,25 +119,30 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
     async def context(app: web.Application) -> AsyncIterator[None]:
         await app[AUTH].start()
         demo = None
-        url = config.a2a_url
-        if url is None:
+        specs = config.pool_specs()
+        if config.demo:
             from ..demo.runtime import DemoRuntime
 
             demo = DemoRuntime()
             url = await demo.start()
             log.info("embedded demo runtime on %s", url)
-        if demo is None:
-            await _probe(url, config.a2a_token)
-        client = A2AClient(url, token=config.a2a_token, telemetry=telemetry)
-        started = app[BACKEND]
-        started.client = client
-        app[HISTORY].start(client)
+            specs = (RuntimeSpec(DEFAULT_RUNTIME, url),)
         threads = store or open_store(
             config.store_url, state_dir=config.state_dir, retention_days=config.state_retention_days
         )
+        pool = RuntimePool(specs, token=config.a2a_token, slots=threads.run_slots("pool"), telemetry=telemetry,
+                           probe_seconds=config.runtime_probe_seconds)
+        # Probed once now (a runtime that does not answer is logged; the server starts all the
+        # same and /health reports it), then in the background.
+        await pool.start()
+        client = next(iter(pool.members.values())).client
+        started = app[BACKEND]
+        started.client = client
+        started.pool = pool
+        app[HISTORY].start(client, route=lambda record: pool.member(record.runtime).client)
         started.service = ThreadService(
             threads,
-            client,
+            pool,
             interrupt_ttl_seconds=config.interrupt_ttl_seconds,
             telemetry=telemetry,
             grace_seconds=config.disconnect_grace_seconds,
@@ -158,9 +163,9 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             yield
         finally:
             await started.limits.close()
-            started.client = started.service = started.limits = None
+            started.client = started.service = started.limits = started.pool = None
             app[HISTORY].stop()
-            await client.close()
+            await pool.close()
             await app[AUTH].close()
             if demo is not None:
                 await demo.close()
@@ -177,19 +182,6 @@ def _history_reader(config: Config) -> HistoryReader:
         max_reply_bytes=config.history_max_bytes,
         transcripts_dir=config.runtime_config_dir if config.spawned_runtime else None,
     )
-
-
-async def _probe(url: str, token: str | None) -> None:
-    """Warn when the runtime does not answer; the server starts all the same
-    (``/health`` reports it until it does). Not traced: no request caused it."""
-    async with A2AClient(url, token=token) as probe:
-        status = await probe.health_status()
-    if status == "unauthorized":
-        log.error("the A2A runtime at %s refuses this server's token (HTTP 401/403): give it the runtime's token "
-                  "(--a2a-token, IAC_CODE_AGUI_A2A_TOKEN; iac-code a2a reads IACCODE_A2A_HTTP_TOKEN); runs fail "
-                  "until they match", mask_url(url))
-    elif status != "ok":
-        log.warning("the A2A runtime does not answer at %s; runs fail until it does", mask_url(url))
 
 
 def _metrics_listener(host: str, port: int):  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ from ..config import Config
 from ..errors import AdapterError, ErrorCode
 from ..images import ImageWork
 from ..telemetry import Telemetry
+from ..pool.pool import RuntimePool
 from ..service.limits import AdmissionLimits
 from ..service.history_reader import HistoryReader
 from ..service.thread_service import ThreadService
@@ -31,6 +32,8 @@ class Backend:
     #: Where the separate metrics listener (``Config.metrics_port``) listens.
     metrics_urls: list[str] = attrs.Factory(list)
     limits: AdmissionLimits | None = None
+    #: The runtimes threads are pinned to (``/health`` lists them; SIGHUP reloads them).
+    pool: RuntimePool | None = None
 
 
 CONFIG = web.AppKey("aguiadapter.config", Config)
