@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -77,6 +78,8 @@ class Member:
     owned: bool = True
     #: The pool probes its runtimes (set by :meth:`RuntimePool.start`).
     pool_probes: bool = False
+    #: This process's runs on it (what an uncounted pool reports).
+    active_here: int = 0
 
     @property
     def name(self) -> str:
@@ -108,7 +111,12 @@ class RuntimePool:
         telemetry: Telemetry = QUIET,
         probe_seconds: float = PROBE_SECONDS,
         client_factory: ClientFactory | None = None,
+        counted: bool = True,
     ) -> None:
+        #: Whether runs are counted in the store's slots. A fixed pool of one without
+        #: a capacity (``--a2a-url``) has nothing to choose or bound: it counts in memory
+        #: only, so that it costs today's run nothing more (no store call per run).
+        self.counted = counted
         self.token = token
         self.telemetry = telemetry
         self.slots: RunSlots = slots if slots is not None else LocalRunSlots()
@@ -121,6 +129,8 @@ class RuntimePool:
         self._turn = 0
         #: Slots this process holds, renewed while their runs go on (Redis leases).
         self._held: set[RunSlot] = set()
+        #: Ids of the slots of an uncounted pool.
+        self._ids = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
         #: Probes run (:meth:`start`): a runtime marked down is looked at again.
         self.probing = False
@@ -130,7 +140,7 @@ class RuntimePool:
     @classmethod
     def single(cls, client: A2AClient, config_dir: Path | None = None) -> RuntimePool:
         """A pool of one lent client, named ``default`` (an embedded service, the tests); not probed."""
-        pool = cls(())
+        pool = cls((), counted=False)
         spec = RuntimeSpec(DEFAULT_RUNTIME, client.url, config_dir=config_dir)
         pool.members[DEFAULT_RUNTIME] = Member(spec, client, IacCodeRuntime(client, config_dir), owned=False)
         return pool
@@ -170,6 +180,10 @@ class RuntimePool:
         if not candidates:
             self.telemetry.count_refusal("no_runtime")
             raise RuntimeUnavailable("no runtime is reachable and not draining")
+        if not self.counted:
+            (member,) = candidates
+            self.telemetry.placed(member.name)
+            return member.name, self._here(member)
         counts = await self._counts([member.name for member in candidates])
         turn, self._turn = self._turn, self._turn + 1
         width = len(candidates)
@@ -192,6 +206,10 @@ class RuntimePool:
         :class:`RuntimeGone` when the pool no longer has it."""
         member = self.member(name)
         if not member.reachable:
+            # Asked again now: a runtime that came back serves its threads at
+            # once, not a probe later (one health call, on the refusal path only).
+            member.status = await member.client.health_status()
+        if not member.reachable:
             self.telemetry.count_refusal("unreachable")
             raise RuntimeUnavailable(f"runtime {member.name} is unreachable")
         slot = await self._take(member)
@@ -205,7 +223,18 @@ class RuntimePool:
         if slot is None or slot not in self._held:
             return
         self._held.discard(slot)
-        await self.slots.release(slot)
+        member = self.members.get(slot.user)
+        if member is not None:
+            member.active_here -= 1
+        if self.counted:
+            await self.slots.release(slot)
+
+    def _here(self, member: Member) -> RunSlot:
+        """A run counted in this process only (an uncounted pool)."""
+        slot = RunSlot(str(next(self._ids)), member.name)
+        self._held.add(slot)
+        member.active_here += 1
+        return slot
 
     async def report(self, *, with_urls: bool) -> list[dict[str, Any]]:
         """What ``/health`` lists of each runtime (the URLs, masked, only ``with_urls``)."""
@@ -232,7 +261,10 @@ class RuntimePool:
         return any(member.takes_new_threads for member in self.members.values())
 
     async def active_runs(self) -> dict[str, int | None]:
-        """Active runs per runtime, every replica's (``None`` each when the store does not answer)."""
+        """Active runs per runtime, every replica's (``None`` each when the store does not answer);
+        an uncounted pool's, this process's."""
+        if not self.counted:
+            return {name: member.active_here for name, member in self.members.items()}
         try:
             counts = await self.slots.held(self.names)
         except StoreUnavailable:
@@ -246,6 +278,8 @@ class RuntimePool:
             raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
 
     async def _take(self, member: Member) -> RunSlot | None:
+        if not self.counted:
+            return self._here(member)
         slot = RunSlot(uuid.uuid4().hex, member.name)
         try:
             taken = await self.slots.take(slot, None, member.spec.capacity)
@@ -254,6 +288,7 @@ class RuntimePool:
         if taken != "taken":
             return None
         self._held.add(slot)
+        member.active_here += 1
         return slot
 
     # ------------------------------------------------------------ health
@@ -274,7 +309,7 @@ class RuntimePool:
                             "until it does", member.name, mask_url(member.spec.url))
         self._tasks.append(asyncio.create_task(self._probe_forever()))
         lease = self.slots.lease_seconds
-        if lease is not None:
+        if lease is not None and self.counted:
             self._tasks.append(asyncio.create_task(self._renew_forever(max(0.1, lease / 3))))
 
     async def probe(self) -> None:
@@ -307,7 +342,7 @@ class RuntimePool:
         while True:
             await asyncio.sleep(every)
             try:
-                await self.slots.renew(list(self._held))
+                await self.slots.renew(list(self._held))  # a RunSlot is frozen: safe to share
             except StoreUnavailable as exc:
                 log.warning("runtime run counts not renewed: %s", exc)
 

@@ -30,7 +30,7 @@ from ..a2a.client import A2AClient, A2AError, A2AUnavailable
 from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
-from ..pool.pool import RuntimeGone, RuntimePool
+from ..pool.pool import RuntimeGone, RuntimePool, RuntimeUnavailable
 from ..pool.settings import DEFAULT_RUNTIME
 from ..store.slots import RunSlot
 from ..protocol.events import RUNTIME_CHANGED_EVENT, Event, custom
@@ -390,7 +390,7 @@ class ThreadService:
             log.warning("thread %s: the runtime cannot be asked about its task: %s", record.thread_id, exc)
             if isinstance(exc, A2AUnavailable) and not exc.sent:
                 self.pool.saw_unreachable(record.runtime)  # no new thread goes there until a probe says so
-            raise AdapterError(ErrorCode.A2A_UNAVAILABLE) from exc
+            raise RuntimeUnavailable(str(exc)) from exc  # retryable: the answer stays pending
 
     async def _recover(self, shell: ThreadShell) -> None:
         """A record left ``running`` without a live claim: its run died with

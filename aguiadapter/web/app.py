@@ -131,7 +131,7 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
             config.store_url, state_dir=config.state_dir, retention_days=config.state_retention_days
         )
         pool = RuntimePool(specs, token=config.a2a_token, slots=threads.run_slots("pool"), telemetry=telemetry,
-                           probe_seconds=config.runtime_probe_seconds)
+                           probe_seconds=config.runtime_probe_seconds, counted=bool(config.runtimes))
         # Probed once now (a runtime that does not answer is logged; the server starts all the
         # same and /health reports it), then in the background.
         await pool.start()
