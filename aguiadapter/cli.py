@@ -32,6 +32,7 @@ from .telemetry import shutdown_within, tracer_provider_from_env
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from .iac_process import IacCodeProcess
     from .pool.pool import RuntimePool
 
 log = logging.getLogger("aguiadapter")
@@ -170,8 +171,10 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         "unless --metrics is given too)")
     parser.add_argument("--metrics-host", default=env.get(cfg.ENV_METRICS_HOST) or None, metavar="HOST",
                         help="address of the --metrics-port listener (default: --host)")
-    parser.add_argument("--spawn-iac-code", action="store_true",
-                        help="start and supervise a local `iac-code a2a` child (what iac-code agui does without a URL)")
+    parser.add_argument("--spawn-iac-code", nargs="?", const=1, default=0, type=_positive_int, metavar="N",
+                        help="start and supervise a local `iac-code a2a` child (what iac-code agui does without a "
+                        "URL); with N above 1, a pool of N children local-1..N, each with its own config folder "
+                        "<config-dir>/runtimes/local-I")
     parser.add_argument("--spawn-env", action="append", default=None, metavar="NAME",
                         help="with --spawn-iac-code: one more environment variable the child gets (repeatable; "
                         "the variable takes a comma-separated list; default: only what iac-code reads, never "
@@ -397,7 +400,7 @@ async def serve(
     host: str,
     port: int,
     *,
-    spawn_iac_code: bool = False,
+    spawn_iac_code: int = 0,
     tracer_provider: TracerProvider | None = None,
     spawn_env: tuple[str, ...] = (),
     log_format: str = "text",
@@ -410,21 +413,13 @@ async def serve(
     from .web.server import AdapterRunner
 
     console = _Console(log_format == "json")
-    child = None
-    if spawn_iac_code:
-        from .iac_process import IacCodeProcess
-
-        refusals, warnings = _child_separation(config)
-        if refusals:
-            raise RuntimeError(refusals[0])
-        for warning in warnings:
-            log.warning("%s", warning)
-        child = IacCodeProcess(
-            allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir, extra_env=spawn_env,
-            relay_output=console.json_lines,
-        )
-        url, token = await child.start()
-        config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
+    children: list[IacCodeProcess] = []
+    try:
+        if spawn_iac_code:
+            config = await _spawn_children(config, spawn_iac_code, children, spawn_env, console)
+    except BaseException:
+        await asyncio.gather(*(child.stop() for child in children))
+        raise
     app = create_app(config, tracer_provider=tracer_provider)
     from .web.server import AccessLogWithoutHealth
 
@@ -459,8 +454,40 @@ async def serve(
         console.say("aguiadapter: shutting down", "shutting down")
     finally:
         await runner.cleanup()
-        if child is not None:
-            await child.stop()
+        await asyncio.gather(*(child.stop() for child in children))
+
+
+async def _spawn_children(
+    config: cfg.Config, count: int, children: list[IacCodeProcess], spawn_env: tuple[str, ...], console: _Console
+) -> cfg.Config:
+    """Start ``count`` supervised ``iac-code a2a`` children (added to ``children`` as
+    they are made) and the config that names them: one is the runtime at
+    ``a2a_url``, as before pools; more are a pool ``local-1..N``, each child
+    with a config folder of its own under ``<config-dir>/runtimes/``."""
+    from .iac_process import IacCodeProcess
+    from .pool.settings import RuntimeSpec
+
+    base = config.runtime_config_dir or cfg.default_config_dir()
+    folders = [config.runtime_config_dir] if count == 1 else [base / "runtimes" / f"local-{i}" for i in
+                                                               range(1, count + 1)]
+    for folder in folders:
+        refusals, warnings = _child_separation(attrs.evolve(config, runtime_config_dir=folder))
+        if refusals:
+            raise RuntimeError(refusals[0])
+        for warning in warnings:
+            log.warning("%s", warning)
+    for folder in folders:
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        children.append(IacCodeProcess(allowed_cwds=config.allowed_cwds, config_dir=folder, extra_env=spawn_env,
+                                       relay_output=console.json_lines))
+    started = await asyncio.gather(*(child.start() for child in children))
+    if count == 1:
+        ((url, token),) = started
+        return attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
+    pool = tuple(RuntimeSpec(f"local-{i}", url, token=token, config_dir=folder)
+                 for i, ((url, token), folder) in enumerate(zip(started, folders, strict=True), start=1))
+    return attrs.evolve(config, runtimes=pool, spawned_runtime=True)
 
 
 class _Console:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ..config import NO_RUNTIME, Config
 from ..images import ImageWork
+from ..a2a.client import A2AClient
+from ..threads.record import ThreadRecord
 from ..telemetry import Telemetry
 from ..pool.pool import RuntimePool
 from ..pool.settings import DEFAULT_RUNTIME, RuntimeSpec
@@ -139,7 +142,7 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
         started = app[BACKEND]
         started.client = client
         started.pool = pool
-        app[HISTORY].start(client, route=lambda record: pool.member(record.runtime).client)
+        app[HISTORY].start(client, route=lambda record: _route(pool, record))
         started.service = ThreadService(
             threads,
             pool,
@@ -171,6 +174,11 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
                 await demo.close()
 
     return context
+
+
+def _route(pool: RuntimePool, record: ThreadRecord) -> tuple[A2AClient, Path | None]:
+    member = pool.member(record.runtime)
+    return member.client, member.spec.config_dir
 
 
 def _history_reader(config: Config) -> HistoryReader:

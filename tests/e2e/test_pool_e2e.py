@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from aguiadapter.pool.settings import RuntimeSpec
@@ -22,7 +23,7 @@ from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.web.keys import BACKEND
 from tests.e2e.test_multi_input_e2e import answer_body, post_events, ran, turn_body
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
-from tests.support.agui import interrupts_of
+from tests.support.agui import check_stream, interrupts_of
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
 from tests.support.model_stub import ModelStub
@@ -217,3 +218,48 @@ async def test_a_drained_then_removed_runtime_keeps_its_threads_then_hands_them_
         assert ran(cwd) == []
     finally:
         await adapter.close()
+
+
+async def test_spawn_iac_code_with_a_count_starts_a_pool_of_children_each_with_its_own_config_folder(
+    tmp_path: Path, iac_runtime: IacRuntime, iac_workspace: Path
+) -> None:
+    import re
+    import signal
+    import sys
+
+    env = {**iac_runtime._environment(), "PATH": os.environ["PATH"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env.pop("IACCODE_A2A_HTTP_TOKEN")
+    env.pop("IAC_CODE_CONFIG_DIR")
+    config_dir = tmp_path / "config"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "2", "--port", "0", "--config-dir", str(config_dir),
+        "--state-dir", str(tmp_path / "state"), "--allowed-cwd", str(iac_runtime.workspaces_root),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )
+    assert process.stdout is not None
+    text = ""
+    try:
+        while "state:" not in text:
+            line = (await asyncio.wait_for(process.stdout.readline(), 90)).decode()
+            assert line, text
+            text += line
+        url = re.search(r"listening on (http://\S+/)", text)
+        assert url is not None and "pool of 2 iac-code a2a children" in text, text
+        async with aiohttp.ClientSession() as session:
+            for number in range(2):
+                body = run_body(thread_id=f"spawned-{number}", text="[scenario:normal] hi",
+                                cwd=str(iac_runtime.workspace(f"spawned-{number}")))
+                async with session.post(url.group(1), json=body) as resp:
+                    assert check_stream(await resp.read())[-1]["type"] == "RUN_FINISHED"
+            async with session.get(url.group(1) + "health") as resp:
+                health = await resp.json()
+        assert health["runtime"] == "iac-code"
+        assert [(item["name"], item["reachable"]) for item in health["runtimes"]] == [
+            ("local-1", True), ("local-2", True)]
+    finally:
+        process.send_signal(signal.SIGINT)
+        await asyncio.wait_for(process.wait(), 30)
+    assert process.returncode == 0
+    # One thread on each child, each child's sessions in its own folder.
+    for name in ("local-1", "local-2"):
+        assert list((config_dir / "runtimes" / name).glob("projects/*/*/session.jsonl")), name
