@@ -234,3 +234,16 @@ async def test_an_idle_thread_whose_runtime_left_the_pool_is_pinned_again_and_to
         events = (await adapter.run(run_body(thread_id="t-moved", text="later", cwd=str(workspace)))).events()
         assert holder(demos, "later") == [now]
         assert "iac-code.runtime.changed.v1" not in [event.get("name") for event in events]
+
+
+async def test_metrics_name_the_runtime(tmp_path: Path, demos: dict[str, DemoRuntime], workspace: Path) -> None:
+    specs = pool_of(demos, c={"drain": True})
+    async with started(tmp_path, None, runtimes=specs, metrics=True) as adapter:
+        for number in range(2):
+            await adapter.run(run_body(thread_id=f"t-{number}", text=f"m {number}", cwd=str(workspace)))
+        text = (await adapter.get("/metrics")).body.decode()
+    for name in ("a", "b"):
+        assert f'aguiadapter_runtime_placements_total{{runtime="{name}"}} 1.0' in text
+        assert f'aguiadapter_runtime_up{{runtime="{name}"}} 1.0' in text
+        assert f'aguiadapter_runtime_active_runs{{runtime="{name}"}} 0.0' in text
+    assert 'aguiadapter_runtime_placements_total{runtime="c"}' not in text
