@@ -11,7 +11,7 @@
    turns, the order turning each round.
 2. **Placement** of a new thread (``RuntimePool.place`` then ``leave``, in
    this process, three runtimes): with the file store's slots (memory) and
-   with the Redis store's slots (a private ``redis-server``, two scripts per
+   with the Redis store's slots (a private ``redis-server``: count, take and release, three scripts per
    new thread): microseconds of wall and CPU per new thread.
 3. **Events per second with 1, 2 and 4 demo runtimes** behind one adapter:
    ``--concurrency`` clients each run ``firehose N`` on new threads (so
@@ -55,7 +55,7 @@ def _demo(work: Path, name: str) -> Server:
 def _adapter(work: Path, name: str, runtime: Sequence[str]) -> Server:
     port = free_port()
     argv = [sys.executable, "-m", "aguiadapter", "--port", str(port), "--state-dir", str(work / name / "state"),
-            "--allowed-cwd", str(work), "--log-level", "WARNING", *runtime]
+            "--allowed-cwd", str(work), "--log-level", "WARNING", "--max-new-threads-per-user", "0", *runtime]
     return Server(name, argv, port=port, log_path=work / f"{name}.log")
 
 
@@ -134,7 +134,7 @@ async def placement(work: Path, rounds: int, count: int) -> None:
         await redis.wait_ready()
         store = store_from_url(redis.redis_url + f"?prefix=bench-{uuid.uuid4().hex[:6]}:")
         await store.start()
-        kinds["redis store (2 scripts)"] = store.run_slots("pool")
+        kinds["redis store (3 scripts)"] = store.run_slots("pool")
     wall: dict[str, list[float]] = {name: [] for name in kinds}
     cpu: dict[str, list[float]] = {name: [] for name in kinds}
     try:
