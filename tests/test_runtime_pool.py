@@ -247,3 +247,26 @@ async def test_metrics_name_the_runtime(tmp_path: Path, demos: dict[str, DemoRun
         assert f'aguiadapter_runtime_up{{runtime="{name}"}} 1.0' in text
         assert f'aguiadapter_runtime_active_runs{{runtime="{name}"}} 0.0' in text
     assert 'aguiadapter_runtime_placements_total{runtime="c"}' not in text
+
+
+async def test_the_operator_command_cancels_a_pooled_threads_task_on_its_own_runtime(
+    tmp_path: Path, demos: dict[str, DemoRuntime], workspace: Path
+) -> None:
+    from aguiadapter.admin.operations import ThreadAdmin
+    from aguiadapter.config import Config
+
+    async with started(tmp_path, None, runtimes=pool_of(demos)) as adapter:
+        for number in range(2):  # the second one goes to another runtime than the first
+            await interrupt_on(adapter, f"t-wait-{number}", workspace)
+    admin = ThreadAdmin.for_config(Config(state_dir=tmp_path / "state", runtimes=pool_of(demos),
+                                          allowed_cwds=(str(tmp_path / "workspaces"),)))
+    await admin.open()
+    try:
+        record = await admin.find("t-wait-1", None)
+        assert record.runtime is not None
+        done = await admin.cancel(record)
+    finally:
+        await admin.close()
+    assert done.task_note is None and done.task_state == "TASK_STATE_CANCELED", done
+    assert {name: demo.state.total_cancel_calls > 0 for name, demo in demos.items()} == {
+        name: name == record.runtime for name in NAMES}
