@@ -270,3 +270,24 @@ async def test_the_operator_command_cancels_a_pooled_threads_task_on_its_own_run
     assert done.task_note is None and done.task_state == "TASK_STATE_CANCELED", done
     assert {name: demo.state.total_cancel_calls > 0 for name, demo in demos.items()} == {
         name: name == record.runtime for name in NAMES}
+
+
+async def test_a_runtime_that_moves_to_a_new_url_keeps_its_threads(
+    tmp_path: Path, demos: dict[str, DemoRuntime], workspace: Path
+) -> None:
+    async with started(tmp_path, None, runtimes=pool_of(demos)) as adapter:
+        interrupt = await interrupt_on(adapter, "t-moving", workspace)
+        (name,) = [name for name, demo in demos.items() if demo.state.tasks]
+        old = demos[name]
+        moved = DemoRuntime(state=old.state)  # the same runtime, its state kept, listening elsewhere
+        await moved.start()
+        await old.close()
+        demos[name] = moved
+        pool = adapter.app[BACKEND].pool
+        assert pool is not None
+        assert pool.reload(pool_of(demos)) == [f"{name} moved at {moved.url}"]
+        await pool.probe()
+        events = (await adapter.run(resume_body("t-moving", workspace, allow(interrupt)))).events()
+        assert events[-1]["outcome"] == {"type": "success"}
+        assert sum(moved.state.tool_runs.values()) == 1
+        assert (await adapter.get("/threads/t-moving")).json()["runtime"] == name
