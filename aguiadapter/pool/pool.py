@@ -113,9 +113,11 @@ class RuntimePool:
         client_factory: ClientFactory | None = None,
         counted: bool = True,
     ) -> None:
-        #: Whether runs are counted in the store's slots. A fixed pool of one without
-        #: a capacity (``--a2a-url``) has nothing to choose or bound: it counts in memory
-        #: only, so that it costs today's run nothing more (no store call per run).
+        #: Whether runs are counted in the store's slots, and runtimes the probes found
+        #: down refused. A fixed pool of one (``--a2a-url``) has nothing to choose or
+        #: bound: it counts in memory only (no store call per run), and its runs try the
+        #: runtime whatever its ``/health`` says, as before pools (an A2A server need not
+        #: serve ``/health``; a run that cannot reach it fails with its own error).
         self.counted = counted
         self.token = token
         self.telemetry = telemetry
@@ -176,7 +178,8 @@ class RuntimePool:
         """Choose the runtime of a new thread and count its first run there:
         the fewest active runs below capacity among the reachable, non-draining
         runtimes; :class:`RuntimeUnavailable` when none can take it."""
-        candidates = [member for member in self.members.values() if member.takes_new_threads]
+        candidates = [member for member in self.members.values()
+                      if member.takes_new_threads or (not self.counted and not member.spec.drain)]
         if not candidates:
             self.telemetry.count_refusal("no_runtime")
             raise RuntimeUnavailable("no runtime is reachable and not draining")
@@ -205,11 +208,11 @@ class RuntimePool:
         (:class:`RuntimeUnavailable`) while that runtime is down or full, and
         :class:`RuntimeGone` when the pool no longer has it."""
         member = self.member(name)
-        if not member.reachable:
+        if not member.reachable and self.counted:
             # Asked again now: a runtime that came back serves its threads at
             # once, not a probe later (one health call, on the refusal path only).
             member.status = await member.client.health_status()
-        if not member.reachable:
+        if not member.reachable and self.counted:
             self.telemetry.count_refusal("unreachable")
             raise RuntimeUnavailable(f"runtime {member.name} is unreachable")
         slot = await self._take(member)
