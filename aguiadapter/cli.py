@@ -26,11 +26,15 @@ from .cli_help import document as _document
 from .cli_help import json_wanted, usage_error, write_json_lines
 from .images import tune_allocator
 from .logs import configure_logging, json_line, mask_url
+from .pool.settings import parse_runtime
 from .protocol.profile import COMPAT_CHOICES
 from .telemetry import shutdown_within, tracer_provider_from_env
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+
+    from .iac_process import IacCodeProcess
+    from .pool.pool import RuntimePool
 
 log = logging.getLogger("aguiadapter")
 
@@ -57,7 +61,14 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     parser.add_argument("--a2a-url", default=env.get(cfg.ENV_A2A_URL) or None,
                         help="the A2A runtime's URL")
     parser.add_argument("--a2a-token", default=env.get(cfg.ENV_A2A_TOKEN) or None,
-                        help="bearer token for the runtime")
+                        help="bearer token for the runtime (every runtime of a pool, unless its token_env says)")
+    parser.add_argument("--runtime", action="append", default=None, metavar="NAME=URL", type=_option(parse_runtime),
+                        help="one runtime of a pool (repeatable; NAME: a-z, 0-9, -, up to 32): each new thread is "
+                        "pinned to the reachable, non-draining runtime with the fewest active runs (excludes "
+                        "--a2a-url, which is a pool of one named default)")
+    parser.add_argument("--runtimes-file", type=Path, default=env.get(cfg.ENV_RUNTIMES_FILE) or None, metavar="PATH",
+                        help="the pool as [[runtime]] tables of a TOML file (name, url, and optional token_env, "
+                        "config_dir, capacity, drain); read again on SIGHUP (excludes --a2a-url and --runtime)")
     parser.add_argument("--config-dir", type=Path, default=None,
                         help="iac-code config folder (default $IAC_CODE_CONFIG_DIR or ~/.iac-code)")
     parser.add_argument("--state-dir", type=Path, default=None,
@@ -166,8 +177,10 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         "unless --metrics is given too)")
     parser.add_argument("--metrics-host", default=env.get(cfg.ENV_METRICS_HOST) or None, metavar="HOST",
                         help="address of the --metrics-port listener (default: --host)")
-    parser.add_argument("--spawn-iac-code", action="store_true",
-                        help="start and supervise a local `iac-code a2a` child (what iac-code agui does without a URL)")
+    parser.add_argument("--spawn-iac-code", nargs="?", const=1, default=0, type=_positive_int, metavar="N",
+                        help="start and supervise a local `iac-code a2a` child (what iac-code agui does without a "
+                        "URL); with N above 1, a pool of N children local-1..N, each with its own config folder "
+                        "<config-dir>/runtimes/local-I")
     parser.add_argument("--spawn-env", action="append", default=None, metavar="NAME",
                         help="with --spawn-iac-code: one more environment variable the child gets (repeatable; "
                         "the variable takes a comma-separated list; default: only what iac-code reads, never "
@@ -260,6 +273,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
             principal_claim=args.jwt_principal_claim,
         )
     return cfg.Config(
+        runtimes=tuple(args.runtime or cfg.env_runtimes(env, cfg.ENV_RUNTIMES)),
+        runtimes_file=None if args.runtimes_file is None else args.runtimes_file.expanduser(),
         state_dir=state_dir,
         runtime_config_dir=config_dir,
         a2a_url=args.a2a_url,
@@ -353,8 +368,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             sys.stdout.write(fenced([DIAGRAMS[args.which]()] if args.which else render_all()))
         return 0
-    chosen = [name for name, given in (("--a2a-url", args.a2a_url), ("--spawn-iac-code", args.spawn_iac_code),
-                                       ("--demo", args.demo)) if given]
+    pooled = args.runtime or os.environ.get(cfg.ENV_RUNTIMES)
+    chosen = [name for name, given in (("--a2a-url", args.a2a_url), ("--runtime", pooled),
+                                       ("--runtimes-file", args.runtimes_file),
+                                       ("--spawn-iac-code", args.spawn_iac_code), ("--demo", args.demo)) if given]
     if len(chosen) != 1:
         both = f"{' and '.join(chosen)} exclude each other: choose one runtime"
         return usage_error(both if chosen else cfg.NO_RUNTIME)
@@ -393,7 +410,7 @@ async def serve(
     host: str,
     port: int,
     *,
-    spawn_iac_code: bool = False,
+    spawn_iac_code: int = 0,
     tracer_provider: TracerProvider | None = None,
     spawn_env: tuple[str, ...] = (),
     log_format: str = "text",
@@ -402,25 +419,17 @@ async def serve(
     """Run the server until SIGINT or SIGTERM; the banner and the drain and
     shutdown lines go to standard output in ``log_format``."""
     from .web.app import create_app
-    from .web.keys import SERVICE
+    from .web.keys import POOL, SERVICE
     from .web.server import AdapterRunner
 
     console = _Console(log_format == "json")
-    child = None
-    if spawn_iac_code:
-        from .iac_process import IacCodeProcess
-
-        refusals, warnings = _child_separation(config)
-        if refusals:
-            raise RuntimeError(refusals[0])
-        for warning in warnings:
-            log.warning("%s", warning)
-        child = IacCodeProcess(
-            allowed_cwds=config.allowed_cwds, config_dir=config.runtime_config_dir, extra_env=spawn_env,
-            relay_output=console.json_lines,
-        )
-        url, token = await child.start()
-        config = attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
+    children: list[IacCodeProcess] = []
+    try:
+        if spawn_iac_code:
+            config = await _spawn_children(config, spawn_iac_code, children, spawn_env, console)
+    except BaseException:
+        await asyncio.gather(*(child.stop() for child in children))
+        raise
     app = create_app(config, tracer_provider=tracer_provider)
     from .admin.control import control_listener
 
@@ -442,6 +451,9 @@ async def serve(
         _print_banner(app, runner, site, config, console)
         _warn_open_beyond_loopback(runner, config)
         signals = _Signals()
+        pool = app.get(POOL)
+        if config.runtimes_file is not None and pool is not None:
+            _reread_on_sighup(pool, config.runtimes_file)
         try:
             await signals.next()
             service = app.get(SERVICE)
@@ -456,8 +468,40 @@ async def serve(
         console.say("aguiadapter: shutting down", "shutting down")
     finally:
         await runner.cleanup()
-        if child is not None:
-            await child.stop()
+        await asyncio.gather(*(child.stop() for child in children))
+
+
+async def _spawn_children(
+    config: cfg.Config, count: int, children: list[IacCodeProcess], spawn_env: tuple[str, ...], console: _Console
+) -> cfg.Config:
+    """Start ``count`` supervised ``iac-code a2a`` children (added to ``children`` as
+    they are made) and the config that names them: one is the runtime at
+    ``a2a_url``, as before pools; more are a pool ``local-1..N``, each child
+    with a config folder of its own under ``<config-dir>/runtimes/``."""
+    from .iac_process import IacCodeProcess
+    from .pool.settings import RuntimeSpec
+
+    base = config.runtime_config_dir or cfg.default_config_dir()
+    folders = [config.runtime_config_dir] if count == 1 else [base / "runtimes" / f"local-{i}" for i in
+                                                               range(1, count + 1)]
+    for folder in folders:
+        refusals, warnings = _child_separation(attrs.evolve(config, runtime_config_dir=folder))
+        if refusals:
+            raise RuntimeError(refusals[0])
+        for warning in warnings:
+            log.warning("%s", warning)
+    for folder in folders:
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        children.append(IacCodeProcess(allowed_cwds=config.allowed_cwds, config_dir=folder, extra_env=spawn_env,
+                                       relay_output=console.json_lines))
+    started = await asyncio.gather(*(child.start() for child in children))
+    if count == 1:
+        ((url, token),) = started
+        return attrs.evolve(config, a2a_url=url, a2a_token=token, spawned_runtime=True)
+    pool = tuple(RuntimeSpec(f"local-{i}", url, token=token, config_dir=folder)
+                 for i, ((url, token), folder) in enumerate(zip(started, folders, strict=True), start=1))
+    return attrs.evolve(config, runtimes=pool, spawned_runtime=True)
 
 
 class _Console:
@@ -474,15 +518,19 @@ class _Console:
 def _print_banner(
     app: web.Application, runner: web.BaseRunner, site: web.TCPSite, config: cfg.Config, console: _Console
 ) -> None:
-    from .web.keys import CLIENT, METRICS_URLS, SERVICE
+    from .web.keys import CLIENT, METRICS_URLS, POOL, SERVICE
 
-    client, service = app.get(CLIENT), app.get(SERVICE)
+    client, service, pool = app.get(CLIENT), app.get(SERVICE), app.get(POOL)
     listeners: tuple[str, ...] = app.get(METRICS_URLS) or ()
     runtime = mask_url(client.url) if client is not None else "?"
     kind = {
         "demo": "embedded demo runtime (a scripted agent with canned answers, not a model)",
         "iac-code": "iac-code a2a child",
     }.get(config.runtime_kind, "A2A runtime")
+    if config.runtimes and pool is not None:  # named runtimes: each by name
+        what = "iac-code a2a children" if config.spawned_runtime else "A2A runtimes"
+        kind = f"pool of {len(pool.members)} {what}"
+        runtime = ", ".join(f"{member.name}={mask_url(member.spec.url)}" for member in pool.members.values())
     roots = ", ".join(config.allowed_cwds) or "any absolute path"
     where = [f"http://{host}:{port}/" for host, port, *_ in runner.addresses]
     if console.json_lines:  # one object, the same facts
@@ -556,6 +604,19 @@ def _auth_summary(config: cfg.Config) -> str:
     if config.jwt is not None:
         return f"JWT ({config.jwt.principal_claim} names the user; keys from {config.jwt.key_source})"
     return "bearer token required" if config.auth_token else "none"
+
+
+def _reread_on_sighup(pool: RuntimePool, path: Path) -> None:
+    """SIGHUP reads the runtimes file again (a bad one keeps the pool; one log line)."""
+    loop = asyncio.get_running_loop()
+    rereads: set[asyncio.Task[bool]] = set()
+
+    def reread() -> None:
+        task = loop.create_task(pool.reread(path))
+        rereads.add(task)
+        task.add_done_callback(rereads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, reread)
 
 
 class _Signals:

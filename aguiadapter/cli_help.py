@@ -54,6 +54,8 @@ ENVIRONMENT: dict[str, str] = {
     "max_history_reads": cfg.ENV_MAX_HISTORY_READS,
     "history_page_bytes": cfg.ENV_HISTORY_PAGE_BYTES,
     "history_max_bytes": cfg.ENV_HISTORY_MAX_BYTES,
+    "runtime": cfg.ENV_RUNTIMES,
+    "runtimes_file": cfg.ENV_RUNTIMES_FILE,
 }
 
 #: Options whose value --help must not print (it may come from the environment).
@@ -61,7 +63,8 @@ _SECRET = frozenset({"a2a_token"})
 
 #: The --help sections, in order; an option in none of them stays under "options".
 GROUPS: dict[str, tuple[str, ...]] = {
-    "runtime (choose exactly one)": ("a2a_url", "spawn_iac_code", "demo", "a2a_token", "spawn_env"),
+    "runtime (choose exactly one)": ("a2a_url", "runtime", "runtimes_file", "spawn_iac_code", "demo", "a2a_token",
+                                     "spawn_env"),
     "listening": ("host", "port", "allowed_host", "allowed_origin", "header_timeout_seconds"),
     "state and workspaces": ("config_dir", "state_dir", "store", "state_retention_days", "durability",
                              "allowed_cwd"),

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from .logs import mask_url
+from .pool.settings import DEFAULT_RUNTIME, RuntimeSpec, check_pool, load_runtimes_file, parse_runtimes
 from .protocol.profile import COMPAT_CHOICES, DEFAULT_PROFILE, Profile, parse_profile
 
 MAX_BODY_BYTES = 12 * 1024 * 1024
@@ -72,6 +73,9 @@ ENV_HISTORY_CACHE = "IAC_CODE_AGUI_HISTORY_CACHE_SECONDS"
 ENV_MAX_HISTORY_READS = "IAC_CODE_AGUI_MAX_HISTORY_READS"
 ENV_HISTORY_PAGE_BYTES = "IAC_CODE_AGUI_HISTORY_PAGE_BYTES"
 ENV_HISTORY_MAX_BYTES = "IAC_CODE_AGUI_HISTORY_MAX_BYTES"
+#: A pool of runtimes: ``a=URL,b=URL`` (``--runtime``), or a TOML file (``--runtimes-file``).
+ENV_RUNTIMES = "IAC_CODE_AGUI_RUNTIMES"
+ENV_RUNTIMES_FILE = "IAC_CODE_AGUI_RUNTIMES_FILE"
 
 #: Why a configuration without a runtime is refused (the CLI's and ``create_app``'s words).
 NO_RUNTIME = (
@@ -232,6 +236,13 @@ class Config:
     #: protocol reference's forms where they differ (stops as ``RUN_ERROR CANCELLED``, unusable
     #: content parts refused). A name is accepted as well as a :class:`Profile`.
     profile: Profile = attrs.field(default=DEFAULT_PROFILE, converter=parse_profile)
+    #: A pool of named runtimes (``--runtime NAME=URL``); excludes ``a2a_url``, which is a pool
+    #: of one named ``default``. Each takes ``a2a_token`` unless its spec has a token of its own.
+    runtimes: tuple[RuntimeSpec, ...] = attrs.field(default=(), converter=check_pool)
+    #: The TOML file the pool was read from (``--runtimes-file``; read again on SIGHUP).
+    runtimes_file: Path | None = None
+    #: How often each runtime of the pool is probed (``GET /health`` of the runtime).
+    runtime_probe_seconds: float = 5.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ, **overrides: Any) -> Config:
@@ -281,6 +292,8 @@ class Config:
             "max_history_reads": env_count(env, ENV_MAX_HISTORY_READS, 4),
             "history_page_bytes": env_count(env, ENV_HISTORY_PAGE_BYTES, 512 * 1024),
             "history_max_bytes": env_count(env, ENV_HISTORY_MAX_BYTES, 32 * 1024 * 1024),
+            "runtimes": env_runtimes(env, ENV_RUNTIMES),
+            "runtimes_file": Path(env[ENV_RUNTIMES_FILE]).expanduser() if env.get(ENV_RUNTIMES_FILE) else None,
         }
         if env.get(ENV_METRICS_HOST):
             settings["metrics_host"] = env[ENV_METRICS_HOST]
@@ -289,6 +302,7 @@ class Config:
     def __attrs_post_init__(self) -> None:
         if self.demo and self.a2a_url:
             raise ValueError("the demo runtime (--demo) and an A2A runtime URL exclude each other: choose one")
+        self._check_pool()
         if self.a2a_url is not None:
             parts = urlsplit(self.a2a_url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -325,6 +339,8 @@ class Config:
         if self.durability not in DURABILITY_CHOICES:
             raise ValueError(f"durability ({ENV_DURABILITY}) must be one of {', '.join(DURABILITY_CHOICES)}, "
                              f"not {self.durability!r}")
+        if not self.runtime_probe_seconds > 0:
+            raise ValueError("runtime_probe_seconds must be positive")
         if self.history_max_bytes < 1:
             raise ValueError("history_max_bytes must be at least 1")
         if self.history_cache_seconds < 0 or self.max_history_reads < 1 or self.history_page_bytes < 1:
@@ -333,11 +349,32 @@ class Config:
         if self.run_log_max_events < 1 or self.run_log_max_bytes < 1024:
             raise ValueError("run_log_max_events must be at least 1 and run_log_max_bytes at least 1024")
 
+    def _check_pool(self) -> None:
+        """One way to name the runtimes; a runtimes file is read now (its errors are the config's)."""
+        named = bool(self.runtimes) and self.runtimes_file is None  # a file fills ``runtimes`` too
+        given = [name for name, on in (("--a2a-url", self.a2a_url), ("--runtime", named),
+                                       ("--runtimes-file", self.runtimes_file), ("--demo", self.demo)) if on]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} exclude each other: name the runtimes one way")
+        if self.runtimes_file is not None:
+            object.__setattr__(self, "runtimes", load_runtimes_file(self.runtimes_file))
+
+    def pool_specs(self) -> tuple[RuntimeSpec, ...]:
+        """The runtimes of the pool: the named ones, or ``a2a_url`` as the one named ``default``
+        (so that thread records written before pools keep their runtime); empty for the demo."""
+        if self.runtimes:
+            return self.runtimes
+        if self.a2a_url is None:
+            return ()
+        return (RuntimeSpec(DEFAULT_RUNTIME, self.a2a_url, config_dir=self.runtime_config_dir),)
+
     @property
     def runtime_kind(self) -> str:
         """``demo``, ``iac-code`` (a supervised child) or ``a2a``; ``none`` before one is chosen."""
         if self.demo:
             return "demo"
+        if self.runtimes:
+            return "iac-code" if self.spawned_runtime else "a2a"
         if self.a2a_url is None:
             return "none"
         return "iac-code" if self.spawned_runtime else "a2a"
@@ -365,6 +402,14 @@ def env_origins(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     """Origins from a comma-separated variable, normalised (``ValueError`` naming the variable)."""
     try:
         return tuple(normalise_origin(origin) for origin in split_list(env.get(name)))
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def env_runtimes(env: Mapping[str, str], name: str) -> tuple[RuntimeSpec, ...]:
+    """The pool a variable names (``a=URL,b=URL``), ``ValueError`` naming the variable."""
+    try:
+        return parse_runtimes(env.get(name))
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
 

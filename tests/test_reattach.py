@@ -234,6 +234,7 @@ async def test_the_thread_route_shows_a_pending_interrupt_again_even_after_a_res
         "executionId": session["executionId"],
         "rosInvocationId": "invocation-1",
         "pendingInterrupts": [interrupt],
+        "runtime": "default",
     }
     assert "expiresAt" in interrupt
     async with started(tmp_path, demo.url) as restarted:

@@ -91,7 +91,7 @@ async def test_an_open_server_lists_by_user_id_newest_first_with_what_each_threa
     first, second = page["threads"]
     assert first["threadId"] == "t-wait" and first["state"] == "interrupted" and first["pendingInterrupts"] == 1
     assert second == {"threadId": "t-4", "state": "idle", "createdAt": second["createdAt"],
-                      "updatedAt": second["updatedAt"], "pendingInterrupts": 0}
+                      "updatedAt": second["updatedAt"], "pendingInterrupts": 0, "runtime": "default"}
     assert second["createdAt"] <= second["updatedAt"] <= first["updatedAt"]
     assert second["updatedAt"].endswith("Z") and len(second["updatedAt"]) == len("2026-12-01T20:55:00.123Z")
     # Used again, a thread moves to the front.

@@ -4,6 +4,6 @@
 as one more replica would; :mod:`.command` parses the command line (the
 server's own options for the settings) and prints tables or JSON.
 
-May import: errors, fastjson, config, cli_help, logs, a2a, threads, store, service, web (the run-log
+May import: errors, fastjson, config, cli_help, logs, a2a, pool, threads, store, service, web (the run-log
 bounds the server uses).
 """

@@ -28,6 +28,7 @@ import attrs
 from ..a2a.client import A2AClient, A2AError, A2AUnavailable
 from ..config import Config
 from ..errors import AdapterError, ErrorCode
+from ..pool.pool import RuntimePool
 from ..store.file.store import StateDirInUse
 from ..threads.listing import MAX_LIMIT, ListCursor, ThreadSummary, list_owner
 from ..threads.record import ThreadRecord, ThreadState, thread_key
@@ -105,12 +106,14 @@ class ThreadAdmin:
     """The threads of one store, as the server with ``config`` keeps them."""
 
     def __init__(
-        self, config: Config, store: ThreadStore, client: A2AClient, *, log_bounds: LogBounds | None = None,
-        service: ThreadService | None = None,
+        self, config: Config, store: ThreadStore, client: A2AClient | RuntimePool, *,
+        log_bounds: LogBounds | None = None, service: ThreadService | None = None,
     ) -> None:
         self.config = config
         self.store = store
-        self.client = client
+        #: The runtimes, by the names threads are pinned to (``--a2a-url``: one, ``default``).
+        self.pool = client if isinstance(client, RuntimePool) else None
+        self.client = client if isinstance(client, A2AClient) else next(iter(client.members.values())).client
         self.has_runtime = not isinstance(client, NoRuntime)
         #: The file store's folder is held by a running server: look, do not touch.
         self.read_only = False
@@ -129,7 +132,10 @@ class ThreadAdmin:
         retention = config.state_retention_days if config.store_url else 0
         store = open_store(config.store_url, state_dir=config.state_dir, retention_days=retention,
                            durability=config.durability)
-        client = A2AClient(config.a2a_url, token=config.a2a_token) if config.a2a_url else NoRuntime()
+        client: A2AClient | RuntimePool = (
+            RuntimePool(config.runtimes, token=config.a2a_token, counted=False) if config.runtimes
+            else A2AClient(config.a2a_url, token=config.a2a_token) if config.a2a_url else NoRuntime()
+        )
         return cls(config, store, client, log_bounds=run_log_bounds(config))
 
     async def open(self) -> None:
@@ -146,7 +152,10 @@ class ThreadAdmin:
     async def close(self) -> None:
         """Close the store and the runtime client."""
         await self.service.shutdown()
-        await self.client.close()
+        if self.pool is not None:
+            await self.pool.close()
+        else:
+            await self.client.close()
 
     # ------------------------------------------------------------ finding
     async def find(self, thread: str, principal: str | None) -> ThreadRecord:
@@ -236,28 +245,33 @@ class ThreadAdmin:
                                                                               ThreadState.INTERRUPTED):
             raise Refused(f"thread {record.thread_id!r} is still {current.state.value} ({status}): "
                           "something else held it for a moment; run the cancel again")
-        task_state, note = await self._end_task(record.task_id)
+        task_state, note = await self._end_task(record)
         return Cancelled(current, "cancelled" if status == "cancelled" else "nothing", task_state, note)
 
-    async def _end_task(self, task_id: str | None) -> tuple[str | None, str | None]:
+    async def _end_task(self, record: ThreadRecord) -> tuple[str | None, str | None]:
         """The runtime's task after the cancel: cancelled once more if the
         runtime still runs it (a stuck run's task), and its state as told."""
+        task_id = record.task_id
         if task_id is None:
             return None, "the thread has no runtime task"
         if not self.has_runtime:
             return None, ("not asked (no --a2a-url): a server that streamed the run cancelled its task; a waiting "
                           "thread's task stays in the runtime until cancelled there")
         try:
-            state = await self._task_state(task_id)
+            runtime = self.service.runtime_of(record)
+        except AdapterError:
+            return None, f"not asked: its runtime {record.runtime} is no longer in the pool"
+        try:
+            state = await self._task_state(runtime.client, task_id)
             if state not in _TASK_ENDED:
-                await self.service.runtime.cancel_task(task_id)
-                state = await self._task_state(task_id)
+                await runtime.cancel_task(task_id)
+                state = await self._task_state(runtime.client, task_id)
         except A2AError as exc:
             return None, f"the runtime did not say: {exc}"
         return state, None
 
-    async def _task_state(self, task_id: str) -> str:
-        task = await self.client.get_task(task_id, history_length=0)
+    async def _task_state(self, client: A2AClient, task_id: str) -> str:
+        task = await client.get_task(task_id, history_length=0)
         status = task.get("status")
         return str(status.get("state")) if isinstance(status, dict) else "unknown"
 

@@ -20,6 +20,8 @@ SESSION_EVENT: Final = "iac-code.session.v1"
 ARTIFACT_EVENT: Final = "iac-code.artifact.v1"
 TOOL_PROGRESS_EVENT: Final = "iac-code.tool-progress.v1"
 PIPELINE_EVENT: Final = "iac-code.pipeline.v1"
+#: The thread's runtime left the pool: this turn starts a new conversation on another one.
+RUNTIME_CHANGED_EVENT: Final = "iac-code.runtime.changed.v1"
 #: Content parts of the user message the run left out (AG-UI 1.0 profile).
 INPUT_SKIPPED_EVENT: Final = "iac-code.input.skipped.v1"
 

@@ -90,7 +90,7 @@ class Opener:
 
     # ------------------------------------------------------- the transitions
     async def _turn(self) -> list[Event]:
-        events = await self.shell.apply(tm.StartTurn(self._binding())) + self._skipped_parts()
+        events = await self.shell.apply(tm.StartTurn(self._binding())) + self._skipped_parts() + self.ticket.notices
         self.translator.pipeline = self.ticket.record.pipeline or self.translator.pipeline
         return events
 

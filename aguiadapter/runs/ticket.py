@@ -11,6 +11,7 @@ import attrs
 
 from ..errors import ErrorCode
 from ..i18n import render
+from ..protocol.events import Event
 from ..protocol.inputs import RunAgentInput
 from ..protocol.profile import DEFAULT_PROFILE, Profile
 from ..runtime.evidence import TaskView
@@ -54,6 +55,8 @@ class Ticket:
     message: dict[str, Any] | None = None
     #: What the runtime said about the task when the request was admitted.
     view: TaskView | None = None
+    #: Told right after ``RUN_STARTED`` of a new turn (the pool's notice of a new runtime).
+    notices: list[Event] = attrs.Factory(list)
 
     @property
     def record(self) -> ThreadRecord:

@@ -71,12 +71,16 @@ from typing import Any, Final
 
 from ..a2a.client import A2AClient, A2AError, A2AHttpError, A2AReplyTooLarge
 from ..errors import AdapterError, ErrorCode
+from ..pool.pool import RuntimeGone
 from ..runtime.history import Page, Turn, page, project
 from ..runtime.iac_code import EXECUTION_STATE_PATH, SESSION_RECOVERY_PATH
 from ..threads.listing import owner_of
 from ..threads.record import ThreadRecord
 
 log = logging.getLogger(__name__)
+
+#: A thread's runtime: its client, and its config folder (``None``: not known here).
+Route = Callable[[ThreadRecord], tuple[A2AClient, Path | None]]
 
 #: ``Retry-After`` of a refusal: the runtime may serve again by then (or the cache has it).
 RETRY_AFTER_SECONDS: Final = 5
@@ -160,17 +164,21 @@ class HistoryReader:
         self._kept_bytes = 0
         self._flights: dict[str, asyncio.Future[list[Turn]]] = {}
         self._client: A2AClient | None = None
+        self._route: Route | None = None
         #: Transcript reads that reached the runtime or the disk (for tests and benchmarks).
         self.reads = 0
 
     # ------------------------------------------------------------- lifecycle
-    def start(self, client: A2AClient) -> None:
-        """Read through ``client`` from now on (the app's, once it starts)."""
+    def start(self, client: A2AClient, route: Route | None = None) -> None:
+        """Read through ``client`` from now on (the app's, once it starts); with
+        ``route``, through the client of each thread's own runtime (a pool), and
+        from that runtime's config folder when the session files are read."""
         self._client = client
+        self._route = route
 
     def stop(self) -> None:
         """Forget the client and everything kept."""
-        self._client = None
+        self._client = self._route = None
         self._cache.clear()
         self._kept_bytes = 0
 
@@ -282,16 +290,16 @@ class HistoryReader:
 
     async def _transcript(self, record: ThreadRecord) -> list[dict[str, Any]]:
         try:
-            return await self._from_runtime(record.context_id)
+            return await self._from_runtime(record)
         except _NotServed as exc:
             reason, gone = str(exc), exc.gone
         except _TooLarge as exc:
             log.warning("thread %s: history not read: %s", record.thread_id, exc)
             raise HistoryUnavailable(str(exc), "history_too_large", retry=False) from None
-        if self.transcripts_dir is not None and record.session_id is not None and not _safe_mode():
+        folder = self._transcripts_of(record)
+        if folder is not None and record.session_id is not None and not _safe_mode():
             try:
-                rows = await asyncio.to_thread(read_session_file, self.transcripts_dir, record.session_id,
-                                               self.max_reply_bytes)
+                rows = await asyncio.to_thread(read_session_file, folder, record.session_id, self.max_reply_bytes)
             except _TooLarge as exc:
                 log.warning("thread %s: history not read: %s", record.thread_id, exc)
                 raise HistoryUnavailable(str(exc), "history_too_large", retry=False) from None
@@ -303,10 +311,25 @@ class HistoryReader:
             raise HistoryUnavailable(reason, "history_gone", retry=False)
         raise HistoryUnavailable(reason)
 
-    async def _from_runtime(self, context_id: str) -> list[dict[str, Any]]:
+    def _transcripts_of(self, record: ThreadRecord) -> Path | None:
+        """Where the thread's session files are, when this server may read them (its own children)."""
+        if self.transcripts_dir is None or self._route is None:
+            return self.transcripts_dir
+        try:
+            return self._route(record)[1] or self.transcripts_dir
+        except RuntimeGone:
+            return None
+
+    async def _from_runtime(self, record: ThreadRecord) -> list[dict[str, Any]]:
         client = self._client
         if client is None:
             raise _NotServed("the reader is not started")
+        if self._route is not None:
+            try:
+                client = self._route(record)[0]
+            except RuntimeGone:
+                raise _NotServed("its runtime left the pool", gone=True) from None
+        context_id = record.context_id
         # A turn that starts between the two calls makes the second one refuse
         # (409: not the current execution): ask again, once.
         for attempt in (1, 2):

@@ -24,11 +24,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from ..a2a.client import A2AClient, A2AError
+import attrs
+
+from ..a2a.client import A2AClient, A2AError, A2AUnavailable
 from ..a2a.messages import build_user_message
 from ..errors import AdapterError, ErrorCode
 from ..i18n import render
-from ..protocol.events import Event
+from ..pool.pool import RuntimeGone, RuntimePool, RuntimeUnavailable
+from ..pool.settings import DEFAULT_RUNTIME
+from ..store.slots import RunSlot
+from ..protocol.events import RUNTIME_CHANGED_EVENT, Event, custom
 from ..protocol.inputs import ForwardedProps, IacCodeProps, RunAgentInput, latest_user_message
 from ..protocol.profile import DEFAULT_PROFILE, Profile
 from ..runtime.evidence import Findings, TaskView, assess, input_status, waiting_inputs
@@ -82,7 +87,7 @@ class ThreadService:
     def __init__(
         self,
         store: ThreadStore,
-        client: A2AClient,
+        client: A2AClient | RuntimePool,
         *,
         interrupt_ttl_seconds: float = 3600.0,
         clock: Callable[[], float] = time.time,
@@ -93,8 +98,16 @@ class ThreadService:
         profile: Profile = DEFAULT_PROFILE,
     ) -> None:
         self.store = store
-        self.client = client
-        self.runtime = IacCodeRuntime(client, runtime_config_dir)
+        #: The runtimes threads are pinned to (one lent client: a pool of one, ``default``).
+        self.pool = client if isinstance(client, RuntimePool) else RuntimePool.single(client, runtime_config_dir)
+        first = next(iter(self.pool.members.values()))
+        self.client = first.client
+        #: The runtime of a pool of one (a run's own is :meth:`runtime_of` its record).
+        self.runtime = first.runtime
+        #: Each pooled runtime's run context (the same but for the runtime).
+        self._contexts: dict[IacCodeRuntime, RunContext] = {}
+        #: The pool slot each admitted run holds on its runtime, by the ticket's execution id.
+        self._seats: dict[str, RunSlot] = {}
         self.clock = clock
         #: The runs' event logs (``None``: no ids, no re-attach).
         self.logs: RunLogs | None = store.run_logs(log_bounds) if log_bounds is not None else None
@@ -187,6 +200,8 @@ class ThreadService:
             if known is not None:
                 tm.preflight(await self._with_earlier_run(known, request.run_id), request)
             raise AdapterError(ErrorCode.THREAD_BUSY)
+        seat: RunSlot | None = None
+        notices: list[Event] = []
         try:
             known = await self._load(key)
             if known is not None:
@@ -198,6 +213,11 @@ class ThreadService:
             if known is None and plan.kind is tm.PlanKind.TURN and self.new_thread_gate is not None:
                 # Before anything of the thread is written.
                 await self.new_thread_gate(owner_of(record))
+            if plan.kind in (tm.PlanKind.TURN, tm.PlanKind.RESUME):
+                # Its runtime counts it (a new thread is pinned here, in the
+                # record its first run's admitting write saves); refused
+                # before anything is written when no runtime can take it.
+                seat, notices = await self._seat(shell, plan, new=known is None)
             if plan.kind is tm.PlanKind.TURN and prepare is not None:
                 run_input = await prepare(run_input)
             view: TaskView | None = None
@@ -207,8 +227,12 @@ class ThreadService:
             if plan.kind is tm.PlanKind.RESUME:
                 plan, view = await self._inspect(shell, plan)
             message = _new_turn_message(run_input, record) if plan.kind is tm.PlanKind.TURN else None
-            return Ticket(run_input, digest, language, shell, plan, _new_id(), message, view)
+            ticket = Ticket(run_input, digest, language, shell, plan, _new_id(), message, view, notices)
+            if seat is not None:
+                self._seats[ticket.new_execution_id] = seat
+            return ticket
         except BaseException:
+            await self.pool.leave(seat)
             await self.store.release(claim)
             raise
 
@@ -219,6 +243,61 @@ class ThreadService:
             return await with_earlier_run(self.store, record, run_id)
         except StoreUnavailable as exc:
             raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
+
+    async def _seat(self, shell: ThreadShell, plan: tm.Plan, *, new: bool) -> tuple[RunSlot, list[Event]]:
+        """The pool slot of an admitted run, and what the run tells first: a
+        new thread is placed (and pinned); a known one goes to its runtime,
+        refused retryably while that one is down or full. A thread whose
+        runtime left the pool (its operator removed it) loses what it waited
+        for; without a pending answer, its new turn is pinned again and
+        starts a new conversation there, which the run says first."""
+        record = shell.record
+        if new:
+            record.runtime, slot = await self.pool.place()
+            return slot, []
+        try:
+            return await self.pool.enter(record.runtime), []
+        except RuntimeGone:
+            log.warning("thread %s: its runtime %s left the pool", record.thread_id, record.runtime or "default")
+            if plan.kind is not tm.PlanKind.TURN or record.pending_interrupts:
+                await self._settle(shell, tm.Lose())
+                raise AdapterError(ErrorCode.EXECUTION_LOST) from None
+        left = record.runtime or DEFAULT_RUNTIME
+        record.runtime, slot = await self.pool.place()
+        # The old runtime keeps the conversation so far; the new one starts afresh.
+        record.context_id, record.session_id, record.task_id = f"ctx-{uuid.uuid4()}", None, None
+        log.info("thread %s: pinned again, from runtime %s to %s", record.thread_id, left, record.runtime)
+        notice = {"schemaVersion": 1, "from": left, "to": record.runtime, "history": "unavailable"}
+        return slot, [custom(RUNTIME_CHANGED_EVENT, notice)]
+
+    def runtime_of(self, record: ThreadRecord) -> IacCodeRuntime:
+        """The runtime the thread is pinned to; ``EXECUTION_LOST`` when the pool no longer has it."""
+        try:
+            return self.pool.member(record.runtime).runtime
+        except RuntimeGone:
+            raise AdapterError(ErrorCode.EXECUTION_LOST) from None
+
+    def context_of(self, record: ThreadRecord) -> RunContext:
+        """The run context for the thread's runtime (its runs' spans name it, in a pool of several)."""
+        runtime = self.runtime_of(record)
+        if len(self.pool.members) == 1 and runtime is self.context.runtime:
+            return self.context
+        context = self._contexts.get(runtime)
+        if context is None:
+            name = record.runtime or DEFAULT_RUNTIME
+            context = self._contexts[runtime] = attrs.evolve(
+                self.context, runtime=runtime, telemetry=self.context.telemetry.for_runtime(name))
+        return context
+
+    async def _cancel_task(self, record: ThreadRecord) -> None:
+        """Cancel the thread's task on its runtime (nothing to cancel on one the pool no longer has)."""
+        try:
+            runtime = self.pool.member(record.runtime).runtime
+        except RuntimeGone:
+            log.info("thread %s: task %s not cancelled: runtime %s left the pool", record.thread_id,
+                     record.task_id, record.runtime)
+            return
+        await runtime.cancel_task(record.task_id)
 
     async def _key_of(self, thread_id: str, principal: str | None) -> str:
         """Where the caller's thread ``thread_id`` is kept (:func:`thread_key`)."""
@@ -304,10 +383,11 @@ class ThreadService:
             return TaskView(None)
         try:
             async with shell.renewing():
+                runtime = self.runtime_of(record)
                 if restore:
-                    await self.runtime.restore_session(record.cwd, record.session_id, record.task_id)
+                    await runtime.restore_session(record.cwd, record.session_id, record.task_id)
                 return await view_task(
-                    self.runtime, record.task_id, record.context_id, record.pipeline,
+                    runtime, record.task_id, record.context_id, record.pipeline,
                     waiting=[item.raised_after for item in record.pending_interrupts], transcript=transcript,
                 )
         except TaskMismatch as exc:
@@ -315,7 +395,9 @@ class ThreadService:
             raise AdapterError(ErrorCode.A2A_PROTOCOL_ERROR) from exc
         except A2AError as exc:
             log.warning("thread %s: the runtime cannot be asked about its task: %s", record.thread_id, exc)
-            raise AdapterError(ErrorCode.A2A_UNAVAILABLE) from exc
+            if isinstance(exc, A2AUnavailable) and not exc.sent:
+                self.pool.saw_unreachable(record.runtime)  # no new thread goes there until a probe says so
+            raise RuntimeUnavailable(str(exc)) from exc  # retryable: the answer stays pending
 
     async def _recover(self, shell: ThreadShell) -> None:
         """A record left ``running`` without a live claim: its run died with
@@ -328,7 +410,7 @@ class ThreadService:
         if recovery is tm.Recovery.NOT_ADOPTED:
             log.info("thread %s: handed-off run %s not adopted in time", record.thread_id, record.active_run_id)
             async with shell.renewing():
-                await self.runtime.cancel_task(record.task_id)
+                await self._cancel_task(record)
             await self._settle(
                 shell, tm.Cancel(render(ErrorCode.CANCELLED.message_id, "en"), profile=self.context.profile)
             )
@@ -337,14 +419,14 @@ class ThreadService:
             # A client that is gone is a cancel (the protocol reference's
             # rule); nothing the person decided rides on a turn: it is lost.
             async with shell.renewing():
-                await self.runtime.cancel_task(record.task_id)
+                await self._cancel_task(record)
             log.info("thread %s: a dead turn run: task %s cancelled", record.thread_id, record.task_id)
             await self._settle(shell, tm.Fail(ErrorCode.EXECUTION_LOST, _describe(ErrorCode.EXECUTION_LOST)))
             return
         findings = await self._findings(shell)
         if findings.unanswerable:
             async with shell.renewing():
-                await self.runtime.cancel_task(record.task_id)
+                await self._cancel_task(record)
         kind = record.active_run_kind or RunKind.TURN
         log.info(
             "thread %s: recovered a dead %s run: task %s %s, inputs %s",
@@ -368,8 +450,14 @@ class ThreadService:
         carried = [(item.envelope, item.raised_after) for item in record.pending_interrupts]
         answered = record.applied_answers.keys()
         sent = {item.id for item in record.pending_interrupts if item.sending is not None}
+        try:
+            runtime = self.runtime_of(record)
+        except AdapterError:
+            # Its runtime left the pool: the view says the task is gone, and
+            # no unseen input is read (only a task that waits asks for them).
+            runtime = self.runtime
         findings = await judge_with_unseen(
-            self.runtime, view, record.session_id, [item.envelope for item in record.pending_interrupts],
+            runtime, view, record.session_id, [item.envelope for item in record.pending_interrupts],
             lambda known: assess(carried, view, known, answered, sent), lambda found: found.fate,
         )
         if not findings.decided:
@@ -404,9 +492,17 @@ class ThreadService:
     # ------------------------------------------------------------------ runs
     async def run(self, ticket: Ticket, sink: EventSink) -> None:
         """Open the run (failures before the stream raise) and drive it to the end."""
-        driver = RunDriver(self.context, ticket, sink)
-        await driver.open()
-        await self._drive(driver)
+        try:
+            try:
+                context = self.context_of(ticket.record)
+            except AdapterError:  # its runtime left the pool since admission
+                await self.store.release(ticket.shell.claim)
+                raise
+            driver = RunDriver(context, ticket, sink)
+            await driver.open()
+            await self._drive(driver)
+        finally:
+            await self.pool.leave(self._seats.pop(ticket.new_execution_id, None))
 
     # ------------------------------------------------------------ re-attach
     async def thread(
@@ -504,7 +600,7 @@ class ThreadService:
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             if tm.recovery(record, self.clock()) is tm.Recovery.ADOPTABLE:
                 ticket = Ticket(_adopted_input(record), "", "en", shell, tm.Plan(tm.PlanKind.ADOPT), _new_id())
-                driver = RunDriver(self.context, ticket, None)
+                driver = RunDriver(self.context_of(record), ticket, None)
                 try:
                     await driver.open()  # releases the claim if it fails
                 except AdapterError as exc:
@@ -605,7 +701,7 @@ class ThreadService:
             if not tm.allowed(record, tm.Cancel):
                 return "already_terminal"
             async with shell.renewing():
-                await self.runtime.cancel_task(record.task_id)
+                await self._cancel_task(record)
             await self._settle(shell, tm.Cancel("", profile=self.context.profile))
         finally:
             await self.store.release(claim)
@@ -652,7 +748,7 @@ class ThreadService:
     async def _expire(self, shell: ThreadShell) -> None:
         record = shell.record
         async with shell.renewing():
-            await self.runtime.cancel_task(record.task_id)
+            await self._cancel_task(record)
         await self._settle(shell, tm.Expire())
         log.info("thread %s: interrupts expired, task %s cancelled", record.thread_id, record.task_id)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Literal, Protocol
 
 import attrs
@@ -48,6 +48,10 @@ class RunSlots(Protocol):
     async def new_thread(self, user: str, limit: int, window_seconds: float) -> float:
         """Count a new thread of ``user`` unless ``limit`` were made in the
         window: 0, or the seconds until one may be made again."""
+
+    async def held(self, users: Sequence[str]) -> list[int]:
+        """The slots each of ``users`` holds now, in one read (the runtime pool's
+        placement: its runtimes are its "users"); ``StoreUnavailable`` if unreachable."""
 
 
 #: Users whose new-thread window is kept in memory at most (the oldest go first).
@@ -88,6 +92,10 @@ class LocalRunSlots:
         self.per_user[slot.user] -= 1
         if self.per_user[slot.user] <= 0:
             del self.per_user[slot.user]
+
+    async def held(self, users: Sequence[str]) -> list[int]:
+        """From the counts in memory."""
+        return [self.per_user[user] for user in users]
 
     async def new_thread(self, user: str, limit: int, window_seconds: float) -> float:
         """A sliding window per user, in memory."""

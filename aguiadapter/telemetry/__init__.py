@@ -78,9 +78,17 @@ def run_outcome(ended: str) -> tuple[RunOutcome, str | None]:
 class Telemetry:
     """The metrics and traces of one adapter app (either may be absent)."""
 
-    def __init__(self, metrics: AdapterMetrics | None = None, tracing: Tracing | None = None) -> None:
+    def __init__(
+        self, metrics: AdapterMetrics | None = None, tracing: Tracing | None = None, runtime: str | None = None
+    ) -> None:
         self.metrics = metrics
         self.tracing = tracing
+        #: The pool runtime whose runs report here (their spans carry ``agui.runtime``).
+        self.runtime = runtime
+
+    def for_runtime(self, runtime: str) -> Telemetry:
+        """The same metrics and traces, for the runs on the pool runtime ``runtime``."""
+        return Telemetry(self.metrics, self.tracing, runtime)
 
     @classmethod
     def create(cls, *, metrics: bool = False, tracer_provider: TracerProvider | None = None) -> Telemetry:
@@ -99,12 +107,15 @@ class Telemetry:
 
     def run(self, *, thread_id: str, run_id: str, execution_id: str, resume: bool) -> RunReport:
         """The report of one run; use it as a ``with`` block around the run."""
-        return RunReport(self, {
+        attributes: dict[str, str | bool] = {
             "agui.thread_id": thread_id,
             "agui.run_id": run_id,
             "agui.execution_id": execution_id,
             "agui.resume": resume,
-        })
+        }
+        if self.runtime is not None:
+            attributes["agui.runtime"] = self.runtime
+        return RunReport(self, attributes)
 
     def refused(self, code: ErrorCode) -> None:
         """A request was answered with an HTTP error (before any stream)."""
@@ -112,6 +123,26 @@ class Telemetry:
             self.metrics.refusals.labels(code.name).inc()
         if self.tracing is not None:
             self.tracing.refused(code.name)
+
+    def runtime_health(self, runtime: str, up: bool) -> None:
+        """A pool runtime's health probe answered (``up``) or not."""
+        if self.metrics is not None:
+            self.metrics.runtime_up.labels(runtime).set(1.0 if up else 0.0)
+
+    def placed(self, runtime: str) -> None:
+        """A new thread was pinned to ``runtime``."""
+        if self.metrics is not None:
+            self.metrics.placements.labels(runtime).inc()
+
+    def count_refusal(self, reason: str) -> None:
+        """A run was refused for want of a runtime (see ``aguiadapter_runtime_refusals``)."""
+        if self.metrics is not None:
+            self.metrics.runtime_refusals.labels(reason).inc()
+
+    def runtime_load(self, runtime: str, active: float) -> None:
+        """A pool runtime's active runs, every replica's (at scrape time)."""
+        if self.metrics is not None:
+            self.metrics.runtime_active_runs.labels(runtime).set(active)
 
     def a2a_endpoint(self, url: str) -> A2AEndpoint:
         """What an A2A client reports its requests to ``url`` through."""

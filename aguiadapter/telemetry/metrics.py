@@ -113,6 +113,25 @@ class AdapterMetrics:
             "Threads waiting for interrupt answers in the whole store (with Redis: every replica's).",
             registry=registry,
         )
+        # The runtime pool (aguiadapter.pool), by runtime name.
+        self.runtime_up = Gauge(
+            "aguiadapter_runtime_up", "1 while the runtime's last health probe answered, else 0.", ["runtime"],
+            registry=registry,
+        )
+        self.runtime_active_runs = Gauge(
+            "aguiadapter_runtime_active_runs",
+            "Active runs on the runtime, every replica's (read from the store at scrape time).", ["runtime"],
+            registry=registry,
+        )
+        self.placements = Counter(
+            "aguiadapter_runtime_placements", "New threads pinned to the runtime.", ["runtime"], registry=registry
+        )
+        self.runtime_refusals = Counter(
+            "aguiadapter_runtime_refusals",
+            "Runs refused for want of a runtime, by reason: no_runtime (none reachable and not draining), "
+            "runtimes_full (all at capacity), unreachable or full (the thread's own runtime).",
+            ["reason"], registry=registry,
+        )
         # Known label values start at zero, so rates and dashboards see them before the first run.
         for outcome in RUN_OUTCOMES:
             self.runs.labels(outcome)

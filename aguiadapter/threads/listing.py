@@ -51,18 +51,20 @@ class ThreadSummary:
     pending_interrupts: int = 0
     active_run_id: str | None = None
     last_error: str | None = None
+    #: The pool runtime the thread is pinned to (``None``: made before pools, ``default``'s).
+    runtime: str | None = None
 
     def to_json(self) -> bytes:
         """The stored form (compact JSON)."""
-        return json.dumps(
-            {
-                "key": self.key, "threadId": self.thread_id, "state": self.state.value,
-                "createdAt": self.created_at, "updatedAt": self.updated_at,
-                "pending": self.pending_interrupts, "activeRunId": self.active_run_id,
-                "lastError": self.last_error,
-            },
-            separators=(",", ":"), ensure_ascii=False,
-        ).encode()
+        stored = {
+            "key": self.key, "threadId": self.thread_id, "state": self.state.value,
+            "createdAt": self.created_at, "updatedAt": self.updated_at,
+            "pending": self.pending_interrupts, "activeRunId": self.active_run_id,
+            "lastError": self.last_error,
+        }
+        if self.runtime is not None:
+            stored["runtime"] = self.runtime
+        return json.dumps(stored, separators=(",", ":"), ensure_ascii=False).encode()
 
     @classmethod
     def from_json(cls, data: bytes | str) -> ThreadSummary:
@@ -74,6 +76,7 @@ class ThreadSummary:
                 created_at=None if raw.get("createdAt") is None else float(raw["createdAt"]),
                 updated_at=float(raw["updatedAt"]), pending_interrupts=int(raw.get("pending") or 0),
                 active_run_id=raw.get("activeRunId"), last_error=raw.get("lastError"),
+                runtime=None if raw.get("runtime") is None else str(raw["runtime"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"not a thread summary: {exc}") from exc
@@ -102,6 +105,7 @@ def summary_of(record: ThreadRecord) -> ThreadSummary:
         pending_interrupts=len(record.pending_interrupts),
         active_run_id=record.active_run_id if state is ThreadState.RUNNING else None,
         last_error=record.last_error if state is ThreadState.TERMINAL else None,
+        runtime=record.runtime,
     )
 
 

@@ -154,6 +154,10 @@ class ThreadRecord:
     #: the adopter sends what its subscription's Task shows beyond it.
     handed_off_streamed: str | None = None
     updated_at: float = 0.0
+    #: The name of the pool's runtime the thread is pinned to, written with the
+    #: first run it admits; ``None`` in a record made before pools (the runtime
+    #: named ``default``, which ``--a2a-url`` alone is).
+    runtime: str | None = None
     #: When the thread was made (``None`` for a record made before records
     #: kept it); shown by the thread list, not part of the thread's state
     #: (records that differ only in it compare equal).

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from ..a2a.client import A2AClient
 from ..config import NO_RUNTIME, Config
 from ..images import ImageWork
-from ..logs import mask_url
+from ..a2a.client import A2AClient
+from ..threads.record import ThreadRecord
 from ..telemetry import Telemetry
+from ..pool.pool import RuntimePool
+from ..pool.settings import DEFAULT_RUNTIME, RuntimeSpec
 from ..store.factory import open_store
 from ..service.history_reader import HistoryReader
 from ..service.limits import AdmissionLimits
@@ -25,7 +28,8 @@ from .guard import add_cors_headers, request_guard
 from .http_errors import json_errors
 from .body_turns import LargeBodies
 from .keys import (
-    ADAPTER, AUTH, CLIENT, CONFIG, HISTORY, IMAGES, LARGE_BODIES, LIMITS, METRICS_URLS, SERVICE, STREAMS, TELEMETRY,
+    ADAPTER, AUTH, CLIENT, CONFIG, HISTORY, IMAGES, LARGE_BODIES, LIMITS, METRICS_URLS, POOL, SERVICE, STREAMS,
+    TELEMETRY,
 )
 from .stream_watch import StreamWatch
 
@@ -120,27 +124,32 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
     async def context(app: web.Application) -> AsyncIterator[None]:
         await app[AUTH].start()
         demo = None
-        url = config.a2a_url
-        if url is None:
+        specs = config.pool_specs()
+        if config.demo:
             from ..demo.runtime import DemoRuntime
 
             demo = DemoRuntime()
             url = await demo.start()
             log.info("embedded demo runtime on %s", url)
-        if demo is None:
-            await _probe(url, config.a2a_token)
-        client = A2AClient(url, token=config.a2a_token, telemetry=telemetry)
-        # The started parts go in the app's own keys: its startup (this
-        # context) ends before aiohttp freezes it, mounted or not.
-        app[CLIENT] = client
-        app[HISTORY].start(client)
+            specs = (RuntimeSpec(DEFAULT_RUNTIME, url),)
         threads = store or open_store(
             config.store_url, state_dir=config.state_dir, retention_days=config.state_retention_days,
             durability=config.durability,
         )
+        pool = RuntimePool(specs, token=config.a2a_token, slots=threads.run_slots("pool"), telemetry=telemetry,
+                           probe_seconds=config.runtime_probe_seconds, counted=bool(config.runtimes))
+        # Probed once now (a runtime that does not answer is logged; the server starts all the
+        # same and /health reports it), then in the background.
+        await pool.start()
+        client = next(iter(pool.members.values())).client
+        # The started parts go in the app's own keys: its startup (this
+        # context) ends before aiohttp freezes it, mounted or not.
+        app[CLIENT] = client
+        app[POOL] = pool
+        app[HISTORY].start(client, route=lambda record: _route(pool, record))
         service = app[SERVICE] = ThreadService(
             threads,
-            client,
+            pool,
             interrupt_ttl_seconds=config.interrupt_ttl_seconds,
             telemetry=telemetry,
             grace_seconds=config.disconnect_grace_seconds,
@@ -162,12 +171,17 @@ def _runtime_context(config: Config, store: ThreadStore | None, telemetry: Telem
         finally:
             await limits.close()
             app[HISTORY].stop()
-            await client.close()
+            await pool.close()
             await app[AUTH].close()
             if demo is not None:
                 await demo.close()
 
     return context
+
+
+def _route(pool: RuntimePool, record: ThreadRecord) -> tuple[A2AClient, Path | None]:
+    member = pool.member(record.runtime)
+    return member.client, member.spec.config_dir
 
 
 def _history_reader(config: Config) -> HistoryReader:
@@ -179,19 +193,6 @@ def _history_reader(config: Config) -> HistoryReader:
         max_reply_bytes=config.history_max_bytes,
         transcripts_dir=config.runtime_config_dir if config.spawned_runtime else None,
     )
-
-
-async def _probe(url: str, token: str | None) -> None:
-    """Warn when the runtime does not answer; the server starts all the same
-    (``/health`` reports it until it does). Not traced: no request caused it."""
-    async with A2AClient(url, token=token) as probe:
-        status = await probe.health_status()
-    if status == "unauthorized":
-        log.error("the A2A runtime at %s refuses this server's token (HTTP 401/403): give it the runtime's token "
-                  "(--a2a-token, IAC_CODE_AGUI_A2A_TOKEN; iac-code a2a reads IACCODE_A2A_HTTP_TOKEN); runs fail "
-                  "until they match", mask_url(url))
-    elif status != "ok":
-        log.warning("the A2A runtime does not answer at %s; runs fail until it does", mask_url(url))
 
 
 def _metrics_listener(host: str, port: int):  # type: ignore[no-untyped-def]

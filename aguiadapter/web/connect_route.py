@@ -154,7 +154,7 @@ async def _activity(service: ThreadService, record: ThreadRecord) -> dict[str, A
     """A pipeline thread's ``ACTIVITY_SNAPSHOT``, from the runtime's pipeline state route."""
     if record.pipeline is None or record.task_id is None:
         return None
-    state = await service.runtime.pipeline_state(record.task_id, record.pipeline.last_sequence)
+    state = await service.runtime_of(record).pipeline_state(record.task_id, record.pipeline.last_sequence)
     return pipeline_activity(record, state)
 
 

@@ -108,6 +108,8 @@ async def metrics(request: web.Request) -> web.Response:
     except StoreUnavailable:
         here = shared = float("nan")
     kept.set_pending(here, shared)
+    for name, active in (await service.pool.active_runs()).items():
+        request.config_dict[TELEMETRY].runtime_load(name, float("nan") if active is None else float(active))
     body, content_type = kept.exposition(request.headers.get("Accept", ""))
     return web.Response(body=body, headers={"Content-Type": content_type})
 
@@ -176,14 +178,28 @@ async def health(request: web.Request) -> web.Response:
     client, service = backend(request)
     config = request.config_dict[CONFIG]
     kind = config.runtime_kind
-    runtime_status, store_status = await asyncio.gather(client.health_status(), service.store.status())
+    pool = service.pool
+    probed, store_status = await asyncio.gather(client.health_status(), service.store.status())
+    runtime_status: str = probed
+    single = pool.only
+    if single is not None:
+        single.status = probed  # fresher than the last background probe
     reachable, store_ok = runtime_status == "ok", store_status == "ok"
+    internals = await _may_see_internals(request)
+    runtimes = await pool.report(with_urls=internals)
+    if single is None:
+        # A pool: ``a2a`` says whether a new thread has somewhere to go.
+        reachable = pool.takes_new_threads
+        runtime_status = "ok" if all(item["reachable"] for item in runtimes) else "degraded"
     # ``reachable`` as before (usable); ``status`` says why not: a refused
     # token is an operator's fix, not a network outage.
     runtime: dict[str, Any] = {"reachable": reachable, "status": runtime_status}
-    if await _may_see_internals(request):
+    if internals and single is not None:
         runtime = {"url": mask_url(client.url), **runtime}
-    status = "ok" if reachable and store_ok else "degraded"
+    status = "ok" if runtime_status == "ok" and store_ok else "degraded"
+    # A pool with no runtime for a new thread sends the load balancer elsewhere; a
+    # single runtime keeps answering 200 "degraded", as before pools.
+    unusable = single is None and not reachable
     if service.draining:
         status = "draining"
     return web.json_response(
@@ -197,12 +213,14 @@ async def health(request: web.Request) -> web.Response:
             # demo (the scripted agent), iac-code (a supervised child) or a2a.
             "runtime": kind,
             "a2a": runtime,
+            # The pool's runtimes (one named "default" with --a2a-url alone).
+            "runtimes": runtimes,
             "store": {"kind": service.store.kind, "reachable": store_ok, "status": store_status,
                       # fsync or process (--durability); redis: the Redis server's own.
                       "durability": service.store.durability},
         },
         # A draining replica tells the load balancer to send it nothing new.
-        status=503 if service.draining else 200,
+        status=503 if service.draining or unusable else 200,
     )
 
 

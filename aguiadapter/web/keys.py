@@ -11,6 +11,7 @@ from ..config import Config
 from ..errors import AdapterError, ErrorCode
 from ..images import ImageWork
 from ..telemetry import Telemetry
+from ..pool.pool import RuntimePool
 from ..service.limits import AdmissionLimits
 from ..service.history_reader import HistoryReader
 from ..service.thread_service import ThreadService
@@ -28,6 +29,8 @@ CONFIG = web.AppKey("aguiadapter.config", Config)
 CLIENT = web.AppKey("aguiadapter.client", A2AClient)
 SERVICE = web.AppKey("aguiadapter.service", ThreadService)
 LIMITS = web.AppKey("aguiadapter.limits", AdmissionLimits)
+#: The runtimes threads are pinned to (``/health`` lists them; SIGHUP reloads them).
+POOL = web.AppKey("aguiadapter.pool", RuntimePool)
 #: Where the separate metrics listener (``Config.metrics_port``) listens.
 METRICS_URLS: Final[web.AppKey[tuple[str, ...]]] = web.AppKey("aguiadapter.metrics_urls")
 #: Set on an app of :func:`~aguiadapter.web.app.create_metrics_app` only: the

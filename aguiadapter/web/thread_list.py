@@ -26,6 +26,7 @@ from ..errors import AdapterError, ErrorCode
 from ..threads.listing import DEFAULT_LIMIT, MAX_LIMIT, ListCursor, ThreadSummary, list_owner
 from ..threads.record import ThreadState
 from ..store.contract import StoreUnavailable
+from ..pool.settings import DEFAULT_RUNTIME
 from .auth import SharedToken
 from .handlers import authenticate
 from .http_errors import error_response, request_language
@@ -66,6 +67,8 @@ def summary_view(summary: ThreadSummary) -> dict[str, Any]:
         "createdAt": None if summary.created_at is None else iso_millis(summary.created_at),
         "updatedAt": iso_millis(summary.updated_at),
         "pendingInterrupts": summary.pending_interrupts,
+        # The pool runtime it is pinned to; records made before pools ran on ``default``.
+        "runtime": summary.runtime or DEFAULT_RUNTIME,
     }
     if summary.active_run_id is not None:
         view["activeRunId"] = summary.active_run_id

@@ -28,6 +28,7 @@ from ..protocol.events import (
     TOOL_PROGRESS_EVENT,
 )
 from ..threads.record import ThreadRecord, ThreadState
+from ..pool.settings import DEFAULT_RUNTIME
 from ..store.run_log import parse_cursor
 from ..store.contract import StoreUnavailable
 from ..service.thread_service import ThreadService
@@ -51,6 +52,8 @@ def thread_view(record: ThreadRecord) -> dict[str, Any]:
     if record.state is ThreadState.RUNNING and record.active_run_id is not None:
         view["activeRunId"] = record.active_run_id
     view["pendingInterrupts"] = [item.interrupt for item in record.pending_interrupts]
+    # The pool runtime it is pinned to; records made before pools ran on ``default``.
+    view["runtime"] = record.runtime or DEFAULT_RUNTIME
     if record.state is ThreadState.TERMINAL and record.last_error is not None:
         view["lastError"] = {"code": record.last_error}
     return view

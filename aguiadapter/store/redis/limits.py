@@ -16,7 +16,7 @@ import asyncio
 import hashlib
 import logging
 import uuid
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Collection, Sequence
 from typing import TypeVar
 
 import redis.asyncio as aioredis
@@ -54,6 +54,16 @@ redis.call('ZADD', KEYS[2], expiry, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
+"""
+
+# KEYS: the user sets to count. Returns their sizes, lapsed slots left out.
+_HELD = _NOW_MS + """
+local counts = {}
+for i = 1, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+  counts[i] = redis.call('ZCARD', KEYS[i])
+end
+return counts
 """
 
 # KEYS: all runs, then the user set of each slot. ARGV: lease ms, then each slot id (in KEYS[2..] order).
@@ -101,6 +111,7 @@ class RedisRunSlots:
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._new_thread = client.register_script(_NEW_THREAD)
+        self._held = client.register_script(_HELD)
 
     @property
     def lease_seconds(self) -> float | None:
@@ -146,6 +157,14 @@ class RedisRunSlots:
         except _ERRORS as exc:
             log.warning("run slot not released (it lapses by itself): %s", _why(exc))
 
+
+    async def held(self, users: Sequence[str]) -> list[int]:
+        """The live slots of each user, every replica's, in one script."""
+        try:
+            answer = await _bounded(self._held(keys=[self.user_key(user) for user in users], args=[]))
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
+        return [int(count) for count in answer]
 
     async def new_thread(self, user: str, limit: int, window_seconds: float) -> float:
         """A sliding window per user in ``<prefix>new-threads:<sha256(user)[:32]>``, shared by every replica."""

@@ -1,0 +1,214 @@
+"""What a pool of runtimes costs, side by side in one run.
+
+``python -m benchmarks.pool [--rounds 5] [--short 30] [--firehose 20000] [--placements 2000]``
+
+1. **A pool of one**: short runs (``firehose 5``, a new thread each, one
+   after the other) through ``--a2a-url R`` (a pool of one named
+   ``default``: counted in memory only, the path runs took before pools but
+   for one lookup) and through ``--runtime one=R`` (a named pool of one:
+   each run taken and released in the store's run slots). Per round: the
+   adapter's CPU per run and the median wall time per run; the targets in
+   turns, the order turning each round.
+2. **Placement** of a new thread (``RuntimePool.place`` then ``leave``, in
+   this process, three runtimes): with the file store's slots (memory) and
+   with the Redis store's slots (a private ``redis-server``: count, take and release, three scripts per
+   new thread): microseconds of wall and CPU per new thread.
+3. **Events per second with 1, 2 and 4 demo runtimes** behind one adapter:
+   ``--concurrency`` clients each run ``firehose N`` on new threads (so
+   placement spreads them); events/s at the clients, the adapter's CPU per
+   10k events, and the busiest runtime's CPU share (it must not be the limit).
+
+Printed: medians [min-max] over the rounds, and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from aguiadapter.pool.pool import RuntimePool
+from aguiadapter.pool.settings import RuntimeSpec
+from aguiadapter.store.slots import LocalRunSlots, RunSlots
+
+from .client import run_body, stream
+from .procs import RedisServer, Server, free_port, raise_fd_limit, wait_quiet
+
+
+def _spread(values: Sequence[float]) -> str:
+    return f"{statistics.median(values):9.3f} [{min(values):.3f}-{max(values):.3f}]"
+
+
+def _demo(work: Path, name: str) -> Server:
+    port = free_port()
+    return Server(name, [sys.executable, "-m", "aguiadapter.demo", "--port", str(port)], port=port,
+                  log_path=work / f"{name}.log")
+
+
+def _adapter(work: Path, name: str, runtime: Sequence[str]) -> Server:
+    port = free_port()
+    argv = [sys.executable, "-m", "aguiadapter", "--port", str(port), "--state-dir", str(work / name / "state"),
+            "--allowed-cwd", str(work), "--log-level", "WARNING", "--max-new-threads-per-user", "0", *runtime]
+    return Server(name, argv, port=port, log_path=work / f"{name}.log")
+
+
+async def _start(*servers: Server) -> None:
+    for server in servers:
+        server.start()
+    await asyncio.gather(*(server.wait_ready() for server in servers))
+
+
+async def _short_runs(adapter: Server, cwd: Path, count: int) -> tuple[float, float]:
+    """CPU ms per run of the adapter, and the median wall ms per run."""
+    await wait_quiet([adapter], timeout=2.0)
+    cpu0 = adapter.cpu()
+    walls = []
+    for _ in range(count):
+        result = await stream(adapter.url, run_body("firehose 5", cwd=str(cwd)))
+        assert result.error is None and result.status == 200, result.error
+        walls.append(result.seconds)
+    await wait_quiet([adapter], timeout=2.0)
+    return (adapter.cpu() - cpu0) / count * 1000, statistics.median(walls) * 1000
+
+
+async def pool_of_one(work: Path, rounds: int, count: int) -> None:
+    demo = _demo(work, "runtime-1")
+    await _start(demo)
+    targets = {"--a2a-url (pool of one)": _adapter(work, "plain", ["--a2a-url", demo.url]),
+               "--runtime one=URL (counted)": _adapter(work, "named", ["--runtime", f"one={demo.url}"])}
+    await _start(*targets.values())
+    cpu: dict[str, list[float]] = {name: [] for name in targets}
+    wall: dict[str, list[float]] = {name: [] for name in targets}
+    try:
+        for server in targets.values():
+            await _short_runs(server, work, 10)  # warm up
+        for round_ in range(rounds):
+            order = list(targets.items())
+            for name, server in order[round_ % 2:] + order[:round_ % 2]:
+                used, took = await _short_runs(server, work, count)
+                cpu[name].append(used)
+                wall[name].append(took)
+    finally:
+        for server in (*targets.values(), demo):
+            server.stop()
+    print(f"\n1. A pool of one: {count} short runs (firehose 5) per round, {rounds} rounds")
+    print(f"{'target':32} {'adapter CPU ms/run':>26} {'wall ms/run':>26}")
+    for name in targets:
+        print(f"{name:32} {_spread(cpu[name]):>26} {_spread(wall[name]):>26}")
+    base, named = targets
+    cpu_ratio = statistics.median(b / a for a, b in zip(cpu[base], cpu[named], strict=True))
+    wall_ratio = statistics.median(b / a for a, b in zip(wall[base], wall[named], strict=True))
+    print(f"ratio counted / --a2a-url: CPU {cpu_ratio:.3f}, wall {wall_ratio:.3f}")
+
+
+async def _placements(slots: RunSlots, count: int) -> tuple[float, float]:
+    """Wall and CPU microseconds per new thread placed (then its run left)."""
+    pool = RuntimePool([RuntimeSpec(name, f"http://127.0.0.1:9/{name}") for name in ("r1", "r2", "r3")],
+                       slots=slots)
+    try:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        for _ in range(count):
+            _, slot = await pool.place()
+            await pool.leave(slot)
+        return ((time.perf_counter() - wall0) / count * 1e6, (time.process_time() - cpu0) / count * 1e6)
+    finally:
+        await pool.close()
+
+
+async def placement(work: Path, rounds: int, count: int) -> None:
+    from aguiadapter.store.redis.store import store_from_url
+
+    executable = shutil.which("redis-server")
+    redis = None
+    kinds: dict[str, RunSlots] = {"file store (memory)": LocalRunSlots()}
+    if executable is not None:
+        redis = RedisServer(executable, work / "redis", port=free_port())
+        redis.start()
+        await redis.wait_ready()
+        store = store_from_url(redis.redis_url + f"?prefix=bench-{uuid.uuid4().hex[:6]}:")
+        await store.start()
+        kinds["redis store (3 scripts)"] = store.run_slots("pool")
+    wall: dict[str, list[float]] = {name: [] for name in kinds}
+    cpu: dict[str, list[float]] = {name: [] for name in kinds}
+    try:
+        for _ in range(rounds):
+            for name, slots in kinds.items():
+                took, used = await _placements(slots, count)
+                wall[name].append(took)
+                cpu[name].append(used)
+    finally:
+        if redis is not None:
+            await store.close()
+            redis.stop()
+    print(f"\n2. Placement of a new thread over 3 runtimes ({count} per round, {rounds} rounds)")
+    print(f"{'slots':28} {'wall us/thread':>26} {'CPU us/thread':>26}")
+    for name in kinds:
+        print(f"{name:28} {_spread(wall[name]):>26} {_spread(cpu[name]):>26}")
+    if redis is None:
+        print("redis-server not on PATH: the Redis store was not measured")
+
+
+async def spread(work: Path, rounds: int, events: int, concurrency: int) -> None:
+    print(f"\n3. Events/s through one adapter: {concurrency} clients, firehose {events} each, on new threads")
+    print(f"{'runtimes':>8} {'events/s':>26} {'adapter CPU s/10k events':>26} {'busiest runtime CPU %':>26}")
+    for width in (1, 2, 4):
+        demos = [_demo(work, f"spread-{width}-{index}") for index in range(width)]
+        await _start(*demos)
+        adapter = _adapter(work, f"adapter-{width}", [option for index, demo in enumerate(demos)
+                                                        for option in ("--runtime", f"r{index}={demo.url}")])
+        await _start(adapter)
+        rates, per_10k, busiest = [], [], []
+        try:
+            await stream(adapter.url, run_body("firehose 200", cwd=str(work)))
+            for _ in range(rounds):
+                await wait_quiet([adapter, *demos], timeout=3.0)
+                cpu0, demo0 = adapter.cpu(), [demo.cpu() for demo in demos]
+                began = time.perf_counter()
+                results = await asyncio.gather(*(stream(adapter.url, run_body(f"firehose {events}", cwd=str(work)))
+                                                 for _ in range(concurrency)))
+                took = time.perf_counter() - began
+                seen = sum(result.events for result in results)
+                assert all(result.error is None for result in results), [r.error for r in results]
+                await wait_quiet([adapter], timeout=2.0)
+                rates.append(seen / took)
+                per_10k.append((adapter.cpu() - cpu0) / seen * 10_000)
+                busiest.append(max(demo.cpu() - before for demo, before in zip(demos, demo0, strict=True)) / took * 100)
+        finally:
+            for server in (adapter, *demos):
+                server.stop()
+        print(f"{width:>8} {_spread(rates):>26} {_spread(per_10k):>26} {_spread(busiest):>26}")
+
+
+async def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.pool", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--short", type=int, default=30, help="short runs per round and target (1.)")
+    parser.add_argument("--placements", type=int, default=2000, help="new threads placed per round (2.)")
+    parser.add_argument("--firehose", type=int, default=20_000, help="events per run (3.)")
+    parser.add_argument("--concurrency", type=int, default=8, help="runs at once (3.)")
+    parser.add_argument("--only", default="one,placement,spread")
+    args = parser.parse_args(argv)
+    raise_fd_limit()
+    work = Path(tempfile.mkdtemp(prefix="aguiadapter-bench-pool-"))
+    only = set(args.only.split(","))
+    try:
+        if "one" in only:
+            await pool_of_one(work, args.rounds, args.short)
+        if "placement" in only:
+            await placement(work, args.rounds, args.placements)
+        if "spread" in only:
+            await spread(work, args.rounds, args.firehose, args.concurrency)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
