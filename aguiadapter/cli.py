@@ -305,14 +305,11 @@ def _check_store(config: cfg.Config, argv: Sequence[str], env: Mapping[str, str]
             raise ValueError(f"{given} applies to the file store only and --store names a Redis store: "
                              "drop it (the Redis store takes ?retention_days= in its URL)")
     try:
-        from .store.redis.store import split_store_url
+        from .store.redis.store import check_store_url
     except ImportError:
         raise ValueError("--store redis://... needs the redis extra: pip install 'aguiadapter[redis]'") from None
-    from redis.asyncio.connection import parse_url
-
     try:
-        redis_url, _ = split_store_url(config.store_url)
-        parse_url(redis_url)  # redis-py's own options: their values too
+        check_store_url(config.store_url)  # redis-py's own options: their values too
     except RuntimeError as exc:
         raise ValueError(f"--store: {exc}") from None
     except ValueError as exc:

@@ -134,7 +134,7 @@ async def test_release_frees_the_thread_and_renew_keeps_it(make_store: MakeStore
         await asyncio.sleep(0.2)
         assert await store.renew(claim)
     assert await store.claim("t-1", "run-2") is None
-    assert 0 < await raw.pttl("aguiadapter:claim:t-1") <= 400
+    assert 0 < await raw.pttl("aguiadapter:claim:{:t-1}") <= 400
     await store.release(claim)
     again = await store.claim("t-1", "run-2")
     assert again is not None and again.token > claim.token
@@ -146,7 +146,7 @@ async def test_retention_applies_to_idle_and_terminal_records_only(make_store: M
     for state in ("idle", "running", "interrupted", "terminal"):
         rec = record(f"t-{state}", state)
         await store.save(rec)
-        ttl[state] = await raw.pttl(f"aguiadapter:thread:t-{state}")
+        ttl[state] = await raw.pttl(f"aguiadapter:thread:{{:t-{state}}}")
     assert 2 * DAY_MS - 60_000 < ttl["idle"] <= 2 * DAY_MS
     assert 2 * DAY_MS - 60_000 < ttl["terminal"] <= 2 * DAY_MS
     assert ttl["running"] == ttl["interrupted"] == -1
@@ -155,10 +155,10 @@ async def test_retention_applies_to_idle_and_terminal_records_only(make_store: M
     assert rec is not None
     rec.state = "interrupted"
     await store.save(rec)
-    assert await raw.pttl("aguiadapter:thread:t-idle") == -1
+    assert await raw.pttl("aguiadapter:thread:{:t-idle}") == -1
     forever = await make_store(retention_days=0)
     await forever.save(record("t-kept"))
-    assert await raw.pttl("aguiadapter:thread:t-kept") == -1
+    assert await raw.pttl("aguiadapter:thread:{:t-kept}") == -1
 
 
 async def test_deadlines_live_in_a_sorted_set(make_store: MakeStore, raw: Any) -> None:
@@ -169,7 +169,8 @@ async def test_deadlines_live_in_a_sorted_set(make_store: MakeStore, raw: Any) -
     assert await store.deadlines() == {"t-1": 150.0, "t-2": 200.0}
     await store.set_deadline("t-2", None)
     await store.set_deadline("t-unknown", None)
-    assert await raw.zrange("aguiadapter:deadlines", 0, -1, withscores=True) == [(b"t-1", 150.0)]
+    assert await raw.zrange(store.keys.deadlines("t-1"), 0, -1, withscores=True) == [(b"t-1", 150.0)]
+    assert await raw.exists(store.keys.deadlines("t-2")) == 0 or await raw.zscore(store.keys.deadlines("t-2"), "t-2") is None
 
 
 async def test_due_deadlines_go_to_one_replica_at_a_time(make_store: MakeStore, raw: Any) -> None:
@@ -287,11 +288,11 @@ async def test_a_store_does_not_start_without_redis(redis_server: RedisServer) -
 
 async def test_an_unreadable_record_is_corrupt(make_store: MakeStore, raw: Any) -> None:
     store = await make_store()
-    await raw.hset("aguiadapter:thread:t-bad", mapping={"version": "1", "record": b"{not json"})
+    await raw.hset("aguiadapter:thread:{:t-bad}", mapping={"version": "1", "record": b"{not json"})
     with pytest.raises(CorruptRecord):
         await store.load("t-bad")
     await store.save(record("t-other"))
-    await raw.rename("aguiadapter:thread:t-other", "aguiadapter:thread:t-moved")
+    await raw.rename("aguiadapter:thread:{:t-other}", "aguiadapter:thread:{:t-moved}")
     with pytest.raises(CorruptRecord, match="another thread"):
         await store.load("t-moved")
 
@@ -338,7 +339,7 @@ async def test_delete_thread_erases_the_thread_only_while_its_claim_holds(make_s
     for each in (kept, gone):
         await store.save(each)
     await store.set_deadline("t-gone", time.time() + 60)
-    await raw.xadd(f"aguiadapter:events:{len('t-gone')}:t-gone:run-1", {"f": 1, "c": b"x", "t": 1}, id="1-0")
+    await raw.xadd(f"aguiadapter:events:{len('t-gone')}:{{:t-gone}}:run-1", {"f": 1, "c": b"x", "t": 1}, id="1-0")
     claim = await store.claim("t-gone", "admin")
     assert claim is not None
     lapsed = Claim("t-gone", "admin", claim.token + 1)
