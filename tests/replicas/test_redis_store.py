@@ -332,6 +332,24 @@ def test_store_options_ride_in_the_url() -> None:
 
 
 
+def test_a_sentinel_url_names_the_sentinels_the_service_and_the_waits() -> None:
+    from aguiadapter.store.redis.topology import parse_sentinel_url
+
+    url = "redis+sentinel://:pw@10.0.0.1:26379,10.0.0.2:26380/mymaster/2?sentinel_password=spw&ssl=yes&min_replicas=1"
+    redis_url, settings = rs.split_store_url(url)
+    assert settings == RedisSettings(min_replicas=1, wait_timeout_ms=500)
+    target = parse_sentinel_url(redis_url, {"sentinel_password": "spw", "ssl": "yes"})
+    assert target.sentinels == (("10.0.0.1", 26379), ("10.0.0.2", 26380)) and target.service == "mymaster"
+    assert (target.db, target.password, target.sentinel_password, target.ssl) == (2, "pw", "spw", True)
+    shown = rs.store_from_url(url).location()
+    assert "pw" not in shown.replace("prefix", "") and "spw" not in shown and "mymaster" in shown
+    for bad in ("redis+sentinel://h:1/", "redis+sentinel://h:x/svc", "redis+sentinel://h:1/svc/x",
+                "redis+sentinel://h:1/svc?socket_timeout=1", "redis+sentinel://h:1/svc?ssl=maybe",
+                "redis://h/0?min_replicas=-1", "redis://h/0?wait_timeout_ms=0"):
+        with pytest.raises(RedisStoreError):
+            rs.split_store_url(bad)
+
+
 async def test_delete_thread_erases_the_thread_only_while_its_claim_holds(make_store: MakeStore, raw: Any) -> None:
     store = await make_store()
     kept, gone = record("t-kept"), record("t-gone", state="terminal")

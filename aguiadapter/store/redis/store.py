@@ -48,6 +48,7 @@ from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, owner_id, 
 from ...threads.record import ThreadRecord, ThreadState, record_from_json, record_to_json
 from ..run_log import LogBounds
 from .limits import RedisRunSlots
+from .durable import KEEP_UNDO, UNDO, UNDO_TTL_MS, wait_refusal
 from .layout import LAYOUT_VERSION, MIGRATION_LOCK_MS, Keys, check_prefix, migrate
 from .topology import (
     SENTINEL_OPTIONS, SENTINEL_SCHEME, TopologyError, close_sentinel, parse_sentinel_url, sentinel_client,
@@ -62,6 +63,7 @@ REDIS_SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
 DEFAULT_PREFIX = "aguiadapter:"
 DEFAULT_LEASE_SECONDS = 5.0
 DEFAULT_RETENTION_DAYS = 30.0
+DEFAULT_WAIT_TIMEOUT_MS = 500
 #: How long one replica keeps the right to sweep deadlines (service sweeps every 5 s).
 SWEEPER_LEASE_MS = 4000
 #: At most this many due threads are handed out per sweep.
@@ -104,11 +106,13 @@ return redis.call('DEL', KEYS[1])
 # summary JSON. Returns 1 (written, or this very write was already applied),
 # -1 (the claim is not ours any more), -2 (someone else changed the record).
 # The owner's list is another slot: :meth:`RedisThreadStore.save` updates it next.
+# With min_replicas, KEYS[3] is the undo key and ARGV[7] its TTL (:mod:`.durable`).
 _SAVE = """
 if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return -1 end
 local current = redis.call('HGET', KEYS[1], 'version') or '0'
 if current == ARGV[2] and redis.call('HGET', KEYS[1], 'record') == ARGV[3] then return 1 end
 if current ~= ARGV[1] then return -2 end
+""" + KEEP_UNDO + """
 redis.call('HSET', KEYS[1], 'version', ARGV[2], 'record', ARGV[3], 'summary', ARGV[6])
 if ARGV[5] == '0' then redis.call('PERSIST', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 return 1
@@ -143,6 +147,10 @@ class RedisSettings:
     prefix: str = DEFAULT_PREFIX
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     retention_days: float = DEFAULT_RETENTION_DAYS
+    #: Replicas that must acknowledge every save (``WAIT``); 0: none awaited.
+    min_replicas: int = 0
+    #: How long a save waits for them before it fails (and is undone).
+    wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS
 
     @property
     def retention_ms(self) -> int:
@@ -191,7 +199,7 @@ def check_store_url(url: str) -> None:
         parse_url(redis_url)  # redis-py's own options: their values too
 
 
-_OPTION_NAMES = frozenset({"prefix", "lease_seconds", "retention_days"})
+_OPTION_NAMES = frozenset({"prefix", "lease_seconds", "retention_days", "min_replicas", "wait_timeout_ms"})
 #: Options redis-py takes from a URL as strings, besides those it parses itself
 #: (``URL_QUERY_ARGUMENT_PARSERS``): anything else would reach a connection's
 #: constructor and fail there, at the first command, as a long traceback.
@@ -220,15 +228,19 @@ def _settings_from(options: dict[str, str]) -> RedisSettings:
     try:
         lease = float(options.get("lease_seconds", DEFAULT_LEASE_SECONDS))
         retention = float(options.get("retention_days", DEFAULT_RETENTION_DAYS))
+        replicas = int(options.get("min_replicas", 0))
+        wait_ms = int(options.get("wait_timeout_ms", DEFAULT_WAIT_TIMEOUT_MS))
     except ValueError as exc:
         raise RedisStoreError(f"bad store option: {exc}") from exc
     if lease <= 0 or retention < 0:
         raise RedisStoreError("lease_seconds must be > 0 and retention_days >= 0")
+    if not 0 <= replicas <= 100 or not 1 <= wait_ms <= 60_000:
+        raise RedisStoreError("min_replicas must be 0-100 and wait_timeout_ms 1-60000")
     prefix = options.get("prefix", DEFAULT_PREFIX)
     refused = check_prefix(prefix)
     if refused is not None:
         raise RedisStoreError(f"bad store option: {refused}")
-    return RedisSettings(prefix, lease, retention)
+    return RedisSettings(prefix, lease, retention, replicas, wait_ms)
 
 
 def redact_url(url: str) -> str:
@@ -294,6 +306,7 @@ class RedisThreadStore:
         self._save_script = self._client.register_script(_SAVE)
         self._sweep_script = self._client.register_script(_SWEEP)
         self._delete_script = self._client.register_script(_DELETE)
+        self._undo_script = self._client.register_script(UNDO)
         self._lists = RedisThreadList(self._client, self.keys.thread_list, self.keys.thread)
         self._callbacks: list[Callable[[str], None]] = []
         self._attach_callbacks: list[Callable[[str], None]] = []
@@ -414,20 +427,47 @@ class RedisThreadStore:
         expected = record.version
         record.version, record.updated_at = expected + 1, time.time()
         summary = summary_of(record)
+        data = record_to_json(record)
         try:
             keys = [self.keys.thread(record.key), self.keys.claim(record.key)]
             args: list[bytes | str | int] = [
-                expected, record.version, record_to_json(record), _token_arg(claim), self._ttl_ms(record),
-                summary.to_json(),
+                expected, record.version, data, _token_arg(claim), self._ttl_ms(record), summary.to_json(),
             ]
-            result = await _bounded(self._save_script(keys=keys, args=args))
+            if self.settings.min_replicas:
+                result = await self._save_and_wait(record, keys, args, data)
+            else:
+                result = await _bounded(self._save_script(keys=keys, args=args))
         except _ERRORS as exc:
             record.version = expected
             raise PersistenceError(f"redis: {_why(exc)}") from exc
+        except PersistenceError:
+            record.version = expected
+            raise
         if result != 1:
             record.version = expected
             raise PersistenceError(_SAVE_REFUSALS.get(int(result), f"unexpected answer {result!r}"))
         await self._list(record, summary.updated_at)
+
+    async def _save_and_wait(
+        self, record: ThreadRecord, keys: list[str], args: list[bytes | str | int], data: bytes
+    ) -> int:
+        """The save script and ``WAIT`` on one connection (a pipeline); a save
+        too few replicas acknowledged is undone and refused (:mod:`.durable`)."""
+        wanted, timeout_ms = self.settings.min_replicas, self.settings.wait_timeout_ms
+        undo = self.keys.of_thread("undo", record.key)
+        async with self._client.pipeline(transaction=False) as pipe:
+            await self._save_script(keys=[*keys, undo], args=[*args, UNDO_TTL_MS], client=pipe)
+            pipe.execute_command("WAIT", wanted, timeout_ms)
+            result, acked = await _bounded(pipe.execute(), CALL_TIMEOUT_SECONDS + timeout_ms / 1000)
+        if int(result) != 1 or int(acked) >= wanted:
+            return int(result)
+        log_fields(log, logging.WARNING, "redis save not acknowledged by enough replicas", {
+            "thread": record.key, "acknowledged": int(acked), "min_replicas": wanted})
+        try:
+            await _bounded(self._undo_script(keys=[keys[0], undo], args=[record.version, data]))
+        except _ERRORS as exc:
+            log.warning("thread %s: the unacknowledged save was not undone: %s", record.key, _why(exc))
+        raise PersistenceError(wait_refusal(int(acked), wanted, timeout_ms))
 
     async def _list(self, record: ThreadRecord, updated_at: float) -> None:
         """Put the saved thread at its place in its owner's list (another slot
@@ -697,9 +737,9 @@ _SAVE_REFUSALS = {
 }
 
 
-async def _bounded(call: Awaitable[_T]) -> _T:
-    """Await a Redis call for at most :data:`CALL_TIMEOUT_SECONDS`."""
-    return await asyncio.wait_for(call, CALL_TIMEOUT_SECONDS)
+async def _bounded(call: Awaitable[_T], timeout: float = CALL_TIMEOUT_SECONDS) -> _T:
+    """Await a Redis call for at most :data:`CALL_TIMEOUT_SECONDS` (or ``timeout``)."""
+    return await asyncio.wait_for(call, timeout)
 
 
 #: What Redis answers to a wrong or missing user or password (NOAUTH, WRONGPASS, NOPERM).
