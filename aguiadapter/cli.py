@@ -62,7 +62,8 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="thread state folder (default <config-dir>/agui)")
     parser.add_argument("--store", default=env.get(cfg.ENV_STORE) or None, metavar="URL",
-                        help="redis://HOST:PORT/DB to share thread state between replicas "
+                        help="redis://HOST:PORT/DB to share thread state between replicas, or "
+                        "redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] behind Sentinel "
                         "(needs aguiadapter[redis]; default: files in --state-dir)")
     parser.add_argument("--allowed-cwd", action="append", default=None, metavar="DIR",
                         help="allowed workspace root (repeatable; default: the working directory and the "
