@@ -63,7 +63,8 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
                         help="thread state folder (default <config-dir>/agui)")
     parser.add_argument("--store", default=env.get(cfg.ENV_STORE) or None, metavar="URL",
                         help="redis://HOST:PORT/DB to share thread state between replicas, or "
-                        "redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] behind Sentinel "
+                        "redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] behind Sentinel, or "
+                        "redis+cluster://HOST:PORT[,HOST:PORT...]/ "
                         "(needs aguiadapter[redis]; default: files in --state-dir)")
     parser.add_argument("--allowed-cwd", action="append", default=None, metavar="DIR",
                         help="allowed workspace root (repeatable; default: the working directory and the "

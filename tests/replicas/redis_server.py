@@ -99,8 +99,8 @@ class RedisServer:
         await signal_and_wait(process, sig)
 
 
-class ClusterNode(RedisServer):
-    """A ``redis-server`` in cluster mode that serves every slot by itself."""
+class ClusterMember(RedisServer):
+    """A ``redis-server`` in cluster mode (its slots are given by the test)."""
 
     def __init__(self, folder: Path) -> None:
         super().__init__(folder)
@@ -109,7 +109,11 @@ class ClusterNode(RedisServer):
     def command(self) -> list[str]:
         # An explicit bus port: the default (port + 10000) may be taken or out of range.
         return [*super().command(), "--cluster-enabled", "yes", "--cluster-port", str(self.bus_port),
-                "--cluster-config-file", str(self.folder / "nodes.conf")]
+                "--cluster-config-file", str(self.folder / "nodes.conf"), "--cluster-node-timeout", "2000"]
+
+
+class ClusterNode(ClusterMember):
+    """A ``redis-server`` in cluster mode that serves every slot by itself."""
 
     async def start(self, timeout: float = 10.0) -> None:
         await super().start(timeout)

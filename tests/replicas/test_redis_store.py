@@ -341,11 +341,13 @@ def test_a_sentinel_url_names_the_sentinels_the_service_and_the_waits() -> None:
     target = parse_sentinel_url(redis_url, {"sentinel_password": "spw", "ssl": "yes"})
     assert target.sentinels == (("10.0.0.1", 26379), ("10.0.0.2", 26380)) and target.service == "mymaster"
     assert (target.db, target.password, target.sentinel_password, target.ssl) == (2, "pw", "spw", True)
+    assert rs.split_store_url("redis+cluster://:pw@h1:7000,h2:7001/?ssl=yes&prefix=c:")[1].prefix == "c:"
     shown = rs.store_from_url(url).location()
     assert "pw" not in shown.replace("prefix", "") and "spw" not in shown and "mymaster" in shown
     for bad in ("redis+sentinel://h:1/", "redis+sentinel://h:x/svc", "redis+sentinel://h:1/svc/x",
                 "redis+sentinel://h:1/svc?socket_timeout=1", "redis+sentinel://h:1/svc?ssl=maybe",
-                "redis://h/0?min_replicas=-1", "redis://h/0?wait_timeout_ms=0"):
+                "redis://h/0?min_replicas=-1", "redis://h/0?wait_timeout_ms=0", "redis+cluster://h:1/3",
+                "redis+cluster:///", "redis+cluster://h:1/?min_replicas=1", "redis+cluster://h:1/?socket_timeout=1"):
         with pytest.raises(RedisStoreError):
             rs.split_store_url(bad)
 

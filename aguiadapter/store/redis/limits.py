@@ -21,9 +21,9 @@ import uuid
 from collections.abc import Awaitable, Collection
 from typing import TypeVar
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from .topology import Client
 from ..slots import RunSlot, Taken
 from ..contract import StoreUnavailable
 
@@ -96,7 +96,7 @@ _TAKEN: dict[int, Taken] = {1: "taken", -1: "server_full", -2: "user_full"}
 class RedisRunSlots:
     """Run slots as leases in two sorted sets (all runs, and per user)."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str, lease_ms: int) -> None:
+    def __init__(self, client: Client, prefix: str, lease_ms: int) -> None:
         self.prefix = prefix
         self.lease_ms = lease_ms
         self._take = client.register_script(_TAKE)

@@ -25,9 +25,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
+from .topology import Client
 from ...protocol.events import Event
 from ..run_log import (
     TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, note_trimmed, offset_after, past_the_end, pieces,
@@ -66,7 +66,7 @@ def _entries_of(answer: Any) -> list[Any]:
 class RedisRunLog:
     """The writing end of one run's stream."""
 
-    def __init__(self, client: aioredis.Redis, key: str, bounds: LogBounds, last_id: int) -> None:
+    def __init__(self, client: Client, key: str, bounds: LogBounds, last_id: int) -> None:
         self._client = client
         self._key = key
         self._bounds = bounds
@@ -147,7 +147,7 @@ class RedisRunLog:
 class RedisRunLogs:
     """Every run's stream, readable from any replica."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str, bounds: LogBounds) -> None:
+    def __init__(self, client: Client, prefix: str, bounds: LogBounds) -> None:
         self._client = client
         self._prefix = prefix
         self.bounds = bounds

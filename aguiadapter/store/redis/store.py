@@ -37,7 +37,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
 import redis.asyncio as aioredis
-from redis.asyncio.client import PubSub
+from redis.asyncio.client import Pipeline, PubSub
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
@@ -49,9 +50,10 @@ from ...threads.record import ThreadRecord, ThreadState, record_from_json, recor
 from ..run_log import LogBounds
 from .limits import RedisRunSlots
 from .durable import KEEP_UNDO, UNDO, UNDO_TTL_MS, wait_refusal
-from .layout import LAYOUT_VERSION, MIGRATION_LOCK_MS, Keys, check_prefix, migrate
+from .layout import LAYOUT_VERSION, MIGRATION_LOCK_MS, Keys, Migrated, check_prefix, migrate
 from .topology import (
-    SENTINEL_OPTIONS, SENTINEL_SCHEME, TopologyError, close_sentinel, parse_sentinel_url, sentinel_client,
+    CLUSTER_OPTIONS, CLUSTER_SCHEME, SENTINEL_OPTIONS, SENTINEL_SCHEME, Client, TopologyError, close_sentinel,
+    cluster_client, parse_cluster_url, parse_sentinel_url, sentinel_client,
 )
 from .run_log import RedisRunLogs
 from .thread_list import RedisThreadList
@@ -59,7 +61,7 @@ from ..contract import Claim, PersistenceError, StoreUnavailable, parse_stored_r
 
 log = logging.getLogger(__name__)
 
-REDIS_SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
+REDIS_SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME, CLUSTER_SCHEME)
 DEFAULT_PREFIX = "aguiadapter:"
 DEFAULT_LEASE_SECONDS = 5.0
 DEFAULT_RETENTION_DAYS = 30.0
@@ -169,8 +171,8 @@ def split_store_url(url: str) -> tuple[str, RedisSettings]:
     parts = urlsplit(url)
     if parts.scheme not in REDIS_SCHEMES:
         raise RedisStoreError(f"not a redis URL: {redact_url(url)} (use redis://HOST:PORT/DB)")
-    sentinel = parts.scheme == SENTINEL_SCHEME
-    passed = SENTINEL_OPTIONS if sentinel else _redis_py_options()
+    sentinel, cluster = parts.scheme == SENTINEL_SCHEME, parts.scheme == CLUSTER_SCHEME
+    passed = SENTINEL_OPTIONS if sentinel else CLUSTER_OPTIONS if cluster else _redis_py_options()
     ours: dict[str, str] = {}
     theirs: list[tuple[str, str]] = []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
@@ -181,11 +183,16 @@ def split_store_url(url: str) -> tuple[str, RedisSettings]:
         else:
             raise RedisStoreError(_unknown_option(name, passed))
     settings = _settings_from(ours)
-    if sentinel:
-        try:
+    try:
+        if sentinel:
             parse_sentinel_url(url, dict(theirs))
-        except TopologyError as exc:
-            raise RedisStoreError(f"bad store URL {redact_url(url)}: {exc}") from exc
+        elif cluster:
+            parse_cluster_url(url, dict(theirs))
+    except TopologyError as exc:
+        raise RedisStoreError(f"bad store URL {redact_url(url)}: {exc}") from exc
+    if cluster and settings.min_replicas:
+        raise RedisStoreError("min_replicas is not available on a Redis Cluster yet (its WAIT would go to one "
+                              "node of many): use Sentinel, or min_replicas=0")
     return urlunsplit(parts._replace(query=urlencode(theirs))), settings
 
 
@@ -195,7 +202,7 @@ def check_store_url(url: str) -> None:
     from redis.asyncio.connection import parse_url
 
     redis_url, _ = split_store_url(url)
-    if urlsplit(redis_url).scheme != SENTINEL_SCHEME:
+    if urlsplit(redis_url).scheme not in (SENTINEL_SCHEME, CLUSTER_SCHEME):
         parse_url(redis_url)  # redis-py's own options: their values too
 
 
@@ -219,7 +226,7 @@ def _unknown_option(name: str, passed: frozenset[str]) -> str:
     known = sorted(_OPTION_NAMES | passed)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
-    whose = "the connection's" if passed is SENTINEL_OPTIONS else "redis-py's"
+    whose = "redis-py's" if passed is not SENTINEL_OPTIONS and passed is not CLUSTER_OPTIONS else "the connection's"
     return (f"unknown option {name[:100]!r} in the store URL: {hint}the store's own are "
             f"{', '.join(sorted(_OPTION_NAMES))}; {whose}: {', '.join(sorted(passed))}")
 
@@ -268,15 +275,18 @@ def store_from_url(url: str) -> RedisThreadStore:
     return RedisThreadStore(redis_url, settings)
 
 
-def _client_for(redis_url: str) -> tuple[aioredis.Redis, Sentinel | None]:
+def _client_for(redis_url: str) -> tuple[Client, Sentinel | None]:
     """A client with short timeouts and a quick retry (URL options win); for
-    a Sentinel URL, a client of the current primary and its sentinels."""
+    a Sentinel URL, a client of the current primary and its sentinels; for a
+    Cluster URL, a client of the whole cluster."""
     parts = urlsplit(redis_url)
-    if parts.scheme == SENTINEL_SCHEME:
-        try:
+    try:
+        if parts.scheme == SENTINEL_SCHEME:
             return sentinel_client(parse_sentinel_url(redis_url, dict(parse_qsl(parts.query))))
-        except TopologyError as exc:
-            raise RedisStoreError(f"bad store URL {redact_url(redis_url)}: {exc}") from exc
+        if parts.scheme == CLUSTER_SCHEME:
+            return cluster_client(parse_cluster_url(redis_url, dict(parse_qsl(parts.query)))), None
+    except TopologyError as exc:
+        raise RedisStoreError(f"bad store URL {redact_url(redis_url)}: {exc}") from exc
     return _plain_client(redis_url), None
 
 
@@ -330,6 +340,11 @@ class RedisThreadStore:
         return True
 
     @property
+    def cluster(self) -> bool:
+        """Whether the client talks to a Redis Cluster."""
+        return isinstance(self._client, RedisCluster)
+
+    @property
     def lease_seconds(self) -> float:
         """A claim lapses this long after its last renewal."""
         return self.settings.lease_seconds
@@ -369,7 +384,8 @@ class RedisThreadStore:
             while await _bounded(self._client.get(keys.layout)) != LAYOUT_VERSION.encode():
                 locked = self._client.set(keys.migration_lock, self.replica_id, nx=True, px=MIGRATION_LOCK_MS)
                 if await _bounded(locked):
-                    moved = await migrate(self._client, keys)
+                    # Layout 1 never ran on a cluster (it could not): nothing to move there.
+                    moved = Migrated() if self.cluster else await migrate(self._client, keys)
                     await _bounded(self._client.set(keys.layout, LAYOUT_VERSION))
                     await _bounded(self._client.delete(keys.migration_lock))
                     if moved.records or moved.deadlines:
@@ -456,6 +472,8 @@ class RedisThreadStore:
         wanted, timeout_ms = self.settings.min_replicas, self.settings.wait_timeout_ms
         undo = self.keys.of_thread("undo", record.key)
         async with self._client.pipeline(transaction=False) as pipe:
+            if not isinstance(pipe, Pipeline):  # refused at start: split_store_url
+                raise PersistenceError("min_replicas needs one primary (plain or behind Sentinel)")
             await self._save_script(keys=[*keys, undo], args=[*args, UNDO_TTL_MS], client=pipe)
             pipe.execute_command("WAIT", wanted, timeout_ms)
             result, acked = await _bounded(pipe.execute(), CALL_TIMEOUT_SECONDS + timeout_ms / 1000)
@@ -501,24 +519,36 @@ class RedisThreadStore:
         """Every record's summary: ``SCAN`` over the record hashes, in batches."""
         start = len(self.keys.thread("")) - 1
         pattern = _glob_escaped(self.keys.thread("")[:-1]) + "*"
-        cursor: int = 0
+        found: list[Any] = []
         try:
-            while True:
-                cursor, found = await _bounded(self._client.scan(cursor, match=pattern, count=500, _type="hash"))
-                async with self._client.pipeline(transaction=False) as pipe:
-                    for key in found:
-                        pipe.hmget(key, "summary", "record")
-                    rows = await _bounded(pipe.execute())
-                for key, (summary, record) in zip(found, rows, strict=True):
-                    try:
-                        yield (ThreadSummary.from_json(summary) if summary is not None
-                               else summary_of(record_from_json(record)))
-                    except (ValueError, TypeError) as exc:
-                        log.warning("redis record of %s unreadable, not listed: %s", _text(key)[start:-1], exc)
-                if int(cursor) == 0:
-                    return
+            # scan_iter walks every primary of a cluster, one after the other.
+            async for key in self._client.scan_iter(match=pattern, count=500, _type="hash"):
+                found.append(key)
+                if len(found) >= 500:
+                    for summary in await self._summaries_of(found, start):
+                        yield summary
+                    found = []
+            for summary in await self._summaries_of(found, start):
+                yield summary
         except _ERRORS as exc:
             raise StoreUnavailable(f"redis: {_why(exc)}") from exc
+
+    async def _summaries_of(self, keys: list[Any], start: int) -> list[ThreadSummary]:
+        """The summaries of these record hashes (one pipeline)."""
+        if not keys:
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hmget(key, "summary", "record")
+            rows = await _bounded(pipe.execute())
+        summaries = []
+        for key, (summary, record) in zip(keys, rows, strict=True):
+            try:
+                summaries.append(ThreadSummary.from_json(summary) if summary is not None
+                                 else summary_of(record_from_json(record)))
+            except (ValueError, TypeError) as exc:
+                log.warning("redis record of %s unreadable, not listed: %s", _text(key)[start:-1], exc)
+        return summaries
 
     async def delete_thread(self, record: ThreadRecord, claim: Claim) -> bool:
         """Erase the record, claim and run logs in one script (the thread's slot),

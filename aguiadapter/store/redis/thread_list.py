@@ -16,8 +16,8 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 import attrs
-import redis.asyncio as aioredis
 
+from .topology import Client
 from ...threads.listing import SCAN_BUDGET, ListCursor, ThreadPage, ThreadSummary, state_marker
 from ...threads.record import ThreadState
 
@@ -47,7 +47,7 @@ FILTERED_BATCH = 500
 class RedisThreadList:
     """Pages of an owner's threads from the sorted set and the records' summaries."""
 
-    client: aioredis.Redis
+    client: Client
     #: owner id -> its sorted set.
     list_key: Callable[[str], str]
     #: thread key -> its record's hash.

@@ -9,6 +9,11 @@ blocked ``XREAD`` woken by the demotion) drops its connection and fails,
 and the next one connects to the new primary. The password in the URL is
 the servers'; ``?sentinel_password=`` is the sentinels' own and ``?ssl=yes``
 puts both on TLS.
+
+``redis+cluster://[:password@]host:port[,host:port...]/`` names a few nodes
+of a Redis Cluster (redis-py's asyncio ``RedisCluster`` learns the rest and
+follows ``MOVED``/``ASK`` when slots move); every script keeps to one slot
+(:mod:`.layout`). ``?ssl=yes`` puts it on TLS.
 """
 
 from __future__ import annotations
@@ -18,15 +23,23 @@ from urllib.parse import unquote, urlsplit
 
 import attrs
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 
 SENTINEL_SCHEME = "redis+sentinel"
+CLUSTER_SCHEME = "redis+cluster"
 #: Options of a Sentinel URL that are the connection's, not the store's.
 SENTINEL_OPTIONS = frozenset({"sentinel_password", "ssl"})
+#: Options of a Cluster URL that are the connection's, not the store's.
+CLUSTER_OPTIONS = frozenset({"ssl"})
 _TRUE = frozenset({"1", "yes", "true", "on"})
 _FALSE = frozenset({"0", "no", "false", "off", ""})
+
+
+#: A client of one primary (plain or found through Sentinel) or of a whole cluster.
+Client = aioredis.Redis | RedisCluster
 
 
 class TopologyError(ValueError):
@@ -75,6 +88,39 @@ def parse_sentinel_url(url: str, options: dict[str, str]) -> SentinelTarget:
     )
 
 
+@attrs.frozen
+class ClusterTarget:
+    """A few nodes of a Redis Cluster, parsed from its URL."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None = attrs.field(default=None, repr=False)
+    password: str | None = attrs.field(default=None, repr=False)
+    ssl: bool = False
+
+
+def parse_cluster_url(url: str, options: dict[str, str]) -> ClusterTarget:
+    """The target of a ``redis+cluster://`` URL (its path is ``/``: a cluster has one database)."""
+    parts = urlsplit(url)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = userinfo.partition(":") if userinfo else ("", "", "")
+    nodes = tuple(_host_port(item, 6379) for item in hosts.split(",") if item)
+    if not nodes:
+        raise TopologyError("a Cluster URL names at least one node: redis+cluster://HOST:PORT[,HOST:PORT...]/")
+    if parts.path.strip("/"):
+        raise TopologyError("a Cluster URL ends with / (a Redis Cluster has one database)")
+    return ClusterTarget(nodes, unquote(username) or None, unquote(password) or None,
+                         _flag("ssl", options.get("ssl", "no")))
+
+
+def cluster_client(target: ClusterTarget) -> RedisCluster:
+    """A client of the whole cluster, starting from the URL's nodes."""
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in target.nodes], username=target.username,
+        password=target.password, ssl=target.ssl, socket_connect_timeout=1.0, socket_timeout=2.0,
+        cluster_error_retry_attempts=3,
+    )
+
+
 def sentinel_client(target: SentinelTarget) -> tuple[aioredis.Redis, Sentinel]:
     """A client of the current primary (found anew at each connection), and
     the :class:`Sentinel` that finds it (the caller closes both)."""
@@ -97,16 +143,16 @@ async def close_sentinel(sentinel: Sentinel) -> None:
         await connection.aclose()
 
 
-def _host_port(item: str) -> tuple[str, int]:
+def _host_port(item: str, default_port: int = 26379) -> tuple[str, int]:
     host, colon, port = item.strip().rpartition(":")
     if not colon or not host:
-        return item.strip(), 26379
+        return item.strip(), default_port
     try:
         number = int(port)
     except ValueError:
-        raise TopologyError(f"bad sentinel address {item[:100]!r}: the port is a number") from None
+        raise TopologyError(f"bad address {item[:100]!r}: the port is a number") from None
     if not 0 < number < 65536:
-        raise TopologyError(f"bad sentinel address {item[:100]!r}: the port is 1-65535")
+        raise TopologyError(f"bad address {item[:100]!r}: the port is 1-65535")
     return host.strip("[]"), number
 
 
