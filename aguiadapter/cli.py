@@ -74,7 +74,9 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="thread state folder (default <config-dir>/agui)")
     parser.add_argument("--store", default=env.get(cfg.ENV_STORE) or None, metavar="URL",
-                        help="redis://HOST:PORT/DB to share thread state between replicas "
+                        help="redis://HOST:PORT/DB to share thread state between replicas, or "
+                        "redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] behind Sentinel, or "
+                        "redis+cluster://HOST:PORT[,HOST:PORT...]/ "
                         "(needs aguiadapter[redis]; default: files in --state-dir)")
     parser.add_argument("--allowed-cwd", action="append", default=None, metavar="DIR",
                         help="allowed workspace root (repeatable; default: the working directory and the "
@@ -329,14 +331,11 @@ def _check_store(config: cfg.Config, argv: Sequence[str], env: Mapping[str, str]
                              "drop it (the Redis store takes ?retention_days= in its URL; its durability "
                              "is the Redis server's appendfsync)")
     try:
-        from .store.redis.store import split_store_url
+        from .store.redis.store import check_store_url
     except ImportError:
         raise ValueError("--store redis://... needs the redis extra: pip install 'aguiadapter[redis]'") from None
-    from redis.asyncio.connection import parse_url
-
     try:
-        redis_url, _ = split_store_url(config.store_url)
-        parse_url(redis_url)  # redis-py's own options: their values too
+        check_store_url(config.store_url)  # redis-py's own options: their values too
     except RuntimeError as exc:
         raise ValueError(f"--store: {exc}") from None
     except ValueError as exc:

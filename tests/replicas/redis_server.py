@@ -15,6 +15,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+import redis.asyncio as aioredis
+
 from tests.support.eventually import eventually
 
 REDIS_SERVER = shutil.which("redis-server")
@@ -95,6 +97,38 @@ class RedisServer:
     async def _signal(self, sig: int) -> None:
         process, self.process = self.process, None
         await signal_and_wait(process, sig)
+
+
+class ClusterMember(RedisServer):
+    """A ``redis-server`` in cluster mode (its slots are given by the test)."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        self.bus_port = free_port()
+
+    def command(self) -> list[str]:
+        # An explicit bus port: the default (port + 10000) may be taken or out of range.
+        return [*super().command(), "--cluster-enabled", "yes", "--cluster-port", str(self.bus_port),
+                "--cluster-config-file", str(self.folder / "nodes.conf"), "--cluster-node-timeout", "2000"]
+
+
+class ClusterNode(ClusterMember):
+    """A ``redis-server`` in cluster mode that serves every slot by itself."""
+
+    async def start(self, timeout: float = 10.0) -> None:
+        await super().start(timeout)
+        client = aioredis.Redis(host="127.0.0.1", port=self.port)
+        try:
+            await client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+
+            async def ready() -> bool:
+                info = await client.execute_command("CLUSTER", "INFO")
+                text = info.decode() if isinstance(info, bytes) else str(info)
+                return "cluster_state:ok" in text
+
+            await eventually(ready, "the one-node cluster serves every slot", timeout=timeout, interval=0.05)
+        finally:
+            await client.aclose()
 
 
 async def signal_and_wait(process: subprocess.Popen[bytes] | None, sig: int) -> None:

@@ -134,7 +134,7 @@ async def test_release_frees_the_thread_and_renew_keeps_it(make_store: MakeStore
         await asyncio.sleep(0.2)
         assert await store.renew(claim)
     assert await store.claim("t-1", "run-2") is None
-    assert 0 < await raw.pttl("aguiadapter:claim:t-1") <= 400
+    assert 0 < await raw.pttl("aguiadapter:claim:{:t-1}") <= 400
     await store.release(claim)
     again = await store.claim("t-1", "run-2")
     assert again is not None and again.token > claim.token
@@ -146,7 +146,7 @@ async def test_retention_applies_to_idle_and_terminal_records_only(make_store: M
     for state in ("idle", "running", "interrupted", "terminal"):
         rec = record(f"t-{state}", state)
         await store.save(rec)
-        ttl[state] = await raw.pttl(f"aguiadapter:thread:t-{state}")
+        ttl[state] = await raw.pttl(f"aguiadapter:thread:{{:t-{state}}}")
     assert 2 * DAY_MS - 60_000 < ttl["idle"] <= 2 * DAY_MS
     assert 2 * DAY_MS - 60_000 < ttl["terminal"] <= 2 * DAY_MS
     assert ttl["running"] == ttl["interrupted"] == -1
@@ -155,10 +155,10 @@ async def test_retention_applies_to_idle_and_terminal_records_only(make_store: M
     assert rec is not None
     rec.state = "interrupted"
     await store.save(rec)
-    assert await raw.pttl("aguiadapter:thread:t-idle") == -1
+    assert await raw.pttl("aguiadapter:thread:{:t-idle}") == -1
     forever = await make_store(retention_days=0)
     await forever.save(record("t-kept"))
-    assert await raw.pttl("aguiadapter:thread:t-kept") == -1
+    assert await raw.pttl("aguiadapter:thread:{:t-kept}") == -1
 
 
 async def test_deadlines_live_in_a_sorted_set(make_store: MakeStore, raw: Any) -> None:
@@ -169,7 +169,8 @@ async def test_deadlines_live_in_a_sorted_set(make_store: MakeStore, raw: Any) -
     assert await store.deadlines() == {"t-1": 150.0, "t-2": 200.0}
     await store.set_deadline("t-2", None)
     await store.set_deadline("t-unknown", None)
-    assert await raw.zrange("aguiadapter:deadlines", 0, -1, withscores=True) == [(b"t-1", 150.0)]
+    assert await raw.zrange(store.keys.deadlines("t-1"), 0, -1, withscores=True) == [(b"t-1", 150.0)]
+    assert await raw.exists(store.keys.deadlines("t-2")) == 0 or await raw.zscore(store.keys.deadlines("t-2"), "t-2") is None
 
 
 async def test_due_deadlines_go_to_one_replica_at_a_time(make_store: MakeStore, raw: Any) -> None:
@@ -287,11 +288,11 @@ async def test_a_store_does_not_start_without_redis(redis_server: RedisServer) -
 
 async def test_an_unreadable_record_is_corrupt(make_store: MakeStore, raw: Any) -> None:
     store = await make_store()
-    await raw.hset("aguiadapter:thread:t-bad", mapping={"version": "1", "record": b"{not json"})
+    await raw.hset("aguiadapter:thread:{:t-bad}", mapping={"version": "1", "record": b"{not json"})
     with pytest.raises(CorruptRecord):
         await store.load("t-bad")
     await store.save(record("t-other"))
-    await raw.rename("aguiadapter:thread:t-other", "aguiadapter:thread:t-moved")
+    await raw.rename("aguiadapter:thread:{:t-other}", "aguiadapter:thread:{:t-moved}")
     with pytest.raises(CorruptRecord, match="another thread"):
         await store.load("t-moved")
 
@@ -331,6 +332,26 @@ def test_store_options_ride_in_the_url() -> None:
 
 
 
+def test_a_sentinel_url_names_the_sentinels_the_service_and_the_waits() -> None:
+    from aguiadapter.store.redis.topology import parse_sentinel_url
+
+    url = "redis+sentinel://:pw@10.0.0.1:26379,10.0.0.2:26380/mymaster/2?sentinel_password=spw&ssl=yes&min_replicas=1"
+    redis_url, settings = rs.split_store_url(url)
+    assert settings == RedisSettings(min_replicas=1, wait_timeout_ms=500)
+    target = parse_sentinel_url(redis_url, {"sentinel_password": "spw", "ssl": "yes"})
+    assert target.sentinels == (("10.0.0.1", 26379), ("10.0.0.2", 26380)) and target.service == "mymaster"
+    assert (target.db, target.password, target.sentinel_password, target.ssl) == (2, "pw", "spw", True)
+    assert rs.split_store_url("redis+cluster://:pw@h1:7000,h2:7001/?ssl=yes&prefix=c:")[1].prefix == "c:"
+    shown = rs.store_from_url(url).location()
+    assert "pw" not in shown.replace("prefix", "") and "spw" not in shown and "mymaster" in shown
+    for bad in ("redis+sentinel://h:1/", "redis+sentinel://h:x/svc", "redis+sentinel://h:1/svc/x",
+                "redis+sentinel://h:1/svc?socket_timeout=1", "redis+sentinel://h:1/svc?ssl=maybe",
+                "redis://h/0?min_replicas=-1", "redis://h/0?wait_timeout_ms=0", "redis+cluster://h:1/3",
+                "redis+cluster:///", "redis+cluster://h:1/?min_replicas=1", "redis+cluster://h:1/?socket_timeout=1"):
+        with pytest.raises(RedisStoreError):
+            rs.split_store_url(bad)
+
+
 async def test_delete_thread_erases_the_thread_only_while_its_claim_holds(make_store: MakeStore, raw: Any) -> None:
     store = await make_store()
     kept, gone = record("t-kept"), record("t-gone", state="terminal")
@@ -338,7 +359,7 @@ async def test_delete_thread_erases_the_thread_only_while_its_claim_holds(make_s
     for each in (kept, gone):
         await store.save(each)
     await store.set_deadline("t-gone", time.time() + 60)
-    await raw.xadd(f"aguiadapter:events:{len('t-gone')}:t-gone:run-1", {"f": 1, "c": b"x", "t": 1}, id="1-0")
+    await raw.xadd(f"aguiadapter:events:{len('t-gone')}:{{:t-gone}}:run-1", {"f": 1, "c": b"x", "t": 1}, id="1-0")
     claim = await store.claim("t-gone", "admin")
     assert claim is not None
     lapsed = Claim("t-gone", "admin", claim.token + 1)

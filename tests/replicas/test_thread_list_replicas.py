@@ -86,7 +86,7 @@ async def test_a_refused_save_changes_neither_the_record_nor_the_list(store: rs.
     key = thread_key("t-1", "alice")
     members = await raw.zrange(f"aguiadapter:user-threads:{owner_id(ALICE)}", 0, -1, withscores=True)
     assert members == [(key.encode(), first.updated_at)]
-    summary = json.loads(await raw.hget(f"aguiadapter:thread:{key}", "summary"))
+    summary = json.loads(await raw.hget(f"aguiadapter:thread:{{:{key}}}", "summary"))
     assert (summary["state"], summary["updatedAt"]) == ("idle", first.updated_at)
 
 
@@ -99,7 +99,7 @@ async def test_the_list_lives_as_long_as_its_owners_newest_record(store: rs.Redi
 async def test_an_expired_record_leaves_the_list_when_a_page_meets_it(store: rs.RedisThreadStore, raw: Any) -> None:
     for name in ("t-1", "t-2", "t-3"):
         await store.save(record(name))
-    await raw.delete(f"aguiadapter:thread:{thread_key('t-2', 'alice')}")  # as its retention TTL does
+    await raw.delete(f"aguiadapter:thread:{{:{thread_key('t-2', 'alice')}}}")  # as its retention TTL does
     assert await walk(store, ALICE, 1) == ["t-3", "t-1"]
     assert await raw.zcard(f"aguiadapter:user-threads:{owner_id(ALICE)}") == 2
 

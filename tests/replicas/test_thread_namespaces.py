@@ -32,7 +32,7 @@ async def post(http: aiohttp.ClientSession, url: str, body: Any, token: str) -> 
 async def hash_of(redis_url: str, key: str) -> dict[bytes, bytes]:
     client = aioredis.from_url(redis_url)
     try:
-        return await client.hgetall(f"aguiadapter:thread:{key}")  # type: ignore[no-any-return]
+        return await client.hgetall(f"aguiadapter:thread:{{:{key}}}")  # type: ignore[no-any-return]
     finally:
         await client.aclose()
 
@@ -109,7 +109,7 @@ async def test_a_record_kept_under_its_bare_id_stays_its_owners(
         await store.close()
     client = aioredis.from_url(redis_server.url)
     try:
-        await client.delete(f"aguiadapter:thread:{thread_key('t-old', 'alice')}")
+        await client.delete(f"aguiadapter:thread:{{:{thread_key('t-old', 'alice')}}}")
     finally:
         await client.aclose()
     before = await hash_of(redis_server.url, "t-old")

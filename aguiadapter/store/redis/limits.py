@@ -1,9 +1,11 @@
 """Run slots shared by every replica on one Redis (the admission limits' counts).
 
 Two sorted sets per deployment prefix (see ``docs/redis-layout.md``):
-``<prefix>runs`` holds every active run's slot and ``<prefix>user-runs:<user>``
+``<prefix>{runs}`` holds every active run's slot and ``<prefix>{runs}:user:<user>``
 the slots of one user (the user hashed: :func:`hashed_user`); a member's score is when its lease ends (Redis's own
-clock, in milliseconds). Taking a slot is one Lua script: drop the lapsed
+clock, in milliseconds). Both carry the hash tag ``{runs}``: the scripts
+count the whole server and one user together, so on a Redis Cluster every
+run slot lives on one node (a handful of small commands per run). Taking a slot is one Lua script: drop the lapsed
 members, compare the counts with the limits, add the slot to both sets.
 The replica renews the leases of its slots every third of a lease while the
 runs stream, and removes them when they end; a replica that dies stops
@@ -19,9 +21,9 @@ import uuid
 from collections.abc import Awaitable, Collection, Sequence
 from typing import TypeVar
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from .topology import Client
 from ..slots import RunSlot, Taken
 from ..contract import StoreUnavailable
 
@@ -104,7 +106,7 @@ _TAKEN: dict[int, Taken] = {1: "taken", -1: "server_full", -2: "user_full"}
 class RedisRunSlots:
     """Run slots as leases in two sorted sets (all runs, and per user)."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str, lease_ms: int) -> None:
+    def __init__(self, client: Client, prefix: str, lease_ms: int) -> None:
         self.prefix = prefix
         self.lease_ms = lease_ms
         self._take = client.register_script(_TAKE)
@@ -121,11 +123,11 @@ class RedisRunSlots:
     @property
     def all_runs_key(self) -> str:
         """The sorted set of every replica's active runs."""
-        return f"{self.prefix}runs"
+        return f"{self.prefix}{{runs}}"
 
     def user_key(self, user: str) -> str:
         """The sorted set of one user's active runs (the user hashed, as in the thread keys)."""
-        return f"{self.prefix}user-runs:{hashed_user(user)}"
+        return f"{self.prefix}{{runs}}:user:{hashed_user(user)}"
 
     async def take(self, slot: RunSlot, max_total: int | None, max_per_user: int | None) -> Taken:
         """Take a slot unless a limit is reached (one script, so replicas cannot both take the last)."""

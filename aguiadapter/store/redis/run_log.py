@@ -1,7 +1,8 @@
 """Run event logs in Redis streams: a re-attach works on any replica.
 
-One stream per run, ``<prefix>events:<len(threadId)>:<threadId>:<runId>``
-(the length keeps two ids from ever making the same key). Each entry is one
+One stream per run, ``<prefix>events:<len(threadId)>:{<threadId>}:<runId>``
+(the length keeps two ids from ever making the same key; the braces put it
+in its thread's hash slot, :mod:`.layout`). Each entry is one
 write of the run (the events of one runtime chunk), with the fields ``f``
 (the id of its first event), ``c`` (its SSE bytes, ids included) and ``t``
 (``1`` on the entry holding the terminal event). The entry id is
@@ -24,14 +25,15 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
+from .topology import Client
 from ...protocol.events import Event
 from ..run_log import (
     TERMINAL_TYPES, LogBounds, LogBroken, Truncated, frame, note_trimmed, offset_after, past_the_end, pieces,
 )
 from ..contract import StoreUnavailable
+from .layout import Keys
 
 #: The TTL of a stream whose run has not ended (a day).
 LIVE_TTL_MS: Final = 86_400_000
@@ -44,7 +46,7 @@ _ERRORS: Final = (RedisError, OSError, asyncio.TimeoutError)
 
 
 def _key(prefix: str, kind: str, thread_id: str, run_id: str) -> str:
-    return f"{prefix}{kind}:{len(thread_id)}:{thread_id}:{run_id}"
+    return Keys(prefix).run_key(kind, thread_id, run_id)
 
 
 def _last_of(entry_id: Any) -> int:
@@ -64,7 +66,7 @@ def _entries_of(answer: Any) -> list[Any]:
 class RedisRunLog:
     """The writing end of one run's stream."""
 
-    def __init__(self, client: aioredis.Redis, key: str, bounds: LogBounds, last_id: int) -> None:
+    def __init__(self, client: Client, key: str, bounds: LogBounds, last_id: int) -> None:
         self._client = client
         self._key = key
         self._bounds = bounds
@@ -145,7 +147,7 @@ class RedisRunLog:
 class RedisRunLogs:
     """Every run's stream, readable from any replica."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str, bounds: LogBounds) -> None:
+    def __init__(self, client: Client, prefix: str, bounds: LogBounds) -> None:
         self._client = client
         self._prefix = prefix
         self.bounds = bounds

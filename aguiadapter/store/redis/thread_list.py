@@ -1,11 +1,13 @@
 """The Redis store's thread list: a sorted set per owner, summaries in the records' hashes.
 
-The save script adds the thread's key to ``<prefix>user-threads:<owner>``
-(score: the record's updated time) and writes the thread's summary into the
-record's hash (field ``summary``), in the same script as the record: the list
-and the record never disagree. Records expire (retention) and sorted-set
-members cannot: a member whose record is gone is removed when a page meets
-it, by a script that checks that the record is still absent.
+The save script writes the thread's summary into the record's hash (field
+``summary``) with the record; right after, the store adds the thread's key
+to ``<prefix>user-threads:<owner>`` (score: the record's updated time). The
+list and the records live in different hash slots (a Redis Cluster may keep
+them on different nodes), so every read and write here touches one slot at a
+time. Records expire (retention) and sorted-set members cannot: a member
+whose record is gone is removed when a page meets it, only if its score is
+still the one the page saw (a save in between moved it, and keeps it).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 import attrs
-import redis.asyncio as aioredis
 
+from .topology import Client
 from ...threads.listing import SCAN_BUDGET, ListCursor, ThreadPage, ThreadSummary, state_marker
 from ...threads.record import ThreadState
 
@@ -29,29 +31,11 @@ if ARGV[2] == '1' then ties = redis.call('ZCOUNT', KEYS[1], ARGV[1], ARGV[1]) en
 return redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]) + ties)
 """
 
-# KEYS: records. ARGV: what the wanted summaries hold (none: every one is
-# wanted). Returns {positions of wanted summaries, their summaries, positions
-# of records that are gone}: one reply, however few of them are wanted.
-_SUMMARIES = """
-local wanted, summaries, gone = {}, {}, {}
-for i, key in ipairs(KEYS) do
-  local summary = redis.call('HGET', key, 'summary')
-  if not summary then
-    gone[#gone + 1] = i
-  else
-    local keep = #ARGV == 0
-    for _, marker in ipairs(ARGV) do
-      if string.find(summary, marker, 1, true) then keep = true break end
-    end
-    if keep then wanted[#wanted + 1] = i; summaries[#summaries + 1] = summary end
-  end
-end
-return {wanted, summaries, gone}
-"""
-
-# KEYS: the owner's list, the record. ARGV: the member. Drops a member whose record expired.
+# KEYS: the owner's list. ARGV: the member, the score the page saw. Drops
+# a member whose record was found gone, unless a save moved it since.
 _DROP = """
-if redis.call('EXISTS', KEYS[2]) == 0 then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
 return 0
 """
 
@@ -63,18 +47,16 @@ FILTERED_BATCH = 500
 class RedisThreadList:
     """Pages of an owner's threads from the sorted set and the records' summaries."""
 
-    client: aioredis.Redis
+    client: Client
     #: owner id -> its sorted set.
     list_key: Callable[[str], str]
     #: thread key -> its record's hash.
     record_key: Callable[[str], str]
     _page_script: Any = attrs.field(init=False)
-    _summaries_script: Any = attrs.field(init=False)
     _drop_script: Any = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._page_script = self.client.register_script(_PAGE)
-        self._summaries_script = self.client.register_script(_SUMMARIES)
         self._drop_script = self.client.register_script(_DROP)
 
     async def page(
@@ -92,7 +74,7 @@ class RedisThreadList:
             entries = await self._entries(key, position, want + 1)
             more = len(entries) > want
             batch = entries[:want]
-            wanted, gone = await self._summaries([member for member, _ in batch], markers)
+            wanted, gone = await self._summaries(batch, markers)
             taken = 0
             for at, (member, score) in enumerate(batch):
                 if len(found) == limit:
@@ -119,23 +101,31 @@ class RedisThreadList:
         return pairs[:count]
 
     async def _summaries(
-        self, members: list[bytes], markers: list[bytes]
-    ) -> tuple[dict[int, ThreadSummary], list[bytes]]:
-        """The wanted summaries by position in ``members``, and the members whose record is gone."""
-        if not members:
+        self, entries: list[tuple[bytes, float]], markers: list[bytes]
+    ) -> tuple[dict[int, ThreadSummary], list[tuple[bytes, float]]]:
+        """The wanted summaries by position in ``entries``, and the entries whose
+        record is gone: one pipelined ``HGET`` per record (each in its own
+        slot); with ``markers``, only the summaries holding one are parsed."""
+        if not entries:
             return {}, []
-        keys = [self.record_key(member.decode()) for member in members]
-        positions, raws, gone = await self._summaries_script(keys=keys, args=markers)
-        wanted = {}
-        for position, raw in zip(positions, raws, strict=True):
-            summary = _summary(raw)
-            if summary is not None:
-                wanted[int(position) - 1] = summary
-        return wanted, [members[int(position) - 1] for position in gone]
+        async with self.client.pipeline(transaction=False) as pipe:
+            for member, _ in entries:
+                pipe.hget(self.record_key(member.decode()), "summary")
+            raws = await pipe.execute()
+        wanted: dict[int, ThreadSummary] = {}
+        gone: list[tuple[bytes, float]] = []
+        for position, (entry, raw) in enumerate(zip(entries, raws, strict=True)):
+            if raw is None:
+                gone.append(entry)
+            elif not markers or any(marker in raw for marker in markers):
+                summary = _summary(raw)
+                if summary is not None:
+                    wanted[position] = summary
+        return wanted, gone
 
-    async def _drop(self, key: str, members: list[bytes]) -> None:
-        for member in members:
-            await self._drop_script(keys=[key, self.record_key(member.decode())], args=[member])
+    async def _drop(self, key: str, entries: list[tuple[bytes, float]]) -> None:
+        for member, score in entries:
+            await self._drop_script(keys=[key], args=[member, repr(score)])
 
 
 def _summary(raw: Any) -> ThreadSummary | None:
