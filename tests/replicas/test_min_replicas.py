@@ -58,7 +58,7 @@ async def test_a_save_no_replica_acknowledged_is_refused_and_undone(
     await store.start()
     try:
         kept = ThreadRecord(thread_id="t-kept", context_id="c", cwd="/tmp", state=ThreadState.INTERRUPTED)
-        await store.save(kept)  # the replica acknowledges it
+        (await store.save(kept)).stamp(kept)  # the replica acknowledges it
         assert kept.version == 1
         await replica.stop()
         kept.state = ThreadState.IDLE

@@ -75,7 +75,7 @@ async def test_an_interrupt_raised_on_one_replica_is_resumed_on_another(
     record = await stored_record(redis_server.url, "t-hop")
     assert record.state == "idle" and record.pending_interrupts == []
     status = await health(http, second.url)
-    assert status["store"] == {"kind": "redis", "reachable": True, "status": "ok"} and status["status"] == "ok"
+    assert status["store"] == {"kind": "redis", "reachable": True, "status": "ok", "durability": "redis"} and status["status"] == "ok"
 
 
 async def test_two_runs_posted_to_two_replicas_at_once_one_wins(
@@ -204,7 +204,7 @@ async def test_redis_down_gives_503_and_an_unreachable_store_in_health(
     reply = await post(http, replica.url, run_body(thread_id="t-down-2", text="hello", cwd=str(workspace)))
     assert reply.status == 503 and error_code(reply) == "STATE_STORE_UNAVAILABLE"
     status = await health(http, replica.url)
-    assert status["status"] == "degraded" and status["store"] == {"kind": "redis", "reachable": False, "status": "unreachable"}
+    assert status["status"] == "degraded" and status["store"] == {"kind": "redis", "reachable": False, "status": "unreachable", "durability": "redis"}
     await redis_server.start()  # back (empty: this server keeps nothing)
     reply = await post(http, replica.url, run_body(thread_id="t-down-2", text="hello", cwd=str(workspace)))
     assert reply.status == 200

@@ -21,9 +21,9 @@ async def test_run_1_after_1000_runs_across_a_restart(tmp_path: Path, demo: Demo
     await every_earlier_run_id_is_used(tmp_path, demo.url, store_url=redis_server.url)
     client = aioredis.Redis.from_url(redis_server.url)
     try:
-        record_json = await client.hget("aguiadapter:thread:long", "record")
+        record_json = await client.hget("aguiadapter:thread:{:long}", "record")
         assert record_json is not None and len(record_json) < 16 * 1024
-        assert await client.hexists("aguiadapter:thread:long", "run:run-1")
+        assert await client.hexists("aguiadapter:thread:{:long}", "run:run-1")
     finally:
         await client.aclose()
 
@@ -42,7 +42,7 @@ async def test_moved_runs_go_with_the_record_in_one_script(redis_server: RedisSe
         assert "r-0" not in record.runs and record.earlier_runs > 0
         assert await store.earlier_run("t", "r-0") == RunEntry("d-0", "success")
         assert await store.earlier_run("t", "r-unknown") is None
-        assert 0 < await client.pttl("aguiadapter:thread:t") <= 86_400_000
+        assert 0 < await client.pttl("aguiadapter:thread:{:t}") <= 86_400_000
         loaded = await store.load("t")
         assert loaded == record
     finally:
@@ -66,14 +66,14 @@ async def test_a_record_in_todays_form_is_converted_on_its_first_save(redis_serv
             old.runs[f"r-{number}"] = RunEntry(f"d-{number}", "success")
         raw = json.loads(record_to_json(old))
         del raw["earlier_runs"]
-        await client.hset("aguiadapter:thread:old", mapping={"version": 3, "record": json.dumps(raw)})
+        await client.hset("aguiadapter:thread:{:old}", mapping={"version": 3, "record": json.dumps(raw)})
         loaded = await store.load("old")
         assert loaded is not None and len(loaded.runs) == 1000 and loaded.earlier_runs == 0
         (await store.save(loaded)).stamp(loaded)
-        stored = json.loads(await client.hget("aguiadapter:thread:old", "record"))
+        stored = json.loads(await client.hget("aguiadapter:thread:{:old}", "record"))
         assert len(stored["runs"]) == RUN_WINDOW and stored["earlier_runs"] == 1000 - RUN_WINDOW
         assert await store.earlier_run("old", "r-0") == RunEntry("d-0", "success")
-        assert await client.hlen("aguiadapter:thread:old") == 3 + 1000 - RUN_WINDOW
+        assert await client.hlen("aguiadapter:thread:{:old}") == 3 + 1000 - RUN_WINDOW
     finally:
         await client.aclose()
         await store.close()
