@@ -18,6 +18,7 @@ from ..protocol import events as ev
 from ..protocol.events import Event
 from ..runtime.envelope import InputEnvelope
 from ..store.contract import LostWrite
+from ..threads import admission
 from ..threads import machine as tm
 from ..threads.record import PendingInterrupt, RunKind
 from ..translate.mapper import RunTranslator, TurnOutcome
@@ -94,7 +95,7 @@ class RunCloser:
     async def end_by_error(self, exc: BaseException) -> None:
         """The run failed: end it as :func:`.endings.ending_for` says."""
         failure = failure_of(
-            exc, resuming=self.ticket.plan.kind is tm.PlanKind.RESUME, accepted=self._accepted(),
+            exc, resuming=self.ticket.plan.kind is admission.PlanKind.RESUME, accepted=self._accepted(),
             turn=self._is_turn(),
         )
         log.warning("thread %s run %s: %s (%s)", *self.names, failure.code.name, exc)
@@ -221,9 +222,9 @@ class RunCloser:
     def _is_turn(self) -> bool:
         """A new user turn (or an adopted one): nothing decided rides on it."""
         kind = self.ticket.plan.kind
-        if kind is tm.PlanKind.ADOPT:
+        if kind is admission.PlanKind.ADOPT:
             return self.shell.record.active_run_kind in (RunKind.TURN, None)
-        return kind is tm.PlanKind.TURN
+        return kind is admission.PlanKind.TURN
 
     def _note_error(self, code: ErrorCode) -> None:
         self.outcome = code.name
