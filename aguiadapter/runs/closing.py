@@ -26,6 +26,7 @@ from .endings import End, Ending, Failure, ending_for, failure_of
 from .handover import handed_off_streamed
 from .phases import StopReason
 from .relaying import RunOutput
+from .step import RunStep
 from .ticket import RunContext, Ticket
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 _OUTCOME_ERRORS: Final = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCode.CANCELLED}
 
 
-class RunCloser:
+class RunCloser(RunStep):
     """Ends one run: takes its last transition, frees its thread, tells its
     client; :attr:`outcome` says how it ended (for the run's log line)."""
 
@@ -41,11 +42,7 @@ class RunCloser:
         self, context: RunContext, ticket: Ticket, translator: RunTranslator, output: RunOutput,
         accepted: Callable[[], bool],
     ) -> None:
-        self.context = context
-        self.ticket = ticket
-        self.shell = ticket.shell
-        self.translator = translator
-        self.output = output
+        super().__init__(context, ticket, translator, output)
         #: Whether the runtime took an answer of this run.
         self._accepted = accepted
         #: How the run ended, as its log line and its report name it.

@@ -23,6 +23,7 @@ from .endings import Ending, Failure, ending_for
 from .follow import Follower
 from .phases import Phase
 from .relaying import RunOutput, Stream, announce_asks, follow_task, no_stream, relay_answers, relay_turn
+from .step import RunStep
 from .ticket import RunContext, Ticket
 
 
@@ -40,19 +41,15 @@ class Opening:
     stream: Stream
 
 
-class Opener:
+class Opener(RunStep):
     """Takes a run's opening transition and says what the run announces."""
 
     def __init__(
         self, context: RunContext, ticket: Ticket, translator: RunTranslator, follower: Follower, output: RunOutput,
         lost: Callable[[Ending], Awaitable[None]],
     ) -> None:
-        self.context = context
-        self.ticket = ticket
-        self.shell = ticket.shell
-        self.translator = translator
+        super().__init__(context, ticket, translator, output)
         self.follower = follower
-        self.output = output
         #: Ends a run whose record cannot be written (an adoption's, which no response waits on).
         self._lost = lost
 

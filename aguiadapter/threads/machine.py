@@ -324,12 +324,19 @@ class Interrupt(Transition[Announced]):
 
 
 @attrs.frozen
-class Reject(Transition[Announced]):
+class _Erring(Transition[Announced]):
+    """An event that tells the client of an error (``RUN_ERROR``): its code
+    and the message in the caller's language."""
+
+    code: ErrorCode
+    message: str
+
+
+@attrs.frozen
+class Reject(_Erring):
     """The runtime did not take the answers: they stay pending."""
 
     name: ClassVar[str] = "reject"
-    code: ErrorCode
-    message: str
 
     def act(self, record: ThreadRecord, target: Node) -> Announced:
         for item in record.pending_interrupts:
@@ -340,7 +347,7 @@ class Reject(Transition[Announced]):
 
 
 @attrs.frozen
-class Detach(Transition[Announced]):
+class Detach(_Erring):
     """The stream of a run broke after the runtime took its answers, or after
     an answer went out that it may have taken (still pending, marked as
     sent): the client is told, the task may carry them out; the next request
@@ -348,8 +355,6 @@ class Detach(Transition[Announced]):
     crash."""
 
     name: ClassVar[str] = "detach"
-    code: ErrorCode
-    message: str
 
     def act(self, record: ThreadRecord, target: Node) -> Announced:
         _note_outcome(record, record.active_run_id or "", self.code.name)
@@ -359,12 +364,10 @@ class Detach(Transition[Announced]):
 
 
 @attrs.frozen
-class Fail(Transition[Announced]):
+class Fail(_Erring):
     """The run ended with an error."""
 
     name: ClassVar[str] = "fail"
-    code: ErrorCode
-    message: str
 
     def act(self, record: ThreadRecord, target: Node) -> Announced:
         return _end_with_error(record, self.code, self.message)
