@@ -1,8 +1,8 @@
 """The thread machine: what a thread may do next, and what each step causes.
 
 This module is the one place that says where a thread stands, which
-transitions exist (recovery after a crash included), and why a request is
-refused. It is synchronous and does no I/O: :func:`apply` takes a typed
+transitions exist (recovery after a crash included); why a request is
+refused is :mod:`.admission`'s, which asks it. It is synchronous and does no I/O: :func:`apply` takes a typed
 event (:class:`StartTurn`, :class:`Park`...), changes the
 :class:`~aguiadapter.threads.record.ThreadRecord` and returns the AG-UI
 events the transition announces; time comes in as a field of the event.
@@ -26,7 +26,7 @@ Where a thread stands (:func:`where`): one of its states, or, while it is
   expired or lost); the next user turn starts a new execution.
 
 :data:`TRANSITIONS` is the one declaration: :func:`apply` and :func:`may`
-take its rows, admission asks :func:`allowed` of it, and
+take its rows, :mod:`.admission` asks :func:`allowed` of it, and
 :mod:`.diagram` draws it (through python-statemachine). An event is a
 class, written once (its fields are its arguments, its ``act`` what it does
 to the record): a misspelt event or argument is a type error.
