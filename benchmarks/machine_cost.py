@@ -47,6 +47,7 @@ STARTING_COMMIT = "c660a01"
 def _short_runs_on_the_machine(runs: int) -> dict[str, float]:
     """CPU per short run of the machine of whichever tree is on the path."""
     from aguiadapter.runs.shell import commit, working_copy
+    from aguiadapter.threads import admission
     from aguiadapter.threads import machine as tm
     from aguiadapter.threads.record import ThreadRecord
 
@@ -63,10 +64,10 @@ def _short_runs_on_the_machine(runs: int) -> dict[str, float]:
 
     def one(index: int) -> None:
         record = ThreadRecord(thread_id=f"t-{index}", context_id="ctx", cwd="/w")
-        request = tm.Request(run_id=f"run-{index}", digest="d", cwd="/w", user_id=None, ros_invocation_id="inv",
+        request = admission.Request(run_id=f"run-{index}", digest="d", cwd="/w", user_id=None, ros_invocation_id="inv",
                              user_message_id="m-1")
-        tm.preflight(record, request)
-        tm.admit(record, request, 0.0)
+        admission.preflight(record, request)
+        admission.admit(record, request, 0.0)
         binding = tm.RunBinding(f"run-{index}", "d", "exec", "inv", user_message_id="m-1")
         take(record, "start_turn", binding)
         take(record, "bind_task", "task", "session")

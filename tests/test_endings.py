@@ -11,6 +11,7 @@ from aguiadapter.a2a import wire
 from aguiadapter.a2a.client import A2ARpcError, A2AUnavailable
 from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.runtime.iac_code import AnswerRefused, TaskMismatch
+from aguiadapter.threads import admission
 from aguiadapter.threads import machine as tm
 from aguiadapter.runs.follow import LostTask
 from aguiadapter.runs.endings import End, Ending, Failure, ending_for, failure_of
@@ -163,8 +164,8 @@ def test_every_plan_kind_a_run_carries_out_has_its_opening_and_its_stream() -> N
     from aguiadapter.runs.phases import Phase
 
     # Admission settles an expired or lost thread itself: no run opens for those.
-    assert set(OPENINGS) == set(tm.PlanKind) - {tm.PlanKind.EXPIRE, tm.PlanKind.LOST}
+    assert set(OPENINGS) == set(admission.PlanKind) - {admission.PlanKind.EXPIRE, admission.PlanKind.LOST}
     # A run opens to a client, except an adoption (its client reads the log) and a report (over at once).
     begins = {kind: opening.begins for kind, opening in OPENINGS.items()}
-    assert begins.pop(tm.PlanKind.ADOPT) is Phase.PARKED and begins.pop(tm.PlanKind.REPORT) is Phase.OVER
+    assert begins.pop(admission.PlanKind.ADOPT) is Phase.PARKED and begins.pop(admission.PlanKind.REPORT) is Phase.OVER
     assert set(begins.values()) == {Phase.RELAYED}

@@ -104,13 +104,20 @@ JsonObject = NewType("JsonObject", dict[str, Any])
 
 
 @attrs.frozen(kw_only=True)
-class TextPart:
+class _Part:
+    """What every part of a user message may carry besides its content
+    (all keyword fields: their order is no one's concern)."""
+
+    id: str | None = None
+    metadata: JsonObject | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TextPart(_Part):
     """A text part of a user message."""
 
     type: Literal["text"] = "text"
     text: str
-    id: str | None = None
-    metadata: JsonObject | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -159,13 +166,11 @@ def _decode_image(value: str, media_type: str) -> bytes:
 
 
 @attrs.frozen(kw_only=True)
-class ImagePart:
+class ImagePart(_Part):
     """An inline image part of a user message."""
 
     type: Literal["image"] = "image"
     source: DataSource
-    id: str | None = None
-    metadata: JsonObject | None = None
 
     @property
     def data(self) -> bytes:

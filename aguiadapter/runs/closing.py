@@ -18,6 +18,7 @@ from ..protocol import events as ev
 from ..protocol.events import Event
 from ..runtime.envelope import InputEnvelope
 from ..store.contract import LostWrite
+from ..threads import admission
 from ..threads import machine as tm
 from ..threads.record import PendingInterrupt, RunKind
 from ..translate.mapper import RunTranslator, TurnOutcome
@@ -25,6 +26,7 @@ from .endings import End, Ending, Failure, ending_for, failure_of
 from .handover import handed_off_streamed
 from .phases import StopReason
 from .relaying import RunOutput
+from .step import RunStep
 from .ticket import RunContext, Ticket
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,7 @@ log = logging.getLogger(__name__)
 _OUTCOME_ERRORS: Final = {"failed": ErrorCode.A2A_EXECUTION_FAILED, "canceled": ErrorCode.CANCELLED}
 
 
-class RunCloser:
+class RunCloser(RunStep):
     """Ends one run: takes its last transition, frees its thread, tells its
     client; :attr:`outcome` says how it ended (for the run's log line)."""
 
@@ -40,11 +42,7 @@ class RunCloser:
         self, context: RunContext, ticket: Ticket, translator: RunTranslator, output: RunOutput,
         accepted: Callable[[], bool],
     ) -> None:
-        self.context = context
-        self.ticket = ticket
-        self.shell = ticket.shell
-        self.translator = translator
-        self.output = output
+        super().__init__(context, ticket, translator, output)
         #: Whether the runtime took an answer of this run.
         self._accepted = accepted
         #: How the run ended, as its log line and its report name it.
@@ -94,7 +92,7 @@ class RunCloser:
     async def end_by_error(self, exc: BaseException) -> None:
         """The run failed: end it as :func:`.endings.ending_for` says."""
         failure = failure_of(
-            exc, resuming=self.ticket.plan.kind is tm.PlanKind.RESUME, accepted=self._accepted(),
+            exc, resuming=self.ticket.plan.kind is admission.PlanKind.RESUME, accepted=self._accepted(),
             turn=self._is_turn(),
         )
         log.warning("thread %s run %s: %s (%s)", *self.names, failure.code.name, exc)
@@ -221,9 +219,9 @@ class RunCloser:
     def _is_turn(self) -> bool:
         """A new user turn (or an adopted one): nothing decided rides on it."""
         kind = self.ticket.plan.kind
-        if kind is tm.PlanKind.ADOPT:
+        if kind is admission.PlanKind.ADOPT:
             return self.shell.record.active_run_kind in (RunKind.TURN, None)
-        return kind is tm.PlanKind.TURN
+        return kind is admission.PlanKind.TURN
 
     def _note_error(self, code: ErrorCode) -> None:
         self.outcome = code.name

@@ -27,6 +27,7 @@ from ..protocol.events import Event
 from ..runtime.envelope import InputEnvelope
 from ..runtime.iac_code import AnswerRefused, TaskMismatch
 from ..store.contract import PersistenceError
+from ..threads import admission
 from ..threads import machine as tm
 from ..translate.mapper import IdentityLearned, IdentityMismatch, RunIdentity, RunTranslator, TurnOutcome
 from ..translate.pipeline import PipelineState
@@ -51,7 +52,7 @@ _RUN_ERRORS: Final = (AnswerRefused, AdapterError, A2AError, IdentityMismatch, T
 def _translator(ticket: Ticket, envelopes: Mapping[str, InputEnvelope]) -> RunTranslator:
     """The run's translator, which holds the run's ids (the one copy of them)."""
     record = ticket.record
-    continuing = ticket.plan.kind is not tm.PlanKind.TURN
+    continuing = ticket.plan.kind is not admission.PlanKind.TURN
     if continuing and record.pipeline is None:
         record.pipeline = PipelineState()
     identity = RunIdentity(
@@ -63,7 +64,7 @@ def _translator(ticket: Ticket, envelopes: Mapping[str, InputEnvelope]) -> RunTr
         task_id=record.task_id if continuing else None,
         session_id=record.session_id,
     )
-    adopting = ticket.plan.kind is tm.PlanKind.ADOPT
+    adopting = ticket.plan.kind is admission.PlanKind.ADOPT
     translator = RunTranslator(
         identity,
         known_session=continuing,
@@ -103,7 +104,7 @@ class RunDriver:
             answered_tools=[*_resumed_tools(envelopes), *record.unreported_tools()],
             props=ticket.run_input.iac_code,
             cwd=record.cwd,
-            subscribable=ticket.plan.kind is tm.PlanKind.ADOPT,
+            subscribable=ticket.plan.kind is admission.PlanKind.ADOPT,
         )
         names = (record.thread_id, ticket.run_input.run_id)
         self.output = RunOutput(names, self._goes_on_without_client, sink)
@@ -121,7 +122,7 @@ class RunDriver:
         identity = self.identity
         self.report = context.telemetry.run(
             thread_id=identity.thread_id, run_id=identity.run_id, execution_id=identity.execution_id,
-            resume=ticket.plan.kind is not tm.PlanKind.TURN,
+            resume=ticket.plan.kind is not admission.PlanKind.TURN,
         )
         self._inner: asyncio.Task[TurnOutcome | None] | None = None
 

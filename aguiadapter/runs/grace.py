@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
+import attrs
 
 from ..store.contract import LostWrite, PersistenceError
 from ..store.run_log import LogBroken
@@ -30,36 +31,26 @@ GRACE_POLL_SECONDS: Final = 1.0
 log = logging.getLogger(__name__)
 
 
+@attrs.define(eq=False)
 class GraceWatcher:
     """Watches one run while it has no client: its grace, or its drain."""
 
-    def __init__(
-        self,
-        context: RunContext,
-        shell: ThreadShell,
-        names: tuple[str, str],
-        ended: Latch,
-        *,
-        gone: Callable[[], None],
-        lost_write: Callable[[str], None],
-        drained: Callable[[], None],
-    ) -> None:
-        self.context = context
-        self.shell = shell
-        #: The run's thread and run ids.
-        self.names = names
-        #: Set once the run ended: the watch is over.
-        self.ended = ended
-        #: Called when nobody came back within the grace.
-        self._gone = gone
-        #: Called with the transition whose write the grace lost.
-        self._lost_write = lost_write
-        #: Called when the drain ends without another replica adopting the run.
-        self._drained = drained
-        self._task: asyncio.Task[None] | None = None
-        #: Wakes the watcher when a client of this process re-attaches
-        #: (made with the watcher: most runs never need it).
-        self._reader_came: asyncio.Event | None = None
+    context: RunContext
+    shell: ThreadShell
+    #: The run's thread and run ids.
+    names: tuple[str, str]
+    #: Set once the run ended: the watch is over.
+    ended: Latch
+    #: Called when nobody came back within the grace.
+    _gone: Callable[[], None] = attrs.field(kw_only=True)
+    #: Called with the transition whose write the grace lost.
+    _lost_write: Callable[[str], None] = attrs.field(kw_only=True)
+    #: Called when the drain ends without another replica adopting the run.
+    _drained: Callable[[], None] = attrs.field(kw_only=True)
+    _task: asyncio.Task[None] | None = attrs.field(default=None, init=False)
+    #: Wakes the watcher when a client of this process re-attaches
+    #: (made with the watcher: most runs never need it).
+    _reader_came: asyncio.Event | None = attrs.field(default=None, init=False)
 
     def watch(self) -> None:
         """The client vanished: park the run for the grace, and watch."""

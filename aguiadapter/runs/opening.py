@@ -16,12 +16,14 @@ from ..errors import AdapterError, ErrorCode
 from ..protocol import events as ev
 from ..protocol.events import Event
 from ..store.contract import LostWrite, PersistenceError, StoreUnavailable
+from ..threads import admission
 from ..threads import machine as tm
 from ..translate.mapper import RunTranslator
 from .endings import Ending, Failure, ending_for
 from .follow import Follower
 from .phases import Phase
 from .relaying import RunOutput, Stream, announce_asks, follow_task, no_stream, relay_answers, relay_turn
+from .step import RunStep
 from .ticket import RunContext, Ticket
 
 
@@ -39,19 +41,15 @@ class Opening:
     stream: Stream
 
 
-class Opener:
+class Opener(RunStep):
     """Takes a run's opening transition and says what the run announces."""
 
     def __init__(
         self, context: RunContext, ticket: Ticket, translator: RunTranslator, follower: Follower, output: RunOutput,
         lost: Callable[[Ending], Awaitable[None]],
     ) -> None:
-        self.context = context
-        self.ticket = ticket
-        self.shell = ticket.shell
-        self.translator = translator
+        super().__init__(context, ticket, translator, output)
         self.follower = follower
-        self.output = output
         #: Ends a run whose record cannot be written (an adoption's, which no response waits on).
         self._lost = lost
 
@@ -70,11 +68,11 @@ class Opener:
             if logs is not None:
                 self.output.log = await logs.open(
                     self.ticket.record.key, self.translator.identity.run_id,
-                    continuing=self.ticket.plan.kind is tm.PlanKind.ADOPT,
+                    continuing=self.ticket.plan.kind is admission.PlanKind.ADOPT,
                 )
             events = await opening.take(self)
         except PersistenceError as exc:
-            if self.ticket.plan.kind is tm.PlanKind.ADOPT and isinstance(exc, LostWrite):
+            if self.ticket.plan.kind is admission.PlanKind.ADOPT and isinstance(exc, LostWrite):
                 # No response waits on an adoption: the client that re-attached
                 # reads the run's log, which must end (nobody relays the run).
                 await self._lost(ending_for(Failure(ErrorCode.STATE_PERSISTENCE_FAILED, lost_write=exc.transition)))
@@ -163,11 +161,11 @@ class Opener:
 
 
 #: How a run of each plan kind opens, and what it streams.
-OPENINGS: Final[dict[tm.PlanKind, Opening]] = {
-    tm.PlanKind.TURN: Opening(Opener._turn, Phase.RELAYED, Opener._nothing, relay_turn),
-    tm.PlanKind.RESUME: Opening(Opener._resume, Phase.RELAYED, Opener._continued, relay_answers),
-    tm.PlanKind.ANNOUNCE: Opening(Opener._announce, Phase.RELAYED, Opener._continued, announce_asks),
-    tm.PlanKind.FOLLOW: Opening(Opener._follow, Phase.RELAYED, Opener._continued, follow_task),
-    tm.PlanKind.ADOPT: Opening(Opener._adopt, Phase.PARKED, Opener._reopened, follow_task),
-    tm.PlanKind.REPORT: Opening(Opener._report, Phase.OVER, Opener._nothing, no_stream),
+OPENINGS: Final[dict[admission.PlanKind, Opening]] = {
+    admission.PlanKind.TURN: Opening(Opener._turn, Phase.RELAYED, Opener._nothing, relay_turn),
+    admission.PlanKind.RESUME: Opening(Opener._resume, Phase.RELAYED, Opener._continued, relay_answers),
+    admission.PlanKind.ANNOUNCE: Opening(Opener._announce, Phase.RELAYED, Opener._continued, announce_asks),
+    admission.PlanKind.FOLLOW: Opening(Opener._follow, Phase.RELAYED, Opener._continued, follow_task),
+    admission.PlanKind.ADOPT: Opening(Opener._adopt, Phase.PARKED, Opener._reopened, follow_task),
+    admission.PlanKind.REPORT: Opening(Opener._report, Phase.OVER, Opener._nothing, no_stream),
 }

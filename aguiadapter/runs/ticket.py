@@ -18,7 +18,7 @@ from ..runtime.evidence import TaskView
 from ..runtime.iac_code import IacCodeRuntime
 from ..store.run_log import RunLogs
 from ..telemetry import QUIET, Telemetry
-from ..threads import machine as tm
+from ..threads import admission
 from ..threads.record import ThreadRecord
 from .shell import ThreadShell
 
@@ -48,7 +48,7 @@ class Ticket:
     digest: str
     language: str
     shell: ThreadShell
-    plan: tm.Plan
+    plan: admission.Plan
     #: The execution a new turn starts (a resume continues the thread's).
     new_execution_id: str
     #: The A2A user message of a new turn.
@@ -66,7 +66,7 @@ class Ticket:
     @property
     def execution_id(self) -> str:
         """The execution this run belongs to."""
-        if self.plan.kind is tm.PlanKind.TURN or self.record.execution_id is None:
+        if self.plan.kind is admission.PlanKind.TURN or self.record.execution_id is None:
             return self.new_execution_id
         return self.record.execution_id
 

@@ -18,7 +18,6 @@ slots of a replica that dies lapse within one lease.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import uuid
@@ -28,6 +27,7 @@ import attrs
 from ..errors import AdapterError, ErrorCode
 from ..store.slots import RunSlot, RunSlots
 from ..store.contract import StoreUnavailable
+from ..tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +80,7 @@ class AdmissionLimits:
     async def close(self) -> None:
         """Stop renewing (released or not, the slots then lapse by themselves)."""
         renewer, self._renewer = self._renewer, None
-        if renewer is not None:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+        await cancel_and_wait(renewer)
 
     async def acquire(self, user: str | None) -> RunSlot | None:
         """A slot for a run of ``user``; ``LimitReached`` when a limit says no.

@@ -39,6 +39,7 @@ from ..protocol.profile import DEFAULT_PROFILE, Profile
 from ..runtime.evidence import Findings, TaskView, assess, input_status, waiting_inputs
 from ..runtime.iac_code import IacCodeRuntime, TaskMismatch
 from ..telemetry import QUIET, Telemetry
+from ..threads import admission
 from ..threads import machine as tm
 from ..threads.access import is_legacy_of, legacy_key, may_read
 from ..runs.driver import RunContext, RunDriver, StopReason, Ticket
@@ -198,35 +199,35 @@ class ThreadService:
         if claim is None:
             known = await self._load(key)
             if known is not None:
-                tm.preflight(await self._with_earlier_run(known, request.run_id), request)
+                admission.preflight(await self._with_earlier_run(known, request.run_id), request)
             raise AdapterError(ErrorCode.THREAD_BUSY)
         seat: RunSlot | None = None
         notices: list[Event] = []
         try:
             known = await self._load(key)
             if known is not None:
-                tm.preflight(await self._with_earlier_run(known, request.run_id), request)
+                admission.preflight(await self._with_earlier_run(known, request.run_id), request)
             record = known or _new_record(run_input, cwd, principal, namespaced=key != run_input.thread_id)
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             await self._recover(shell)
-            plan = tm.admit(record, request, self.clock())
-            if known is None and plan.kind is tm.PlanKind.TURN and self.new_thread_gate is not None:
+            plan = admission.admit(record, request, self.clock())
+            if known is None and plan.kind is admission.PlanKind.TURN and self.new_thread_gate is not None:
                 # Before anything of the thread is written.
                 await self.new_thread_gate(owner_of(record))
-            if plan.kind in (tm.PlanKind.TURN, tm.PlanKind.RESUME):
+            if plan.kind in (admission.PlanKind.TURN, admission.PlanKind.RESUME):
                 # Its runtime counts it (a new thread is pinned here, in the
                 # record its first run's admitting write saves); refused
                 # before anything is written when no runtime can take it.
                 seat, notices = await self._seat(shell, plan, new=known is None)
-            if plan.kind is tm.PlanKind.TURN and prepare is not None:
+            if plan.kind is admission.PlanKind.TURN and prepare is not None:
                 run_input = await prepare(run_input)
             view: TaskView | None = None
-            if plan.kind is tm.PlanKind.EXPIRE:
+            if plan.kind is admission.PlanKind.EXPIRE:
                 await self._expire(shell)
                 raise AdapterError(ErrorCode.EXECUTION_EXPIRED)
-            if plan.kind is tm.PlanKind.RESUME:
+            if plan.kind is admission.PlanKind.RESUME:
                 plan, view = await self._inspect(shell, plan)
-            message = _new_turn_message(run_input, record) if plan.kind is tm.PlanKind.TURN else None
+            message = _new_turn_message(run_input, record) if plan.kind is admission.PlanKind.TURN else None
             ticket = Ticket(run_input, digest, language, shell, plan, _new_id(), message, view, notices)
             if seat is not None:
                 self._seats[ticket.new_execution_id] = seat
@@ -244,7 +245,7 @@ class ThreadService:
         except StoreUnavailable as exc:
             raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
 
-    async def _seat(self, shell: ThreadShell, plan: tm.Plan, *, new: bool) -> tuple[RunSlot, list[Event]]:
+    async def _seat(self, shell: ThreadShell, plan: admission.Plan, *, new: bool) -> tuple[RunSlot, list[Event]]:
         """The pool slot of an admitted run, and what the run tells first: a
         new thread is placed (and pinned); a known one goes to its runtime,
         refused retryably while that one is down or full. A thread whose
@@ -259,7 +260,7 @@ class ThreadService:
             return await self.pool.enter(record.runtime), []
         except RuntimeGone:
             log.warning("thread %s: its runtime %s left the pool", record.thread_id, record.runtime or "default")
-            if plan.kind is not tm.PlanKind.TURN or record.pending_interrupts:
+            if plan.kind is not admission.PlanKind.TURN or record.pending_interrupts:
                 await self._settle(shell, tm.Lose())
                 raise AdapterError(ErrorCode.EXECUTION_LOST) from None
         left = record.runtime or DEFAULT_RUNTIME
@@ -347,7 +348,7 @@ class ThreadService:
         except StoreUnavailable as exc:
             raise AdapterError(ErrorCode.STATE_STORE_UNAVAILABLE) from exc
 
-    async def _inspect(self, shell: ThreadShell, plan: tm.Plan) -> tuple[tm.Plan, TaskView]:
+    async def _inspect(self, shell: ThreadShell, plan: admission.Plan) -> tuple[admission.Plan, TaskView]:
         """Before answers go out: ask the runtime whether each input still
         waits. Answers to inputs it moved past are not sent again; when it
         asks for more than was answered, the run announces all of it."""
@@ -368,8 +369,8 @@ class ThreadService:
         # Outside a pipeline GetTask names the task's first input for good:
         # only a pipeline lists what else it waits for.
         asks = waiting_inputs(view, known, record.applied_answers.keys()) if view.is_pipeline else []
-        plan = tm.after_inspection(plan, statuses, asks)
-        if plan.kind is tm.PlanKind.LOST:
+        plan = admission.after_inspection(plan, statuses, asks)
+        if plan.kind is admission.PlanKind.LOST:
             await self._settle(shell, tm.Lose())
             raise AdapterError(ErrorCode.EXECUTION_LOST)
         return plan, view
@@ -599,7 +600,8 @@ class ThreadService:
                 return
             shell = ThreadShell(self.store, self.expiry, claim, record, self.leases)
             if tm.recovery(record, self.clock()) is tm.Recovery.ADOPTABLE:
-                ticket = Ticket(_adopted_input(record), "", "en", shell, tm.Plan(tm.PlanKind.ADOPT), _new_id())
+                adopt = admission.Plan(admission.PlanKind.ADOPT)
+                ticket = Ticket(_adopted_input(record), "", "en", shell, adopt, _new_id())
                 driver = RunDriver(self.context_of(record), ticket, None)
                 try:
                     await driver.open()  # releases the claim if it fails
@@ -778,9 +780,9 @@ async def _ended(driver: RunDriver, timeout: float) -> None:
         log.warning("thread %s run %s did not end within %.1f s", ident.thread_id, ident.run_id, timeout)
 
 
-def _request_of(run_input: RunAgentInput, digest: str, cwd: str, principal: str | None) -> tm.Request:
+def _request_of(run_input: RunAgentInput, digest: str, cwd: str, principal: str | None) -> admission.Request:
     user = latest_user_message(run_input)
-    return tm.Request(
+    return admission.Request(
         run_id=run_input.run_id,
         digest=digest,
         cwd=cwd,

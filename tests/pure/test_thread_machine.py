@@ -24,6 +24,7 @@ from aguiadapter.protocol.resume import answer_digest, check_resume
 from aguiadapter.runtime.envelope import envelope_of
 from aguiadapter.runtime.evidence import Findings, InputStatus, TaskFate
 from aguiadapter.protocol.profile import Profile
+from aguiadapter.threads import admission
 from aguiadapter.threads import machine as tm
 from aguiadapter.threads.diagram import render_all, render_footnotes
 from aguiadapter.threads.record import PendingInterrupt, RunKind, RunPhase, ThreadRecord, ThreadState
@@ -282,7 +283,7 @@ def test_a_transition_the_place_refuses_raises_and_changes_nothing(place: tm.Nod
 
 
 # -------------------------------------------------------------- refusals
-@pytest.mark.parametrize(("asks", "state"), sorted(tm.REFUSALS, key=lambda key: (key[0].name, key[1].value)))
+@pytest.mark.parametrize(("asks", "state"), sorted(admission.REFUSALS, key=lambda key: (key[0].name, key[1].value)))
 def test_admission_refuses_with_the_documented_code(asks: str, state: ThreadState) -> None:
     record = record_in(state, pending_interrupts=[permission()] if state is ThreadState.INTERRUPTED else [])
     resume = (allow(permission("permission-other")),) if asks is tm.Resume else None
@@ -292,21 +293,21 @@ def test_admission_refuses_with_the_documented_code(asks: str, state: ThreadStat
         record.remember_answer(answer.interrupt_id, answer_digest(answer), reported=False)
         record.active_run_id, record.run_phase, record.parked_until = "run-1", RunPhase.HANDED_OFF, NOW + 60
         resume = (answer,)
-    request = tm.Request(run_id="run-9", digest="d", cwd="/w", user_id=None, ros_invocation_id="inv-1",
+    request = admission.Request(run_id="run-9", digest="d", cwd="/w", user_id=None, ros_invocation_id="inv-1",
                          resume=resume, user_message_id="m-9")
     with pytest.raises(AdapterError) as raised:
-        tm.admit(record, request, NOW)
-    assert raised.value.code is tm.REFUSALS[(asks, state)]
+        admission.admit(record, request, NOW)
+    assert raised.value.code is admission.REFUSALS[(asks, state)]
 
 
-def request(*entries: ResumeEntry, run_id: str = "run-9", ros: str = "inv-1") -> tm.Request:
-    return tm.Request(run_id=run_id, digest="d", cwd="/w", user_id=None, ros_invocation_id=ros,
+def request(*entries: ResumeEntry, run_id: str = "run-9", ros: str = "inv-1") -> admission.Request:
+    return admission.Request(run_id=run_id, digest="d", cwd="/w", user_id=None, ros_invocation_id=ros,
                       resume=tuple(entries) if entries else None, user_message_id=None if entries else "m-9")
 
 
-def refusal(record: ThreadRecord, req: tm.Request) -> ErrorCode:
+def refusal(record: ThreadRecord, req: admission.Request) -> ErrorCode:
     with pytest.raises(AdapterError) as raised:
-        tm.admit(record, req, NOW)
+        admission.admit(record, req, NOW)
     return raised.value.code
 
 
@@ -326,22 +327,22 @@ def test_a_resume_under_the_interrupted_runs_id_is_a_conflict_that_says_so() -> 
     record.runs["run-0"] = attrs.evolve(record.runs["run-0"], outcome="success")
     answer = allow(record.pending_interrupts[0])
     with pytest.raises(AdapterError) as raised:
-        tm.admit(record, request(answer, run_id="run-1"), NOW)
+        admission.admit(record, request(answer, run_id="run-1"), NOW)
     assert (raised.value.code, raised.value.message_id) == (ErrorCode.RUN_ID_CONFLICT, "run_id_conflict_resume")
     # The id of a run that did not end in an interrupt: the plain conflict.
     with pytest.raises(AdapterError) as raised:
-        tm.admit(record, request(answer, run_id="run-0"), NOW)
+        admission.admit(record, request(answer, run_id="run-0"), NOW)
     assert (raised.value.code, raised.value.message_id) == (ErrorCode.RUN_ID_CONFLICT, "run_id_conflict")
 
 
 def test_a_thread_stays_with_its_workspace_and_caller() -> None:
     record = record_in(ThreadState.IDLE)
-    req = tm.Request(run_id="run-9", digest="d", cwd="/elsewhere", user_id=None, ros_invocation_id="inv-1",
+    req = admission.Request(run_id="run-9", digest="d", cwd="/elsewhere", user_id=None, ros_invocation_id="inv-1",
                      user_message_id="m-9")
     assert refusal(record, req) is ErrorCode.THREAD_BINDING_CONFLICT
 
 
-@pytest.mark.parametrize("check", [tm.admit, lambda record, req, now: tm.preflight(record, req)])
+@pytest.mark.parametrize("check", [admission.admit, lambda record, req, now: admission.preflight(record, req)])
 def test_someone_elses_thread_is_refused_before_anything_about_it_shows(check: Callable[..., Any]) -> None:
     record = record_in(ThreadState.IDLE, principal="alice")
     record.remember_run("run-9", "d")
@@ -362,7 +363,7 @@ def test_someone_elses_thread_is_refused_before_anything_about_it_shows(check: C
 def test_a_resume_answers_every_pending_interrupt_with_the_same_invocation() -> None:
     record = interrupted()
     item = record.pending_interrupts[0]
-    assert tm.admit(record, request(allow(item)), NOW).kind is tm.PlanKind.RESUME
+    assert admission.admit(record, request(allow(item)), NOW).kind is admission.PlanKind.RESUME
     assert refusal(record, request(allow(item), ros="inv-other")) is ErrorCode.EXECUTION_LOST
     assert refusal(record, request(allow(permission("permission-2")))) is ErrorCode.UNKNOWN_INTERRUPT
 
@@ -370,7 +371,7 @@ def test_a_resume_answers_every_pending_interrupt_with_the_same_invocation() -> 
 def test_an_expired_interrupt_is_expired_by_the_resume_that_finds_it() -> None:
     record = interrupted()
     item = record.pending_interrupts[0]
-    assert tm.admit(record, request(allow(item)), item.expires_at).kind is tm.PlanKind.EXPIRE
+    assert admission.admit(record, request(allow(item)), item.expires_at).kind is admission.PlanKind.EXPIRE
 
 
 def test_a_resume_of_a_settled_thread_says_why() -> None:
@@ -394,7 +395,7 @@ def test_a_dead_resume_whose_answer_never_arrived_waits_again_with_the_same_inte
     assert item.interrupt == before and item.expires_at == NOW + 600, "same interrupt, same expiresAt"
     assert item.sending is None and record.applied_answers == {}
     # The retried answer is then an ordinary resume.
-    assert tm.admit(record, request(allow(item)), NOW).kind is tm.PlanKind.RESUME
+    assert admission.admit(record, request(allow(item)), NOW).kind is admission.PlanKind.RESUME
 
 
 def test_a_dead_resume_whose_answer_was_taken_is_not_cancelled_and_the_retry_follows_it() -> None:
@@ -402,7 +403,7 @@ def test_a_dead_resume_whose_answer_was_taken_is_not_cancelled_and_the_retry_fol
     assert record.state is ThreadState.RUNNING and record.active_run_id is None
     assert record.pending_interrupts == [] and record.unreported_answers() == {
         "permission-1": answer_digest(allow(permission()))}
-    assert tm.admit(record, request(allow(permission())), NOW).kind is tm.PlanKind.FOLLOW
+    assert admission.admit(record, request(allow(permission())), NOW).kind is admission.PlanKind.FOLLOW
     # A new user turn waits for nothing, but the task still works on.
     assert refusal(record, request()) is ErrorCode.THREAD_BUSY
     # A different answer to the same interrupt is no retry.
@@ -420,7 +421,7 @@ def test_once_the_followed_run_reports_its_end_a_retry_is_already_applied() -> N
 def test_a_dead_resume_whose_task_ended_reports_that_end_to_the_retry_only_once() -> None:
     record = settled_unreported()
     assert record.state is ThreadState.IDLE
-    assert tm.admit(record, request(allow(permission())), NOW).kind is tm.PlanKind.REPORT
+    assert admission.admit(record, request(allow(permission())), NOW).kind is admission.PlanKind.REPORT
     events = tm.apply(record, tm.Report(binding("run-3"), ""))
     assert events[-1]["outcome"] == {"type": "success"}
     assert refusal(record, request(allow(permission()), run_id="run-4")) is ErrorCode.RESUME_ALREADY_APPLIED
@@ -428,7 +429,7 @@ def test_a_dead_resume_whose_task_ended_reports_that_end_to_the_retry_only_once(
 
 def test_a_new_turn_settles_a_finished_execution_whose_end_nobody_heard() -> None:
     record = settled_unreported()
-    assert tm.admit(record, request(), NOW).kind is tm.PlanKind.TURN
+    assert admission.admit(record, request(), NOW).kind is admission.PlanKind.TURN
     tm.apply(record, tm.StartTurn(binding("run-3")))
     assert record.unreported_answers() == {}
 
@@ -466,7 +467,7 @@ def test_a_dead_turn_is_lost_and_the_thread_usable_again() -> None:
     record = record_in(ThreadState.RUNNING)
     tm.apply(record, tm.Recover(found(TaskFate.WORKS), expires_at=NOW))
     assert record.state is ThreadState.TERMINAL and record.last_error == "EXECUTION_LOST"
-    assert tm.admit(record, request(), NOW).kind is tm.PlanKind.TURN
+    assert admission.admit(record, request(), NOW).kind is admission.PlanKind.TURN
 
 
 def test_a_refused_answer_keeps_the_interrupts_pending() -> None:
@@ -495,7 +496,7 @@ def test_an_answer_that_may_have_arrived_and_still_waits_is_answered_again() -> 
     tm.apply(record, tm.Recover(found(TaskFate.ASKS, waiting=True), expires_at=NOW + 9999))
     (item,) = record.pending_interrupts
     assert record.state is ThreadState.INTERRUPTED and item.sending is None
-    assert tm.admit(record, request(allow(item)), NOW).kind is tm.PlanKind.RESUME
+    assert admission.admit(record, request(allow(item)), NOW).kind is admission.PlanKind.RESUME
 
 
 def test_start_turn_binds_the_run_and_a_new_execution() -> None:
@@ -519,7 +520,7 @@ def test_a_dead_follow_run_keeps_its_answers_unreported_for_the_retry() -> None:
     tm.apply(record, tm.Follow(binding("run-3")))
     tm.apply(record, tm.Recover(found(TaskFate.TURN_ENDED), expires_at=NOW))
     assert record.state is ThreadState.IDLE and record.runs["run-3"].outcome == "success"
-    assert tm.admit(record, request(allow(permission()), run_id="run-4"), NOW).kind is tm.PlanKind.REPORT
+    assert admission.admit(record, request(allow(permission()), run_id="run-4"), NOW).kind is admission.PlanKind.REPORT
 
 
 def test_a_dead_turn_records_how_its_run_ended() -> None:
@@ -529,27 +530,27 @@ def test_a_dead_turn_records_how_its_run_ended() -> None:
 
 
 # ------------------------------------------------ before answers go out
-def inspected(*statuses: InputStatus, asks: tuple[str, ...] = ()) -> tm.Plan:
+def inspected(*statuses: InputStatus, asks: tuple[str, ...] = ()) -> admission.Plan:
     record = record_in(ThreadState.INTERRUPTED,
                        pending_interrupts=[permission(f"permission-{n}") for n in range(1, len(statuses) + 1)])
     answers = answers_to(record, *(allow(item) for item in record.pending_interrupts))
-    plan = tm.Plan(tm.PlanKind.RESUME, tuple(answers))
+    plan = admission.Plan(admission.PlanKind.RESUME, tuple(answers))
     by_id = {answer.interrupt_id: status for answer, status in zip(answers, statuses, strict=True)}
     envelopes = [envelope_of({"kind": "permission", "inputId": input_id, "required": True}) for input_id in asks]
-    return tm.after_inspection(plan, by_id, envelopes)
+    return admission.after_inspection(plan, by_id, envelopes)
 
 
 @pytest.mark.parametrize(("statuses", "asks", "kind", "sent", "taken"), [
-    ((InputStatus.WAITS,), ("permission-1",), tm.PlanKind.RESUME, 1, 0),
+    ((InputStatus.WAITS,), ("permission-1",), admission.PlanKind.RESUME, 1, 0),
     # The runtime moved past the input already: nothing is sent again, the task is followed.
-    ((InputStatus.TAKEN,), (), tm.PlanKind.FOLLOW, 0, 1),
-    ((InputStatus.TAKEN, InputStatus.WAITS), ("permission-2",), tm.PlanKind.RESUME, 1, 1),
+    ((InputStatus.TAKEN,), (), admission.PlanKind.FOLLOW, 0, 1),
+    ((InputStatus.TAKEN, InputStatus.WAITS), ("permission-2",), admission.PlanKind.RESUME, 1, 1),
     # It asks for more than was answered: announce it all before sending anything.
-    ((InputStatus.WAITS,), ("permission-1", "permission-9"), tm.PlanKind.ANNOUNCE, 0, 0),
-    ((InputStatus.GONE,), (), tm.PlanKind.LOST, 0, 0),
+    ((InputStatus.WAITS,), ("permission-1", "permission-9"), admission.PlanKind.ANNOUNCE, 0, 0),
+    ((InputStatus.GONE,), (), admission.PlanKind.LOST, 0, 0),
 ])
 def test_a_resume_sends_only_answers_whose_input_still_waits(
-    statuses: tuple[InputStatus, ...], asks: tuple[str, ...], kind: tm.PlanKind, sent: int, taken: int
+    statuses: tuple[InputStatus, ...], asks: tuple[str, ...], kind: admission.PlanKind, sent: int, taken: int
 ) -> None:
     plan = inspected(*statuses, asks=asks)
     assert (plan.kind, len(plan.answers), len(plan.taken)) == (kind, sent, taken)
@@ -648,7 +649,7 @@ def test_a_crash_during_the_grace_of_a_resume_is_settled_on_evidence_never_blind
     assert record.state is ThreadState.RUNNING and record.parked_until is None
     assert [e["code"] for e in events] == ["EXECUTION_LOST"]
     # The retried answer follows the task that carries it.
-    assert tm.admit(record, request(allow(permission())), NOW).kind is tm.PlanKind.FOLLOW
+    assert admission.admit(record, request(allow(permission())), NOW).kind is admission.PlanKind.FOLLOW
 
 
 # ---------------------------------------------------------------- expiry

@@ -192,7 +192,12 @@ def _mark(path: str) -> OSError | None:
 
 
 def _write_synced(tmp: str, data: bytes, *, sync: bool = True) -> None:
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    _write_all(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), data, sync=sync)
+
+
+def _write_all(fd: int, data: bytes, *, sync: bool) -> None:
+    """Write all of ``data`` to ``fd`` (``os.write`` may take less), fsync it
+    with ``sync``, and close it."""
     try:
         view = memoryview(data)
         while view:
@@ -208,15 +213,7 @@ def append_synced(path: str, data: bytes, *, sync: bool = True) -> None:
     fsync it, and its folder when the file is new (the file is on disk
     whenever the record that relies on it is)."""
     created = not os.path.exists(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_all(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), data, sync=sync)
     if created and sync:
         _fsync_folder(os.path.dirname(path) or ".")
 

@@ -19,7 +19,6 @@ Every file operation is aiofiles on the store's executor.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -29,6 +28,7 @@ from pathlib import Path
 import aiofiles.os
 
 from .durable import read_bytes
+from ...tasks import cancel_and_wait
 from ...threads.record import ThreadRecord, ThreadState, record_from_json
 from ..contract import ThreadStore
 
@@ -75,10 +75,7 @@ class FileRetention:
     async def close(self) -> None:
         """Stop sweeping."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _sweep_forever(self) -> None:
         while True:

@@ -191,26 +191,25 @@ class FileThreadStore:
 
     async def load(self, thread_id: str) -> ThreadRecord | None:
         """Read a thread's record, if it has one."""
+        read = await self._read_record(thread_id)
+        return None if read is None else parse_stored_record(thread_id, *read)
+
+    async def load_owned(self, thread_id: str, principal: str | None) -> ThreadRecord | None:
+        """A thread's record when it names ``principal`` (another's is not parsed)."""
+        read = await self._read_record(thread_id)
+        return None if read is None else parse_owned_record(thread_id, *read, principal)
+
+    async def _read_record(self, thread_id: str) -> tuple[bytes, str] | None:
+        """The bytes of a thread's record file and its name, ``None`` when it
+        has none; an unreadable file is a :class:`CorruptRecord`."""
         path = self._file_of(thread_id)
         name = os.path.basename(path)
         try:
-            data = await read_bytes(path, executor=self._executor)
+            return await read_bytes(path, executor=self._executor), name
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise CorruptRecord(f"{name}: {exc.strerror}") from exc
-        return parse_stored_record(thread_id, data, name)
-
-    async def load_owned(self, thread_id: str, principal: str | None) -> ThreadRecord | None:
-        """A thread's record when it names ``principal`` (another's is not parsed)."""
-        path = self._file_of(thread_id)
-        try:
-            data = await read_bytes(path, executor=self._executor)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise CorruptRecord(f"{os.path.basename(path)}: {exc.strerror}") from exc
-        return parse_owned_record(thread_id, data, os.path.basename(path), principal)
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
         """Atomically replace the thread's file (the runs that move out of

@@ -440,25 +440,23 @@ class RedisThreadStore:
     # ------------------------------------------------------------- records
     async def load(self, thread_id: str) -> ThreadRecord | None:
         """The stored record; ``StoreUnavailable`` when Redis does not answer."""
-        try:
-            data = await _bounded(self._client.hget(self.keys.thread(thread_id), "record"))
-        except _ERRORS as exc:
-            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
-        if data is None:
-            return None
-        raw = data if isinstance(data, bytes) else data.encode()
-        return parse_stored_record(thread_id, raw, f"redis record of {thread_id}")
+        raw = await self._read_record(thread_id)
+        return None if raw is None else parse_stored_record(thread_id, raw, f"redis record of {thread_id}")
 
     async def load_owned(self, thread_id: str, principal: str | None) -> ThreadRecord | None:
         """The stored record when it names ``principal`` (another's is not parsed)."""
+        raw = await self._read_record(thread_id)
+        return None if raw is None else parse_owned_record(thread_id, raw, f"redis record of {thread_id}", principal)
+
+    async def _read_record(self, thread_id: str) -> bytes | None:
+        """The bytes of a thread's record, ``None`` when it has none."""
         try:
             data = await _bounded(self._client.hget(self.keys.thread(thread_id), "record"))
         except _ERRORS as exc:
             raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         if data is None:
             return None
-        raw = data if isinstance(data, bytes) else data.encode()
-        return parse_owned_record(thread_id, raw, f"redis record of {thread_id}", principal)
+        return data if isinstance(data, bytes) else data.encode()
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
         """Compare-and-set the record on its version, fenced by the claim's token."""
@@ -708,11 +706,8 @@ class RedisThreadStore:
 
     async def publish_cancel(self, execution_id: str) -> None:
         """Tell every replica; the one streaming the execution stops it."""
-        try:
-            await _bounded(self._client.publish(self.keys.cancel_channel, execution_id))
-        except _ERRORS as exc:
-            # The caller then waits for the run to end and reports 503 or busy.
-            log.warning("cancel of %s not published: %s", execution_id, _why(exc))
+        # Unpublished, the caller waits for the run to end and reports 503 or busy.
+        await self._publish(self.keys.cancel_channel, execution_id, "cancel")
 
     def on_cancel(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(execution_id)`` for every published cancel."""
@@ -720,10 +715,14 @@ class RedisThreadStore:
 
     async def publish_attach(self, execution_id: str) -> None:
         """Tell every replica a client re-attached to this execution's run."""
+        await self._publish(self.keys.attach_channel, execution_id, "re-attach")
+
+    async def _publish(self, channel: str, execution_id: str, what: str) -> None:
+        """Publish ``execution_id`` on ``channel``; a failure is logged, not raised."""
         try:
-            await _bounded(self._client.publish(self.keys.attach_channel, execution_id))
+            await _bounded(self._client.publish(channel, execution_id))
         except _ERRORS as exc:
-            log.warning("re-attach of %s not published: %s", execution_id, _why(exc))
+            log.warning("%s of %s not published: %s", what, execution_id, _why(exc))
 
     def on_attach(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(execution_id)`` for every published re-attach."""
