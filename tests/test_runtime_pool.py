@@ -291,3 +291,33 @@ async def test_a_runtime_that_moves_to_a_new_url_keeps_its_threads(
         assert events[-1]["outcome"] == {"type": "success"}
         assert sum(moved.state.tool_runs.values()) == 1
         assert (await adapter.get("/threads/t-moving")).json()["runtime"] == name
+
+
+async def test_history_of_a_thread_pinned_again_says_its_earlier_conversation_is_unavailable(
+    tmp_path: Path, demos: dict[str, DemoRuntime], workspace: Path
+) -> None:
+    from tests.test_openapi import component_validator
+
+    validator = component_validator("ThreadMessages")
+    async with started(tmp_path, None, runtimes=pool_of(demos)) as adapter:
+        await adapter.run(run_body(thread_id="t-moved", text="before", cwd=str(workspace)))
+        page = (await adapter.get("/threads/t-moved/messages")).json()
+        assert "earlier" not in page  # never pinned again: nothing to say
+    (left,) = holder(demos, "before")
+    rest = tuple(spec for spec in pool_of(demos) if spec.name != left)
+    async with started(tmp_path, None, runtimes=rest) as adapter:
+        await adapter.run(run_body(thread_id="t-moved", text="after", cwd=str(workspace)))
+        reply = await adapter.get("/threads/t-moved/messages")
+        assert reply.status == 200
+        page = reply.json()
+        validator.validate(page)
+        # The new conversation only, and a word on the one that stayed behind.
+        assert "before" not in str(page["messages"]) and "after" in str(page["messages"])
+        assert page["earlier"] == [{"runtime": left, "history": "unavailable", "reason": "removed"}]
+    # The old runtime is back in the pool, but down: still unavailable, and why.
+    await demos[left].close()
+    async with started(tmp_path, None, runtimes=pool_of(demos)) as adapter:
+        page = (await adapter.get("/threads/t-moved/messages")).json()
+        validator.validate(page)
+        assert page["earlier"] == [{"runtime": left, "history": "unavailable", "reason": "down"}]
+        assert "after" in str(page["messages"])

@@ -46,7 +46,7 @@ from ..runs.looks import judge_with_unseen, view_task
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
 from ..threads.listing import owner_of
-from ..threads.record import RunKind, ThreadRecord, thread_key
+from ..threads.record import EarlierConversation, RunKind, ThreadRecord, thread_key
 from ..store.run_log import LogBounds, LogBroken, RunLogs, Truncated
 from ..runs.shell import EventSink, ThreadShell
 from ..store.contract import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
@@ -265,10 +265,25 @@ class ThreadService:
         left = record.runtime or DEFAULT_RUNTIME
         record.runtime, slot = await self.pool.place()
         # The old runtime keeps the conversation so far; the new one starts afresh.
+        # Remembered, so that history says that conversation is not shown.
+        if record.task_id is not None or record.session_id is not None:
+            record.earlier.append(EarlierConversation(left, record.context_id))
         record.context_id, record.session_id, record.task_id = f"ctx-{uuid.uuid4()}", None, None
         log.info("thread %s: pinned again, from runtime %s to %s", record.thread_id, left, record.runtime)
         notice = {"schemaVersion": 1, "from": left, "to": record.runtime, "history": "unavailable"}
         return slot, [custom(RUNTIME_CHANGED_EVENT, notice)]
+
+    def earlier_of(self, record: ThreadRecord) -> list[dict[str, str]]:
+        """The thread's earlier conversations that history cannot show (it was
+        pinned again), each with its runtime and why: ``removed`` (not in the
+        pool now), ``down`` (its last probe found nothing listening) or
+        ``not_merged`` (it answers, but only the thread's own runtime is read)."""
+        listed = []
+        for earlier in record.earlier:
+            member = self.pool.members.get(earlier.runtime)
+            reason = "removed" if member is None else "not_merged" if member.reachable else "down"
+            listed.append({"runtime": earlier.runtime, "history": "unavailable", "reason": reason})
+        return listed
 
     def runtime_of(self, record: ThreadRecord) -> IacCodeRuntime:
         """The runtime the thread is pinned to; ``EXECUTION_LOST`` when the pool no longer has it."""
