@@ -148,7 +148,9 @@ class RuntimePool:
         return pool
 
     def _client(self, spec: RuntimeSpec, token: str | None) -> A2AClient:
-        return A2AClient(spec.url, token=token, telemetry=self.telemetry)
+        # A pool configured by name: its calls' spans name the runtime they went to.
+        telemetry = self.telemetry.for_runtime(spec.name) if self.counted else self.telemetry
+        return A2AClient(spec.url, token=token, telemetry=telemetry)
 
     def _member(self, spec: RuntimeSpec) -> Member:
         client = self._make_client(spec, spec.token or self.token)
