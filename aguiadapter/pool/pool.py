@@ -223,6 +223,27 @@ class RuntimePool:
             raise RuntimeUnavailable(f"runtime {member.name} is full")
         return slot
 
+    async def adopt(self, name: str | None) -> RunSlot | None:
+        """Count an adopted run (handed off by another process) on the runtime
+        it already runs on: never refused, it is there whatever the capacity
+        or the last probe says; ``None`` when it cannot be counted (the runtime
+        left the pool, the store does not answer), which ends nothing."""
+        member = self.members.get(name or DEFAULT_RUNTIME)
+        if member is None:
+            return None
+        if not self.counted:
+            return self._here(member)
+        slot = RunSlot(uuid.uuid4().hex, member.name)
+        try:
+            if await self.slots.take(slot, None, None) != "taken":
+                return None
+        except StoreUnavailable as exc:
+            log.warning("runtime %s: an adopted run not counted: %s", member.name, exc)
+            return None
+        self._held.add(slot)
+        member.active_here += 1
+        return slot
+
     async def leave(self, slot: RunSlot | None) -> None:
         """A run ended: stop counting it (never raises)."""
         if slot is None or slot not in self._held:

@@ -622,7 +622,9 @@ class ThreadService:
                     log.warning("thread %s: run %s not adopted: %s", record.thread_id, run_id, exc)
                     return
                 adopted = True
-                self._in_background(self._drive(driver))
+                # Its runtime counts it as the process that handed it off did, until it ends.
+                seat = await self.pool.adopt(record.runtime)
+                self._in_background(self._drive(driver, seat))
                 log.info("thread %s: run %s adopted", record.thread_id, run_id)
                 return
             await self._recover(shell)
@@ -630,7 +632,7 @@ class ThreadService:
             if not adopted:
                 await self.store.release(claim)
 
-    async def _drive(self, driver: RunDriver) -> None:
+    async def _drive(self, driver: RunDriver, seat: RunSlot | None = None) -> None:
         execution_id = driver.ticket.execution_id
         self.active[execution_id] = driver
         try:
@@ -638,6 +640,7 @@ class ThreadService:
         finally:
             if self.active.get(execution_id) is driver:
                 del self.active[execution_id]
+            await self.pool.leave(seat)
 
     def _asked_for(self, execution_id: str) -> None:
         """Another replica has a client for this run: a draining holder lets go."""
