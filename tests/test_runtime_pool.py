@@ -291,3 +291,92 @@ async def test_a_runtime_that_moves_to_a_new_url_keeps_its_threads(
         assert events[-1]["outcome"] == {"type": "success"}
         assert sum(moved.state.tool_runs.values()) == 1
         assert (await adapter.get("/threads/t-moving")).json()["runtime"] == name
+
+
+async def test_history_of_a_thread_pinned_again_says_its_earlier_conversation_is_unavailable(
+    tmp_path: Path, demos: dict[str, DemoRuntime], workspace: Path
+) -> None:
+    from tests.test_openapi import component_validator
+
+    validator = component_validator("ThreadMessages")
+    async with started(tmp_path, None, runtimes=pool_of(demos)) as adapter:
+        await adapter.run(run_body(thread_id="t-moved", text="before", cwd=str(workspace)))
+        page = (await adapter.get("/threads/t-moved/messages")).json()
+        assert "earlier" not in page  # never pinned again: nothing to say
+    (left,) = holder(demos, "before")
+    rest = tuple(spec for spec in pool_of(demos) if spec.name != left)
+    async with started(tmp_path, None, runtimes=rest) as adapter:
+        await adapter.run(run_body(thread_id="t-moved", text="after", cwd=str(workspace)))
+        reply = await adapter.get("/threads/t-moved/messages")
+        assert reply.status == 200
+        page = reply.json()
+        validator.validate(page)
+        # The new conversation only, and a word on the one that stayed behind.
+        assert "before" not in str(page["messages"]) and "after" in str(page["messages"])
+        assert page["earlier"] == [{"runtime": left, "history": "unavailable", "reason": "removed"}]
+    # The old runtime is back in the pool, but down: still unavailable, and why.
+    await demos[left].close()
+    async with started(tmp_path, None, runtimes=pool_of(demos)) as adapter:
+        page = (await adapter.get("/threads/t-moved/messages")).json()
+        validator.validate(page)
+        assert page["earlier"] == [{"runtime": left, "history": "unavailable", "reason": "down"}]
+        assert "after" in str(page["messages"])
+
+
+async def test_run_errors_name_the_runtime_in_a_pool_of_several_and_a_pool_of_one_keeps_its_series(
+    tmp_path: Path, demos: dict[str, DemoRuntime], workspace: Path
+) -> None:
+    specs = pool_of(demos, b={"drain": True}, c={"drain": True})  # every new thread goes to a
+    async with started(tmp_path, None, runtimes=specs, metrics=True) as adapter:
+        events = (await adapter.run(run_body(thread_id="t-fail", text="fail now", cwd=str(workspace)))).events()
+        assert events[-1]["type"] == "RUN_ERROR"
+        code = events[-1]["code"]
+        text = (await adapter.get("/metrics")).body.decode()
+    assert f'aguiadapter_runtime_run_errors_total{{code="{code}",runtime="a"}} 1.0' in text
+    assert f'aguiadapter_run_errors_total{{code="{code}"}} 1.0' in text
+    async with started(tmp_path, demos["a"].url, metrics=True) as adapter:  # --a2a-url: a pool of one
+        events = (await adapter.run(run_body(thread_id="t-one", text="fail again", cwd=str(workspace)))).events()
+        assert events[-1]["type"] == "RUN_ERROR"
+        text = (await adapter.get("/metrics")).body.decode()
+    assert f'aguiadapter_run_errors_total{{code="{code}"}} 1.0' in text
+    assert "aguiadapter_runtime_run_errors_total{" not in text
+
+
+async def test_the_calls_to_a_pooled_runtime_carry_its_name_in_their_spans(
+    tmp_path: Path, demos: dict[str, DemoRuntime], workspace: Path
+) -> None:
+    import aiohttp
+    from aiohttp import web
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from aguiadapter.config import Config
+    from aguiadapter.web.app import create_app
+    from tests.support.serve import on_loopback
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    config = Config(state_dir=tmp_path / "state", runtimes=pool_of(demos), allowed_cwds=(str(workspace.parent),))
+    runner = web.AppRunner(create_app(config, tracer_provider=provider), shutdown_timeout=1.0)
+    await on_loopback(runner)
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/"
+    adapter = RunningAdapter(url, runner.app, runner, aiohttp.ClientSession(), config)
+    try:
+        for number in range(3):
+            events = (await adapter.run(run_body(thread_id=f"t-{number}", text=f"traced {number}",
+                                                 cwd=str(workspace)))).events()
+            assert events[-1]["type"] == "RUN_FINISHED"
+    finally:
+        await adapter.close()
+        provider.shutdown()
+    calls = [span for span in spans.get_finished_spans()
+             if span.kind is SpanKind.CLIENT and span.name == "SendStreamingMessage"]
+    named = {}
+    for span in calls:
+        assert span.attributes is not None
+        named[span.attributes["agui.runtime"]] = span.attributes["server.port"]
+    # Each call names the runtime it went to (its port says which one it reached).
+    assert named == {name: int(demo.url.rstrip("/").rsplit(":", 1)[1]) for name, demo in demos.items()}

@@ -148,7 +148,9 @@ class RuntimePool:
         return pool
 
     def _client(self, spec: RuntimeSpec, token: str | None) -> A2AClient:
-        return A2AClient(spec.url, token=token, telemetry=self.telemetry)
+        # A pool configured by name: its calls' spans name the runtime they went to.
+        telemetry = self.telemetry.for_runtime(spec.name) if self.counted else self.telemetry
+        return A2AClient(spec.url, token=token, telemetry=telemetry)
 
     def _member(self, spec: RuntimeSpec) -> Member:
         client = self._make_client(spec, spec.token or self.token)
@@ -219,6 +221,27 @@ class RuntimePool:
         if slot is None:
             self.telemetry.count_refusal("full")
             raise RuntimeUnavailable(f"runtime {member.name} is full")
+        return slot
+
+    async def adopt(self, name: str | None) -> RunSlot | None:
+        """Count an adopted run (handed off by another process) on the runtime
+        it already runs on: never refused, it is there whatever the capacity
+        or the last probe says; ``None`` when it cannot be counted (the runtime
+        left the pool, the store does not answer), which ends nothing."""
+        member = self.members.get(name or DEFAULT_RUNTIME)
+        if member is None:
+            return None
+        if not self.counted:
+            return self._here(member)
+        slot = RunSlot(uuid.uuid4().hex, member.name)
+        try:
+            if await self.slots.take(slot, None, None) != "taken":
+                return None
+        except StoreUnavailable as exc:
+            log.warning("runtime %s: an adopted run not counted: %s", member.name, exc)
+            return None
+        self._held.add(slot)
+        member.active_here += 1
         return slot
 
     async def leave(self, slot: RunSlot | None) -> None:

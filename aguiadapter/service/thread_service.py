@@ -47,7 +47,7 @@ from ..runs.looks import judge_with_unseen, view_task
 from .expiry import ExpiryScheduler
 from .leases import LeaseKeeper
 from ..threads.listing import owner_of
-from ..threads.record import RunKind, ThreadRecord, thread_key
+from ..threads.record import EarlierConversation, RunKind, ThreadRecord, thread_key
 from ..store.run_log import LogBounds, LogBroken, RunLogs, Truncated
 from ..runs.shell import EventSink, ThreadShell
 from ..store.contract import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
@@ -266,10 +266,25 @@ class ThreadService:
         left = record.runtime or DEFAULT_RUNTIME
         record.runtime, slot = await self.pool.place()
         # The old runtime keeps the conversation so far; the new one starts afresh.
+        # Remembered, so that history says that conversation is not shown.
+        if record.task_id is not None or record.session_id is not None:
+            record.earlier.append(EarlierConversation(left, record.context_id))
         record.context_id, record.session_id, record.task_id = f"ctx-{uuid.uuid4()}", None, None
         log.info("thread %s: pinned again, from runtime %s to %s", record.thread_id, left, record.runtime)
         notice = {"schemaVersion": 1, "from": left, "to": record.runtime, "history": "unavailable"}
         return slot, [custom(RUNTIME_CHANGED_EVENT, notice)]
+
+    def earlier_of(self, record: ThreadRecord) -> list[dict[str, str]]:
+        """The thread's earlier conversations that history cannot show (it was
+        pinned again), each with its runtime and why: ``removed`` (not in the
+        pool now), ``down`` (its last probe found nothing listening) or
+        ``not_merged`` (it answers, but only the thread's own runtime is read)."""
+        listed = []
+        for earlier in record.earlier:
+            member = self.pool.members.get(earlier.runtime)
+            reason = "removed" if member is None else "not_merged" if member.reachable else "down"
+            listed.append({"runtime": earlier.runtime, "history": "unavailable", "reason": reason})
+        return listed
 
     def runtime_of(self, record: ThreadRecord) -> IacCodeRuntime:
         """The runtime the thread is pinned to; ``EXECUTION_LOST`` when the pool no longer has it."""
@@ -609,7 +624,9 @@ class ThreadService:
                     log.warning("thread %s: run %s not adopted: %s", record.thread_id, run_id, exc)
                     return
                 adopted = True
-                self._in_background(self._drive(driver))
+                # Its runtime counts it as the process that handed it off did, until it ends.
+                seat = await self.pool.adopt(record.runtime)
+                self._in_background(self._drive(driver, seat))
                 log.info("thread %s: run %s adopted", record.thread_id, run_id)
                 return
             await self._recover(shell)
@@ -617,7 +634,7 @@ class ThreadService:
             if not adopted:
                 await self.store.release(claim)
 
-    async def _drive(self, driver: RunDriver) -> None:
+    async def _drive(self, driver: RunDriver, seat: RunSlot | None = None) -> None:
         execution_id = driver.ticket.execution_id
         self.active[execution_id] = driver
         try:
@@ -625,6 +642,7 @@ class ThreadService:
         finally:
             if self.active.get(execution_id) is driver:
                 del self.active[execution_id]
+            await self.pool.leave(seat)
 
     def _asked_for(self, execution_id: str) -> None:
         """Another replica has a client for this run: a draining holder lets go."""

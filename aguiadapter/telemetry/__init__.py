@@ -202,7 +202,7 @@ class RunReport:
         outcome, code = run_outcome(how)
         metrics = self._telemetry.metrics
         if metrics is not None:
-            metrics.run_ended(outcome, code, time.monotonic() - self._started, events)
+            metrics.run_ended(outcome, code, time.monotonic() - self._started, events, self._telemetry.runtime)
         if self._span is not None:
             self._span.end(outcome, code, task_id, events)
 
@@ -233,6 +233,8 @@ class A2AEndpoint:
         self._server: dict[str, str | int] = {"server.address": parts.hostname or ""}
         if parts.port is not None:
             self._server["server.port"] = parts.port
+        if telemetry.runtime is not None:  # a client of a pool's named runtime
+            self._server["agui.runtime"] = telemetry.runtime
 
     def call(self, method: str, *, http: str | None = None, traced: bool = True) -> A2ACall:
         """One request: a JSON-RPC ``method``, or for a plain route ``http``

@@ -126,6 +126,12 @@ class AdapterMetrics:
         self.placements = Counter(
             "aguiadapter_runtime_placements", "New threads pinned to the runtime.", ["runtime"], registry=registry
         )
+        # Apart from aguiadapter_run_errors, whose series a pool of one keeps as they were.
+        self.runtime_run_errors = Counter(
+            "aguiadapter_runtime_run_errors",
+            "Runs on the runtime that ended with RUN_ERROR, by its code (in a pool of several runtimes).",
+            ["runtime", "code"], registry=registry,
+        )
         self.runtime_refusals = Counter(
             "aguiadapter_runtime_refusals",
             "Runs refused for want of a runtime, by reason: no_runtime (none reachable and not draining), "
@@ -144,12 +150,17 @@ class AdapterMetrics:
         self.runs_started.inc()
         self.active_runs.inc()
 
-    def run_ended(self, outcome: str, error_code: str | None, seconds: float, events: int | None) -> None:
-        """A run ended (:meth:`run_left` follows when it lets go of its stream)."""
+    def run_ended(
+        self, outcome: str, error_code: str | None, seconds: float, events: int | None, runtime: str | None = None
+    ) -> None:
+        """A run ended (:meth:`run_left` follows when it lets go of its stream);
+        ``runtime``: the pool runtime it ran on, in a pool of several."""
         self.runs.labels(outcome).inc()
         self.run_duration.labels(outcome).observe(seconds)
         if error_code is not None and outcome in ("error", "cancelled"):
             self.run_errors.labels(error_code).inc()
+            if runtime is not None:
+                self.runtime_run_errors.labels(runtime, error_code).inc()
         if events is not None:
             self.events_relayed.inc(events)
             self.run_events.observe(events)

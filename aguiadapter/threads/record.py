@@ -106,6 +106,17 @@ class AppliedAnswer:
     tool_use_id: str | None = None
 
 
+@attrs.frozen
+class EarlierConversation:
+    """A conversation a thread had before it was pinned again: it stays on
+    the runtime it was held by (history cannot show it, and says so)."""
+
+    #: The pool runtime's name.
+    runtime: str
+    #: That conversation's A2A context there.
+    context_id: str
+
+
 @attrs.define
 class ThreadRecord:
     """Everything the adapter must remember about a thread between runs."""
@@ -158,6 +169,9 @@ class ThreadRecord:
     #: first run it admits; ``None`` in a record made before pools (the runtime
     #: named ``default``, which ``--a2a-url`` alone is).
     runtime: str | None = None
+    #: Where its earlier conversations stayed when the thread was pinned again
+    #: (its runtime had left the pool), oldest first; empty for the others.
+    earlier: list[EarlierConversation] = attrs.Factory(list)
     #: When the thread was made (``None`` for a record made before records
     #: kept it); shown by the thread list, not part of the thread's state
     #: (records that differ only in it compare equal).

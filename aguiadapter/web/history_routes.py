@@ -15,11 +15,15 @@ thread and an unknown one are both 404 ``THREAD_NOT_FOUND``. 400
 is looked up, so the answer tells nothing about whose thread it is); 503
 ``HISTORY_UNAVAILABLE`` with ``Retry-After`` when the runtime cannot serve
 the transcript.
+
+A thread pinned again to another runtime (its own left the pool) shows the
+conversation since then; ``earlier`` lists each conversation before it,
+which stayed on the old runtime, as unavailable (see docs/deployment.md).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -63,5 +67,9 @@ async def thread_messages(request: web.Request) -> web.Response:
         )
     except AdapterError as exc:
         return error_response(exc, language, request)
-    body = dumps({"messages": page.messages, "before": page.before})
+    document: dict[str, Any] = {"messages": page.messages, "before": page.before}
+    earlier = service.earlier_of(record)
+    if earlier:  # pinned again: what came before stayed on another runtime
+        document["earlier"] = earlier
+    body = dumps(document)
     return web.Response(body=body, content_type="application/json", headers={"Cache-Control": "no-store"})

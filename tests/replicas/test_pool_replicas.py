@@ -114,3 +114,63 @@ async def test_a_resume_on_the_other_replica_reaches_the_runtime_the_thread_is_p
         assert check_stream(answered.body)[-1]["outcome"] == {"type": "success"}
         assert {runtime: sum(demo.state.tool_runs.values()) for runtime, demo in trio.items()} == {
             runtime: int(runtime == name) for runtime in NAMES}
+
+
+async def test_an_adopted_run_counts_on_its_runtime_until_it_ends(
+    tmp_path: Path, redis_server: RedisServer, trio: dict[str, DemoRuntime], workspace: Path
+) -> None:
+    """A run handed off by a stopping replica is one of its runtime's active
+    runs on the replica that adopts it (placement and /health see it), and
+    stops counting when it ends."""
+    import signal
+
+    from tests.support.eventually import eventually
+    from tests.support.reattach import SSE, whole_events
+
+    from .replicas import health
+
+    pool = [option for name, demo in trio.items() for option in ("--runtime", f"{name}={demo.url}")]
+    replicas = []
+    for number in range(2):
+        replica = Replica(f"adopt-{number}", tmp_path / "replicas", redis_server.url, "unused",
+                          "--allowed-cwd", str(tmp_path / "workspaces"), "--disconnect-grace-seconds", "20")
+        at = replica.args.index("--a2a-url")
+        replica.args[at:at + 2] = pool
+        replicas.append(replica)
+    first, second = replicas
+    await asyncio.gather(*(replica.start() for replica in replicas))
+    try:
+        body = run_body(thread_id="t-adopted", text="slow 8", cwd=str(workspace))
+        async with aiohttp.ClientSession() as http:
+            async with http.post(first.url, data=json.dumps(body), headers=HEADERS) as resp:
+                raw = b""
+                while raw.count(b"TEXT_MESSAGE_CONTENT") < 3:
+                    raw += await asyncio.wait_for(resp.content.readany(), 10)
+                assert first.process is not None
+                first.process.send_signal(signal.SIGTERM)
+                raw += await asyncio.wait_for(resp.read(), 10)  # the stopping replica lets its client go
+            (name,) = holders(trio, "slow 8")
+            half = whole_events(raw)
+            assert half.last_id is not None
+            path = f"{second.url}threads/t-adopted/runs/{body['runId']}/events"
+            async with http.get(path, headers={**SSE, "Last-Event-ID": half.last_id}) as resp:
+                assert resp.status == 200
+                rest = b""
+                while b"TEXT_MESSAGE_CONTENT" not in rest:  # adopted: it streams again
+                    rest += await asyncio.wait_for(resp.content.readany(), 10)
+                adopted = f"run {body['runId']} adopted"
+                await eventually(lambda: adopted in second.log(), "the second replica adopts the run")
+                # The replica that handed it off is gone, and its count of the run with it.
+                await asyncio.to_thread(first.process.wait, 10)
+                assert "outcome=handed_off" in first.log()
+                during = {item["name"]: item["activeRuns"] for item in (await health(http, second.url))["runtimes"]}
+                assert during == {other: int(other == name) for other in NAMES}, during
+                rest += await asyncio.wait_for(resp.read(), 20)
+            assert b"RUN_FINISHED" in rest
+            after = {item["name"]: item["activeRuns"] for item in (await health(http, second.url))["runtimes"]}
+            assert after == dict.fromkeys(NAMES, 0), after
+        assert "adopted" in second.log()
+    finally:
+        await asyncio.gather(*(replica.stop() for replica in replicas))
+        for replica in replicas:
+            print(f"----- {replica.name}\n{replica.log()}")
