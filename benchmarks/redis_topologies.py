@@ -47,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +78,7 @@ async def _ask(port: int, *command: Any) -> Any:
 
     client = aioredis.Redis(host="127.0.0.1", port=port, socket_timeout=2, socket_connect_timeout=1)
     try:
-        return await client.execute_command(*command)
+        return await client.execute_command(*command)  # type: ignore[no-untyped-call]
     finally:
         await client.aclose()
 
@@ -250,7 +250,7 @@ async def _block(adapter: Server, redis: Sequence[Server], cwd: str, size: int, 
     side.runs += size
 
 
-async def short_runs(adapters: dict[str, Server], redis: dict[str, Sequence[Server]], cwd: str,
+async def short_runs(adapters: dict[str, Server], redis: Mapping[str, Sequence[Server]], cwd: str,
                      rounds: int, size: int) -> dict[str, Side]:
     sides = {name: Side() for name in adapters}
     for adapter in adapters.values():  # warm up: connections, scripts loaded
