@@ -150,7 +150,8 @@ async def pool_of_one(work: Path, rounds: int, count: int, against: Sequence[str
         print(f"{name:42} {cpu[name] / runs * 1000:30.3f} {_spread(cpu_rounds[name]):>24} {_spread(wall[name]):>24}")
     for name in list(targets)[1:]:
         wall_ratio = statistics.median(a / b for a, b in zip(wall[plain], wall[name], strict=True))
-        print(f"ratio {plain} / {name}: CPU {cpu[plain] / cpu[name]:.3f} (totals), wall {wall_ratio:.3f} "
+        cpu_ratio = f"{cpu[plain] / cpu[name]:.3f}" if cpu[name] else "n/a (not one clock tick: too few runs)"
+        print(f"ratio {plain} / {name}: CPU {cpu_ratio} (totals), wall {wall_ratio:.3f} "
               "(median of round ratios)")
 
 

@@ -298,6 +298,11 @@ def _spread(values: Sequence[float], digits: int = 2) -> str:
     return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
+def _ratio(value: float, base: float) -> str:
+    """``value / base``, or why not (a smoke-sized block may not last one 10 ms clock tick)."""
+    return f"{value / base:.3f}" if base else "n/a: 0 ticks"
+
+
 def render(sides: dict[str, Side], gaps: list[dict[str, Any]], size: int) -> list[str]:
     base = sides[SINGLE]
     lines = [f"20. A short run (firehose 5, a new thread) per Redis topology: {len(base.wall_ms)} rounds of {size}",
@@ -307,7 +312,7 @@ def render(sides: dict[str, Side], gaps: list[dict[str, Any]], size: int) -> lis
         walls = [a / b for a, b in zip(side.wall_ms, base.wall_ms, strict=True)]
         cpu = side.cpu_s * 1000 / side.runs
         lines.append(f"{name:28} {_spread(side.wall_ms):>22} {cpu:19.2f} {side.redis_cpu_s * 1000 / side.runs:17.2f}"
-                     f" {statistics.median(walls):14.3f} {side.cpu_s / base.cpu_s:13.3f}")
+                     f" {statistics.median(walls):14.3f} {_ratio(side.cpu_s, base.cpu_s):>13}")
     if gaps:
         values = [gap["gap_s"] for gap in gaps]
         lines.append(f"20. Failover gap (Sentinel, kill -9 of the primary until a run succeeds again): "
