@@ -25,25 +25,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aguiadapter.pool.pool import RuntimePool
 from aguiadapter.pool.settings import RuntimeSpec
 from aguiadapter.store.slots import LocalRunSlots, RunSlots
 
-from .client import run_body, stream
+from .client import agui_outcome, run_body, stream
 from .procs import RedisServer, Server, free_port, raise_fd_limit, wait_quiet
+
+if TYPE_CHECKING:
+    from .harness import Bench
 
 
 def _spread(values: Sequence[float]) -> str:
     return f"{statistics.median(values):9.3f} [{min(values):.3f}-{max(values):.3f}]"
+
+
+HERE = Path(__file__).resolve().parent.parent
+#: The commit before the pool (and before the thread machine's table): today's short run is held against it.
+BEFORE_POOL = "c660a01"
 
 
 def _demo(work: Path, name: str) -> Server:
@@ -52,11 +63,29 @@ def _demo(work: Path, name: str) -> Server:
                   log_path=work / f"{name}.log")
 
 
-def _adapter(work: Path, name: str, runtime: Sequence[str]) -> Server:
+def _adapter(work: Path, name: str, runtime: Sequence[str], tree: Path = HERE) -> Server:
+    """An adapter process of ``tree`` (this checkout by default, or an older one from :func:`tree_of`)."""
     port = free_port()
     argv = [sys.executable, "-m", "aguiadapter", "--port", str(port), "--state-dir", str(work / name / "state"),
             "--allowed-cwd", str(work), "--log-level", "WARNING", "--max-new-threads-per-user", "0", *runtime]
-    return Server(name, argv, port=port, log_path=work / f"{name}.log")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(tree), str(HERE)]))
+    return Server(name, argv, port=port, log_path=work / f"{name}.log", env=env, cwd=str(tree))
+
+
+def tree_of(rev: str, into: Path) -> Path:
+    """The package as it was at ``rev`` (``git archive``) in a folder of its own, checked to be the
+    one a child process imports (the editable install of another checkout must not win)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(HERE), "archive", rev, "aguiadapter"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    found = subprocess.run([sys.executable, "-c", "import aguiadapter; print(aguiadapter.__file__)"], check=True,
+                           capture_output=True, text=True, cwd=str(into),
+                           env={**os.environ, "PYTHONPATH": str(into)}).stdout.strip()
+    if not Path(found).resolve().is_relative_to(into.resolve()):
+        raise RuntimeError(f"a child process imports {found}, not the tree of {rev}")
+    return into
 
 
 async def _start(*servers: Server) -> None:
@@ -66,46 +95,64 @@ async def _start(*servers: Server) -> None:
 
 
 async def _short_runs(adapter: Server, cwd: Path, count: int) -> tuple[float, float]:
-    """CPU ms per run of the adapter, and the median wall ms per run."""
+    """CPU seconds of the adapter over ``count`` runs, and the median wall ms per run."""
     await wait_quiet([adapter], timeout=2.0)
     cpu0 = adapter.cpu()
     walls = []
     for _ in range(count):
         result = await stream(adapter.url, run_body("firehose 5", cwd=str(cwd)))
         assert result.error is None and result.status == 200, result.error
+        assert agui_outcome(result) == "success", (adapter.name, agui_outcome(result), adapter.log_tail())
         walls.append(result.seconds)
     await wait_quiet([adapter], timeout=2.0)
-    return (adapter.cpu() - cpu0) / count * 1000, statistics.median(walls) * 1000
+    return adapter.cpu() - cpu0, statistics.median(walls) * 1000
 
 
-async def pool_of_one(work: Path, rounds: int, count: int) -> None:
+async def pool_of_one(work: Path, rounds: int, count: int, against: Sequence[str] = (BEFORE_POOL,)) -> None:
+    """Short runs through this tree's pool of one (``--a2a-url``), its named pool of one, and the
+    adapter of each revision in ``against`` (``--a2a-url``, from ``git archive``), in turns.
+
+    ``/proc`` counts CPU in 10 ms ticks and a short run costs a few ms: the CPU
+    per run is the total over every round's runs (``rounds * count``), and the
+    ratios are those totals' ratios; the wall ratio is the median of the
+    per-round ratios of the median run."""
     demo = _demo(work, "runtime-1")
     await _start(demo)
-    targets = {"--a2a-url (pool of one)": _adapter(work, "plain", ["--a2a-url", demo.url]),
-               "--runtime one=URL (counted)": _adapter(work, "named", ["--runtime", f"one={demo.url}"])}
+    plain = "this tree, --a2a-url (pool of one)"
+    targets = {plain: _adapter(work, "plain", ["--a2a-url", demo.url]),
+               "this tree, --runtime one=URL (counted)": _adapter(work, "named", ["--runtime", f"one={demo.url}"])}
+    for rev in against:
+        targets[f"{rev}, --a2a-url (before pools)"] = _adapter(work, f"rev-{rev}", ["--a2a-url", demo.url],
+                                                                tree_of(rev, work / f"tree-{rev}"))
     await _start(*targets.values())
-    cpu: dict[str, list[float]] = {name: [] for name in targets}
+    cpu: dict[str, float] = dict.fromkeys(targets, 0.0)
+    cpu_rounds: dict[str, list[float]] = {name: [] for name in targets}
     wall: dict[str, list[float]] = {name: [] for name in targets}
     try:
         for server in targets.values():
             await _short_runs(server, work, 10)  # warm up
         for round_ in range(rounds):
             order = list(targets.items())
-            for name, server in order[round_ % 2:] + order[:round_ % 2]:
+            turn = round_ % len(order)
+            for name, server in order[turn:] + order[:turn]:
                 used, took = await _short_runs(server, work, count)
-                cpu[name].append(used)
+                cpu[name] += used
+                cpu_rounds[name].append(used / count * 1000)
                 wall[name].append(took)
     finally:
         for server in (*targets.values(), demo):
             server.stop()
-    print(f"\n1. A pool of one: {count} short runs (firehose 5) per round, {rounds} rounds")
-    print(f"{'target':32} {'adapter CPU ms/run':>26} {'wall ms/run':>26}")
+    runs = rounds * count
+    print(f"\n1. A pool of one: {count} short runs (firehose 5) per round and target, {rounds} rounds "
+          f"({runs} runs each; the order turns each round)")
+    print(f"{'target':42} {'adapter CPU ms/run (all runs)':>30} {'per round':>24} {'wall ms/run':>24}")
     for name in targets:
-        print(f"{name:32} {_spread(cpu[name]):>26} {_spread(wall[name]):>26}")
-    base, named = targets
-    cpu_ratio = statistics.median(b / a for a, b in zip(cpu[base], cpu[named], strict=True))
-    wall_ratio = statistics.median(b / a for a, b in zip(wall[base], wall[named], strict=True))
-    print(f"ratio counted / --a2a-url: CPU {cpu_ratio:.3f}, wall {wall_ratio:.3f}")
+        print(f"{name:42} {cpu[name] / runs * 1000:30.3f} {_spread(cpu_rounds[name]):>24} {_spread(wall[name]):>24}")
+    for name in list(targets)[1:]:
+        wall_ratio = statistics.median(a / b for a, b in zip(wall[plain], wall[name], strict=True))
+        cpu_ratio = f"{cpu[plain] / cpu[name]:.3f}" if cpu[name] else "n/a (not one clock tick: too few runs)"
+        print(f"ratio {plain} / {name}: CPU {cpu_ratio} (totals), wall {wall_ratio:.3f} "
+              "(median of round ratios)")
 
 
 async def _placements(slots: RunSlots, count: int) -> tuple[float, float]:
@@ -186,6 +233,31 @@ async def spread(work: Path, rounds: int, events: int, concurrency: int) -> None
         print(f"{width:>8} {_spread(rates):>26} {_spread(per_10k):>26} {_spread(busiest):>26}")
 
 
+#: The suite's profile -> (rounds, short runs per round, placements per round, firehose, concurrency).
+SIZES = {"smoke": (2, 3, 50, 300, 2), "quick": (5, 40, 1000, 5000, 8), "full": (7, 60, 2000, 20_000, 8)}
+
+
+def reachable(rev: str) -> bool:
+    """Whether this checkout's git history holds ``rev`` (a shallow clone may not)."""
+    return subprocess.run(["git", "-C", str(HERE), "cat-file", "-e", f"{rev}^{{commit}}"],
+                          capture_output=True).returncode == 0
+
+
+async def measure_pool(bench: Bench) -> None:
+    """21. inside ``python -m benchmarks`` (``--only pool``): the three measures at the suite's
+    profile's sizes, the pool of one beside the commit before the pool when git has it; printed."""
+    rounds, short, placements, firehose, concurrency = SIZES[bench.sizes.name]
+    against = [BEFORE_POOL] if reachable(BEFORE_POOL) else []
+    if not against:
+        bench.log(f"  21. NOTE: {BEFORE_POOL} is not in this checkout's history: the pool of one is measured "
+                  "without the adapter before pools")
+    work = bench.work / "pool"
+    work.mkdir(parents=True, exist_ok=True)
+    await pool_of_one(work, rounds, short, against)
+    await placement(work, rounds, placements)
+    await spread(work, rounds, firehose, concurrency)
+
+
 async def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pool", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -194,13 +266,16 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--firehose", type=int, default=20_000, help="events per run (3.)")
     parser.add_argument("--concurrency", type=int, default=8, help="runs at once (3.)")
     parser.add_argument("--only", default="one,placement,spread")
+    parser.add_argument("--against", default=BEFORE_POOL,
+                        help="comma-separated revisions whose adapter (--a2a-url) runs beside the pool of one "
+                             "(default: the commit before the pool); '' for none")
     args = parser.parse_args(argv)
     raise_fd_limit()
     work = Path(tempfile.mkdtemp(prefix="aguiadapter-bench-pool-"))
     only = set(args.only.split(","))
     try:
         if "one" in only:
-            await pool_of_one(work, args.rounds, args.short)
+            await pool_of_one(work, args.rounds, args.short, [r for r in args.against.split(",") if r])
         if "placement" in only:
             await placement(work, args.rounds, args.placements)
         if "spread" in only:

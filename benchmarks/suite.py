@@ -65,12 +65,14 @@ from .statefiles import make_state_dir
 from .telemetry import render_telemetry, telemetry_json, telemetry_notes
 from .thread_list import render_thread_list, thread_list_json
 from .thread_age import measure_thread_age
+from .redis_topologies import measure_redis_topologies
+from .pool import measure_pool
 
 MB = 1024 * 1024
 
 
 MEASURES = ("rss", "ttf", "throughput", "interrupt", "concurrency", "store", "telemetry", "startup", "idle",
-            "capacity", "ids", "shutdown", "replay", "history", "threadlist", "images", "age")
+            "capacity", "ids", "shutdown", "replay", "history", "threadlist", "images", "age", "topologies", "pool")
 # What makes iac-code quiet and keeps it off the network.
 QUIET_ENV = {"DISABLE_TELEMETRY": "1", "IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "OTEL_SDK_DISABLED": "true"}
 
@@ -733,6 +735,8 @@ async def run(argv: Sequence[str] | None = None) -> int:
             ("threadlist", bench.measure_threadlist),
             ("images", bench.measure_images),
             ("age", functools.partial(measure_thread_age, bench)),  # 19. benchmarks/thread_age.py
+            ("topologies", functools.partial(measure_redis_topologies, bench)),  # 20. benchmarks/redis_topologies.py
+            ("pool", functools.partial(measure_pool, bench)),  # 21. benchmarks/pool.py
         ]
         for name, step in steps:
             if name not in only:
