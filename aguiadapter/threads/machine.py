@@ -34,6 +34,7 @@ to the record): a misspelt event or argument is a type error.
 
 from __future__ import annotations
 
+import abc
 import enum
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final, Generic, TypeVar
@@ -94,7 +95,7 @@ class RunBinding:
     user_message_id: str | None = None
 
 
-class Transition(Generic[_R]):
+class Transition(abc.ABC, Generic[_R]):
     """An event of the machine: its fields are the event's arguments, its
     :meth:`act` what it does to the record (in the source state; the record
     then moves to the target :func:`apply` chose), returning what it
@@ -104,8 +105,9 @@ class Transition(Generic[_R]):
     #: The event's name (in the diagram, in logs, in the lost-write policy).
     name: ClassVar[str]
 
-    def act(self, record: ThreadRecord, target: Node) -> _R:  # pragma: no cover - every event has one
-        raise NotImplementedError
+    @abc.abstractmethod
+    def act(self, record: ThreadRecord, target: Node) -> _R:
+        """What the event does to ``record`` (every event class has its own)."""
 
 
 # ------------------------------------------------------------ opening a run
