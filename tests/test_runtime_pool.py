@@ -18,6 +18,7 @@ from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.web.keys import POOL, SERVICE
 from tests.support.adapter import RunningAdapter, run_body, started
 from tests.support.eventually import eventually
+from tests.support.demo_pool import demo_runtimes
 from tests.test_resume import allow, interrupt_on, resume_body
 
 NAMES = ("a", "b", "c")
@@ -35,14 +36,8 @@ def holder(demos: dict[str, DemoRuntime], text: str) -> list[str]:
 
 @pytest.fixture
 async def demos() -> AsyncIterator[dict[str, DemoRuntime]]:
-    runtimes = {name: DemoRuntime() for name in NAMES}
-    for runtime in runtimes.values():
-        await runtime.start()
-    try:
+    async with demo_runtimes(NAMES) as runtimes:
         yield runtimes
-    finally:
-        for runtime in runtimes.values():
-            await runtime.close()
 
 
 def pool_of(demos: dict[str, DemoRuntime], **settings: Any) -> tuple[RuntimeSpec, ...]:

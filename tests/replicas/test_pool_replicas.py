@@ -17,6 +17,7 @@ import pytest
 from aguiadapter.demo.runtime import DemoRuntime
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream
+from tests.support.demo_pool import demo_runtimes
 
 from .redis_server import RedisServer
 from .replicas import HEADERS, Replica, interrupts_of, post, resume_body, stored_record
@@ -26,14 +27,8 @@ NAMES = ("a", "b", "c")
 
 @pytest.fixture
 async def trio() -> AsyncIterator[dict[str, DemoRuntime]]:
-    runtimes = {name: DemoRuntime() for name in NAMES}
-    for runtime in runtimes.values():
-        await runtime.start()
-    try:
+    async with demo_runtimes(NAMES) as runtimes:
         yield runtimes
-    finally:
-        for runtime in runtimes.values():
-            await runtime.close()
 
 
 @pytest.fixture
