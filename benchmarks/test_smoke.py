@@ -20,10 +20,12 @@ import pytest
 from benchmarks.event_ids import ID_KEYS, ID_LABELS, ID_TARGETS
 from benchmarks.report import (
     ADAPTER,
+    ADAPTER_PROCESS,
     ADAPTER_REDIS,
     BIG_KEYS,
     COLUMN_KEYS,
     IAC,
+    PROCESS_KEYS,
     RELAY,
     RUNTIME,
     STORE_KEYS,
@@ -75,7 +77,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:  # 
 def test_every_column_for_every_target(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
     _, document = smoke_run
     assert [c["key"] for c in document["columns"]] == list(COLUMN_KEYS)
-    for target in (ADAPTER, ADAPTER_REDIS, IAC, RELAY, RUNTIME):
+    for target in (ADAPTER, ADAPTER_PROCESS, ADAPTER_REDIS, IAC, RELAY, RUNTIME):
         row = document["results"][target]
         assert set(row) == set(COLUMN_KEYS), target
         for key, cell in row.items():
@@ -108,6 +110,23 @@ def test_adapter_and_relay_are_measured(smoke_run: tuple[str, dict]) -> None:  #
     # The interrupt column holds a round trip, or says plainly why not.
     cell = document["results"][ADAPTER]["interrupt_rt_ms"]
     assert "median" in cell or "resume" in cell["na"], cell
+
+
+def test_durability_process_is_measured_where_writes_are_on_the_path(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    row = document["results"][ADAPTER_PROCESS]
+    for key in ("ttfe_ms", "ttft_ms", "short_run_ms", "short_cpu_ms", "rss_idle_mb", "conc_high_p99_s",
+                "conc_high_peak_rss_mb"):
+        assert "median" in row[key], (key, row[key])
+    for key in set(row) - set(PROCESS_KEYS):
+        assert row[key]["na"].startswith("n/a: default durability only"), (key, row[key])
+    assert "process / iac-code agui" in output and "process / adapter (fsync)" in output
+    goals = [goal["goal"] for goal in document["goals"]]
+    assert "--durability process: first text of a short run <= 0.35x iac-code agui" in goals
+    assert "--durability process: server CPU per short run <= 0.3x iac-code agui" in goals
+    assert sum("no worse than the issue's" in goal for goal in goals) == 4
+    # At smoke sizes nothing is judged: a verdict says why, never MET or MISSED.
+    assert all(goal["met"] is None and goal["verdict"].startswith("not judged") for goal in document["goals"])
 
 
 def test_table_ratios_and_targets_are_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
