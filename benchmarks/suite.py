@@ -189,7 +189,7 @@ class Bench:
                 target.server.start()
         for target in self.targets:
             seconds = await target.server.wait_ready(timeout=120)
-            self.log(f"  {target.label:<15} pid {target.server.pid:<7} {target.server.url}  ready in {seconds:.2f} s")
+            self.log(f"  {target.label:<29} pid {target.server.pid:<7} {target.server.url}  ready in {seconds:.2f} s")
         for target in self.targets:
             result = await self.one_run(target, f"firehose {self.sizes.warmup}")
             if self.outcome(target, result) not in ("success", "TASK_STATE_INPUT_REQUIRED"):
