@@ -19,6 +19,7 @@ from .harness import Target
 from .procs import Server, fd_limit, free_port, wait_quiet
 from .report import (
     ADAPTER,
+    ADAPTER_PROCESS,
     BIG_KEYS,
     CAPACITY_KEYS,
     IAC,
@@ -42,7 +43,7 @@ async def measure_idle(bench: Bench) -> None:
     count, seconds = bench.sizes.idle_streams, bench.sizes.idle_seconds
     bench.results.na(RUNTIME, "rss_streams_mb", "the runtime is not an AG-UI server")
     bench.results.na(RUNTIME, "rss_per_stream_kb", "the runtime is not an AG-UI server")
-    keys = [t.key for t in bench.targets if t.kind == "agui"]
+    keys = [t.key for t in bench.targets if t.kind == "agui" and t.key != ADAPTER_PROCESS]
     for rep in range(bench.sizes.idle_reps):
         for key in bench.rotation(keys, rep):
             runtime, target = await _fresh_pair(bench, key, f"idle-{rep}")
@@ -149,7 +150,7 @@ async def measure_capacity(bench: Bench) -> None:
     for key in (IAC, RELAY):
         for column in BIG_KEYS:
             bench.results.na(key, column, "adapter only (the target is that one adapter process holds them)")
-    keys = [t.key for t in bench.targets if t.kind == "agui"]
+    keys = [t.key for t in bench.targets if t.kind == "agui" and t.key != ADAPTER_PROCESS]
     unable: set[str] = set()
     for rep in range(sizes.cap_reps):
         for key in bench.rotation(keys, rep):

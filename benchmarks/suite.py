@@ -44,9 +44,11 @@ from .harness import PROFILES, Sizes, Target, redis_unavailable
 from .procs import RedisServer, Server, fd_limit, free_port, raise_fd_limit, wait_quiet
 from .report import (
     ADAPTER,
+    ADAPTER_PROCESS,
     ADAPTER_REDIS,
     COLUMN_KEYS,
     IAC,
+    PROCESS_KEYS,
     RELAY,
     RUNTIME,
     STORE_KEYS,
@@ -81,7 +83,7 @@ class Bench:
     """The running setup: runtime, targets, client session and results."""
 
     def __init__(self, sizes: Sizes, work: Path, iac_venv: Path | None, log=print,  # type: ignore[no-untyped-def]
-                 keys: Sequence[str] = (ADAPTER, IAC, RELAY, RUNTIME)) -> None:
+                 keys: Sequence[str] = (ADAPTER, ADAPTER_PROCESS, IAC, RELAY, RUNTIME)) -> None:
         self.keys = tuple(keys)
         self.sizes = sizes
         self.work = work
@@ -91,7 +93,11 @@ class Bench:
         self.cwd = str(self.ws_root / "bench")
         self.runtime: Server | None = None
         self.targets: list[Target] = []
-        self.results = Results([ADAPTER, ADAPTER_REDIS, IAC, RELAY, RUNTIME])
+        self.results = Results([ADAPTER, ADAPTER_PROCESS, ADAPTER_REDIS, IAC, RELAY, RUNTIME])
+        for column in COLUMN_KEYS:
+            if column not in PROCESS_KEYS:
+                self.results.na(ADAPTER_PROCESS, column, "default durability only: this measure does not turn on "
+                                "the synced writes (see PROCESS_KEYS in benchmarks/report.py)")
         self.cleanup: list[asyncio.Task[None]] = []
         self.relay_args: list[str] = []
         # Servers started by one measure (stopped by it, and again by stop() after a failure).
@@ -168,6 +174,10 @@ class Bench:
         await self.runtime.wait_ready()
         if ADAPTER in self.keys:
             self.targets.append(Target(ADAPTER, self._adapter_server(self.work / "state-adapter", free_port()), "agui"))
+        if ADAPTER_PROCESS in self.keys:
+            server = self._adapter_server(self.work / "state-adapter-process", free_port(), name="adapter-process",
+                                          extra_args=("--durability", "process"))
+            self.targets.append(Target(ADAPTER_PROCESS, server, "agui"))
         if IAC in self.keys and self.iac_venv is not None:
             self.targets.append(Target(IAC, self._iac_server(free_port()), "agui"))
         if RELAY in self.keys:
@@ -179,7 +189,7 @@ class Bench:
                 target.server.start()
         for target in self.targets:
             seconds = await target.server.wait_ready(timeout=120)
-            self.log(f"  {target.label:<15} pid {target.server.pid:<7} {target.server.url}  ready in {seconds:.2f} s")
+            self.log(f"  {target.label:<29} pid {target.server.pid:<7} {target.server.url}  ready in {seconds:.2f} s")
         for target in self.targets:
             result = await self.one_run(target, f"firehose {self.sizes.warmup}")
             if self.outcome(target, result) not in ("success", "TASK_STATE_INPUT_REQUIRED"):
@@ -288,8 +298,10 @@ class Bench:
         """1. and 2. One long firehose run: events/s at the client, CPU per 10k events."""
         n = self.sizes.firehose
         assert self.runtime is not None
+        # Not --durability process: a long run's three writes are lost among its 20,000 events.
+        targets = [target for target in self.targets if target.key != ADAPTER_PROCESS]
         for rep in range(self.sizes.reps):
-            for target in self.rotation(self.targets, rep):
+            for target in self.rotation(targets, rep):
                 await self.settle(target.server)
                 cpu0, rt0, client0 = target.server.cpu(), self.runtime.cpu(), time.process_time()
                 result = await self.bounded_run(target, f"firehose {n}")
@@ -369,7 +381,7 @@ class Bench:
                     continue
                 self.results.add(target.key, "interrupt_rt_ms", elapsed * 1000)
         own = self.results.median(RUNTIME, "interrupt_rt_ms")
-        for key in (ADAPTER, IAC):
+        for key in (ADAPTER, ADAPTER_PROCESS, IAC):
             for value in self.results.samples[key].get("interrupt_rt_ms", []):
                 if own is None:
                     self.results.na(key, "interrupt_added_ms", "the runtime's own round trip is unknown")

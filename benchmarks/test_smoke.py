@@ -20,10 +20,12 @@ import pytest
 from benchmarks.event_ids import ID_KEYS, ID_LABELS, ID_TARGETS
 from benchmarks.report import (
     ADAPTER,
+    ADAPTER_PROCESS,
     ADAPTER_REDIS,
     BIG_KEYS,
     COLUMN_KEYS,
     IAC,
+    PROCESS_KEYS,
     RELAY,
     RUNTIME,
     STORE_KEYS,
@@ -75,7 +77,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:  # 
 def test_every_column_for_every_target(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
     _, document = smoke_run
     assert [c["key"] for c in document["columns"]] == list(COLUMN_KEYS)
-    for target in (ADAPTER, ADAPTER_REDIS, IAC, RELAY, RUNTIME):
+    for target in (ADAPTER, ADAPTER_PROCESS, ADAPTER_REDIS, IAC, RELAY, RUNTIME):
         row = document["results"][target]
         assert set(row) == set(COLUMN_KEYS), target
         for key, cell in row.items():
@@ -108,6 +110,23 @@ def test_adapter_and_relay_are_measured(smoke_run: tuple[str, dict]) -> None:  #
     # The interrupt column holds a round trip, or says plainly why not.
     cell = document["results"][ADAPTER]["interrupt_rt_ms"]
     assert "median" in cell or "resume" in cell["na"], cell
+
+
+def test_durability_process_is_measured_where_writes_are_on_the_path(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
+    output, document = smoke_run
+    row = document["results"][ADAPTER_PROCESS]
+    for key in ("ttfe_ms", "ttft_ms", "short_run_ms", "short_cpu_ms", "rss_idle_mb", "conc_high_p99_s",
+                "conc_high_peak_rss_mb"):
+        assert "median" in row[key], (key, row[key])
+    for key in set(row) - set(PROCESS_KEYS):
+        assert row[key]["na"].startswith("n/a: default durability only"), (key, row[key])
+    assert "process / iac-code agui" in output and "process / adapter (fsync)" in output
+    goals = [goal["goal"] for goal in document["goals"]]
+    assert "--durability process: first text of a short run <= 0.35x iac-code agui" in goals
+    assert "--durability process: server CPU per short run <= 0.3x iac-code agui" in goals
+    assert sum("no worse than the issue's" in goal for goal in goals) == 4
+    # At smoke sizes nothing is judged: a verdict says why, never MET or MISSED.
+    assert all(goal["met"] is None and goal["verdict"].startswith("not judged") for goal in document["goals"])
 
 
 def test_table_ratios_and_targets_are_printed(smoke_run: tuple[str, dict]) -> None:  # type: ignore[type-arg]
@@ -249,3 +268,53 @@ def test_the_image_bomb_attack_is_measured_and_printed(smoke_run: tuple[str, dic
     assert set(section["details"]["bomb_decoded"]["statuses_large"][0]) == {"200"}
     for label in section["labels"].values():
         assert label in output
+
+
+# The verdicts and the profile's parts, without running anything (fast).
+
+
+def _verdicts(samples: dict[tuple[str, str], float]) -> dict[str, dict]:  # type: ignore[type-arg]
+    from benchmarks.report import Results, goals
+
+    results = Results([ADAPTER, ADAPTER_PROCESS, ADAPTER_REDIS, IAC, RELAY, RUNTIME])
+    for (target, key), value in samples.items():
+        results.add(target, key, value)
+    return {goal["goal"]: goal for goal in goals(results)}
+
+
+def test_a_cpu_ratio_over_blocks_shorter_than_a_clock_tick_is_not_judged() -> None:
+    goals = _verdicts({(ADAPTER, "short_cpu_ms"): 4.0, (ADAPTER_PROCESS, "short_cpu_ms"): 0.0,
+                       (IAC, "short_cpu_ms"): 7.0})
+    process = goals["--durability process: server CPU per short run <= 0.3x iac-code agui"]
+    assert process["met"] is None and "clock tick" in process["verdict"], process
+    assert goals["fsync (default): server CPU per short run <= 0.35x iac-code agui"]["met"] is False
+
+
+def test_no_figure_worse_than_the_issues_by_more_than_5_percent() -> None:
+    def judged(key: str, ratio: float) -> bool | None:
+        goals = _verdicts({(ADAPTER, key): ratio, (IAC, key): 1.0})
+        return next(g["met"] for name, g in goals.items() if "no worse than the issue's" in name
+                    and g["value"] is not None)
+
+    assert judged("throughput_eps", 13.4) is True and judged("throughput_eps", 13.2) is False  # 14x - 5 %
+    assert judged("cpu_s_per_10k", 0.073) is True and judged("cpu_s_per_10k", 0.074) is False  # 0.07x + 5 %
+    assert judged("conc_high_p99_s", 0.115) is True and judged("conc_high_p99_s", 0.116) is False
+    assert judged("conc_high_peak_rss_mb", 0.75) is True and judged("conc_high_peak_rss_mb", 0.76) is False
+
+
+def test_the_profile_counts_a_sample_for_the_innermost_part_of_its_stack() -> None:
+    from benchmarks.profile import OTHER, part_of
+
+    root = ["_run_module_as_main (<frozen runpy>:198)", "main (aguiadapter/cli.py:389)",
+            "run (asyncio/runners.py:190)", "_run_once (asyncio/base_events.py:1922)"]
+    run = [*root, "_run (asyncio/events.py:80)", "run (aguiadapter/web/handlers.py:257)"]
+    assert part_of([*run, "parse_run_input (aguiadapter/protocol/parsing.py:40)",
+                    "loads (json/__init__.py:346)"])[0] == "request parse and digest"
+    assert part_of([*run, "write (aguiadapter/web/sse.py:90)",
+                    "_writelines (aiohttp/http_writer.py:120)"])[0] == "aiohttp (HTTP server and client)"
+    assert part_of([*run, "emit (aguiadapter/web/sse.py:90)"])[0] == "the relay's per-event path"
+    assert part_of(["_bootstrap (threading.py:1002)", "_run (aguiadapter/store/file/durable.py:118)",
+                    "_fsync_folder (aguiadapter/store/file/durable.py:200)"])[0] == "store writes and the writer thread"
+    assert part_of([*root, "select (selectors.py:468)"])[0] == "the event loop waiting (select)"
+    # The CLI's main at the root is not "other adapter code": the loop's own work is "other".
+    assert part_of([*root, "_run (asyncio/events.py:80)"])[0] == OTHER
