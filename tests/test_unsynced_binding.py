@@ -71,8 +71,8 @@ class FrozenAfterSession:
             await asyncio.Event().wait()  # nothing of this process happens any more
 
 
-async def start_service(state: Path, url: str) -> tuple[ThreadService, A2AClient]:
-    client = A2AClient(url)
+async def start_service(state: Path, url: str, token: str | None = None) -> tuple[ThreadService, A2AClient]:
+    client = A2AClient(url, token=token)
     service = ThreadService(FileThreadStore(state), client)
     await service.start()
     return service, client
