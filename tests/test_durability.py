@@ -83,3 +83,19 @@ async def test_health_shows_the_mode_and_runs_run_in_it(tmp_path: Path, demo: De
         health = (await adapter.get("/health")).json()
         assert health["store"]["durability"] == durability
         assert (await adapter.run(run_body(thread_id="t", text="hi", cwd=str(cwd)))).status == 200
+
+
+@pytest.mark.parametrize(("durability", "synced"), [("fsync", 5), ("process", 0)])
+async def test_a_short_run_syncs_its_start_and_end_and_only_the_bytes_of_its_binding(
+    tmp_path: Path, demo: DemoRuntime, monkeypatch: pytest.MonkeyPatch, durability: str, synced: int
+) -> None:
+    """Issue 35, item 4: the turn's write (temp file and folder), the task
+    binding's (its temp file: its rename rides on the end's folder fsync),
+    the end's (temp file and folder)."""
+    cwd = tmp_path / "workspaces" / "ws"
+    cwd.mkdir(parents=True)
+    async with started(tmp_path, demo.url, durability=durability) as adapter:
+        fsyncs = count_fsyncs(monkeypatch)
+        response = await adapter.run(run_body(thread_id="t-short", text="firehose 5", cwd=str(cwd)))
+        assert response.status == 200 and response.events()[-1]["type"] == "RUN_FINISHED"
+        assert len(fsyncs) == synced

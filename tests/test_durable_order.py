@@ -115,11 +115,11 @@ class FailsAfterStart(FileThreadStore):
         super().__init__(*args)
         self.saves = 0
 
-    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
+    async def save(self, record: ThreadRecord, claim: Any = None, *, durable: bool = True) -> Saved:
         self.saves += 1
         if self.saves == 2:
             raise PersistenceError("disk full")
-        return await super().save(record, claim)
+        return await super().save(record, claim, durable=durable)
 
 
 @pytest.mark.parametrize("text", ["firehose 5", "think about it", "tool"])

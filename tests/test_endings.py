@@ -95,7 +95,7 @@ def test_what_stopped_a_run_is_read_as_a_failure(exc: BaseException, failure: Fa
 
 
 class FullDisk(FileThreadStore):
-    async def save(self, record: ThreadRecord, claim: object = None) -> None:
+    async def save(self, record: ThreadRecord, claim: object = None, *, durable: bool = True) -> None:
         raise PersistenceError("no space left on device")
 
 

@@ -219,7 +219,7 @@ async def test_unknown_interrupt_on_a_thread_with_nothing_pending(
 
 
 class BrokenDisk(FileThreadStore):
-    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
+    async def save(self, record: ThreadRecord, claim: Any = None, *, durable: bool = True) -> Saved:
         raise PersistenceError("disk full")
 
 
@@ -328,11 +328,11 @@ class DiskFailsAfterStart(FileThreadStore):
         super().__init__(*args)
         self.saves = 0
 
-    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
+    async def save(self, record: ThreadRecord, claim: Any = None, *, durable: bool = True) -> Saved:
         self.saves += 1
         if self.saves > 1:
             raise PersistenceError("disk full")
-        return await super().save(record, claim)
+        return await super().save(record, claim, durable=durable)
 
 
 async def test_an_interrupt_that_cannot_be_stored_is_never_announced(

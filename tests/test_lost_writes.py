@@ -58,14 +58,14 @@ class Outage:
     #: The stored record when the store went down.
     kept: ThreadRecord | None = None
 
-    async def save(self, record: ThreadRecord, claim: Any = None) -> Saved:
+    async def save(self, record: ThreadRecord, claim: Any = None, *, durable: bool = True) -> Saved:
         if not self.full and self.trips is not None:
             stored = await self.load(record.thread_id)  # type: ignore[attr-defined]
             if self.trips(stored, record):
                 self.full, self.kept = True, stored
         if self.full:
             raise PersistenceError("no space left on device (injected)")
-        saved: Saved = await super().save(record, claim)  # type: ignore[misc]
+        saved: Saved = await super().save(record, claim, durable=durable)  # type: ignore[misc]
         return saved
 
     async def write_through(self, record: ThreadRecord) -> None:

@@ -18,8 +18,8 @@ from typing import Any, Final, Protocol, TypeVar
 
 import attrs
 
-from ..threads.machine import Transition, apply
-from ..threads.record import ThreadRecord
+from ..threads.machine import BindTask, Transition, apply
+from ..threads.record import RunKind, ThreadRecord
 from ..store.contract import Claim, LostWrite, PersistenceError, ThreadStore
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,22 @@ _R = TypeVar("_R")
 
 #: The record's fields, in the order :func:`commit` copies them.
 _FIELDS: Final = tuple(field.name for field in attrs.fields(ThreadRecord))
+
+
+def needs_sync(event: Transition[Any], record: ThreadRecord) -> bool:
+    """Whether ``event``'s write must be durable before anything it
+    announces goes out, or may wait for the thread's next durable save
+    (``store.save(..., durable=False)``).
+
+    Only a turn's task binding waits: the turn itself is durable (its
+    start was), and so is whatever follows the binding that recovery
+    needs (an interrupt's write, the end's). A power cut before the next
+    durable save leaves a running turn without its task id, and recovery
+    of a dead turn asks the runtime for the context's current task to
+    cancel it (service/thread_service.py ``_recover``). A resume's (or a
+    follow's) binding stays synced: the answers it carries are settled by
+    looking at its task."""
+    return not (isinstance(event, BindTask) and record.active_run_kind is RunKind.TURN)
 
 
 def working_copy(record: ThreadRecord) -> ThreadRecord:
@@ -123,7 +139,10 @@ class ThreadShell:
             draft = working_copy(live)
             result = apply(draft, event)
             try:
-                saved = await self.store.save(draft, self.claim)
+                if needs_sync(event, live):
+                    saved = await self.store.save(draft, self.claim)
+                else:
+                    saved = await self.store.save(draft, self.claim, durable=False)
             except PersistenceError as exc:
                 raise LostWrite(event.name, exc) from exc
             saved.stamp(draft)

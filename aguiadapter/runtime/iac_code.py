@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
+
 from ..a2a import wire
 from ..a2a.client import A2AClient, A2AError, A2AHttpError, A2ARpcError
 from ..a2a.messages import answer_message, permission_part
@@ -44,6 +46,16 @@ class AnswerRefused(Exception):
 
 class TaskMismatch(Exception):
     """The task the runtime returned is not the thread's."""
+
+
+@attrs.frozen
+class CurrentTask:
+    """A context's current task, as :meth:`IacCodeRuntime.current_task` found it."""
+
+    task_id: str
+    session_id: str | None
+    #: It works, or waits for an input (not a finished turn, not ended).
+    running: bool
 
 
 class IacCodeRuntime:
@@ -122,6 +134,29 @@ class IacCodeRuntime:
             return None
         messages = document.get("messages")
         return [item for item in messages if isinstance(item, dict)] if isinstance(messages, list) else None
+
+    async def current_task(self, context_id: str) -> CurrentTask | None:
+        """The context's current task (the execution-state route names it,
+        GetTask shows it): what a dead turn whose task id was never stored
+        left behind, when the runtime took its message. ``None`` when the
+        runtime does not say.
+
+        ``ListTasks`` (contextId) lists every task of the context, one per
+        turn, and nothing in it tells the newest from an earlier turn's
+        finished one: the current execution does."""
+        execution = await self.execution_state(context_id)
+        task_id = None if execution is None else execution.get("taskId")
+        if not isinstance(task_id, str) or not task_id:
+            return None
+        try:
+            task = await self.client.get_task(task_id, history_length=0)
+        except A2AError as exc:
+            log.info("task %s of %s not looked at: %s", task_id, context_id, type(exc).__name__)
+            return None
+        if task.get("id") != task_id or task.get("contextId") != context_id:
+            return None
+        session = ((task.get("metadata") or {}).get(wire.IAC_CODE_KEY) or {}).get("iacCodeSessionId")
+        return CurrentTask(task_id, session if isinstance(session, str) and session else None, _still_runs(task))
 
     async def pipeline_state(self, task_id: str, after: int) -> dict[str, Any] | None:
         """The pipeline state route (snapshot and events after ``after``);
@@ -209,3 +244,19 @@ class IacCodeRuntime:
             return False
         return True
 
+
+
+#: States of a task that goes on by itself.
+_RUNNING_STATES: Final = frozenset({wire.SUBMITTED, wire.WORKING})
+
+
+def _still_runs(task: dict[str, Any]) -> bool:
+    """Whether ``task`` works, or waits for an input (iac-code leaves a
+    finished turn ``INPUT_REQUIRED`` with nothing asked)."""
+    state = (task.get("status") or {}).get("state")
+    if state in _RUNNING_STATES:
+        return True
+    if state not in (wire.INPUT_REQUIRED, wire.AUTH_REQUIRED):
+        return False
+    iac = (task.get("metadata") or {}).get(wire.IAC_CODE_KEY) or {}
+    return bool(iac.get("input") or iac.get("pendingPermissions"))

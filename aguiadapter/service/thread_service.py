@@ -315,6 +315,31 @@ class ThreadService:
             return
         await runtime.cancel_task(record.task_id)
 
+    async def _find_turn_task(self, shell: ThreadShell) -> None:
+        """A dead turn without a stored task id: its binding may have died
+        with the machine (it is written unsynced: runs/shell.py
+        ``needs_sync``), or with the process before it was written. The
+        context's current task, while it still runs, is the turn's: bind it
+        (with the session the history reads), so that it is cancelled like
+        any dead turn's task."""
+        record = shell.record
+        try:
+            runtime = self.pool.member(record.runtime).runtime
+        except RuntimeGone:
+            return
+        found = await runtime.current_task(record.context_id)
+        # A finished task is the turn's only on a thread's first turn (an
+        # earlier turn's otherwise, when the runtime never got this one's
+        # message); bound then all the same for its session, which the
+        # history reads.
+        if found is None or not (found.running or record.session_id is None):
+            return
+        log.info("thread %s: the dead turn's task %s found on its runtime", record.thread_id, found.task_id)
+        try:
+            await shell.apply(tm.BindTask(found.task_id, found.session_id or record.session_id))
+        except PersistenceError as exc:
+            raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
+
     async def _key_of(self, thread_id: str, principal: str | None) -> str:
         """Where the caller's thread ``thread_id`` is kept (:func:`thread_key`)."""
         if legacy_key(thread_id, principal) is None:
@@ -435,6 +460,8 @@ class ThreadService:
             # A client that is gone is a cancel (the protocol reference's
             # rule); nothing the person decided rides on a turn: it is lost.
             async with shell.renewing():
+                if record.task_id is None:
+                    await self._find_turn_task(shell)
                 await self._cancel_task(record)
             log.info("thread %s: a dead turn run: task %s cancelled", record.thread_id, record.task_id)
             await self._settle(shell, tm.Fail(ErrorCode.EXECUTION_LOST, _describe(ErrorCode.EXECUTION_LOST)))

@@ -118,10 +118,16 @@ class ThreadStore(Protocol):
         by an earlier version: reading it for someone else must cost what
         reading nothing does; see threads/access.py)."""
 
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
+    async def save(self, record: ThreadRecord, claim: Claim | None = None, *, durable: bool = True) -> Saved:
         """Write the record durably (all or nothing) as its next version; what
         that stamped on it (the record handed in is not changed: the caller
-        applies :class:`Saved` once the write succeeded); ``PersistenceError`` on failure."""
+        applies :class:`Saved` once the write succeeded); ``PersistenceError`` on failure.
+
+        ``durable=False`` is for a write that recovery can rebuild from the
+        runtime (a turn's task binding): the store may let it survive only
+        the process until the thread's next durable save, which then makes
+        it durable too (the file store leaves its rename unsynced); it is
+        still all or nothing, and a power cut leaves the version before it."""
 
     async def earlier_run(self, key: str, run_id: str) -> RunEntry | None:
         """The entry of a run that moved out of the thread's record into its

@@ -21,6 +21,14 @@ costs 1.1-1.3x the CPU of a write handed to this thread and woken with one
 (``python -m benchmarks.durable_saves`` measures both side by side; the
 numbers are in ``benchmarks/README.md``).
 
+A write that does not *settle* (the store's ``save(..., durable=False)``:
+a write recovery can rebuild from the runtime) has its temp file synced and
+renamed like any other, but its folder is not fsynced for it: it survives
+the process at once, and a power cut only once the next settled write of
+the folder fsynced it (until then a power cut may keep the previous file,
+whole: the bytes are on disk before the name can point at them, on any file
+system). That saves one of a write's two syncs.
+
 A write may carry a *marker*: an empty file (the thread list's mark of a
 record) made right after the write landed, in the same group and with the
 same wake-up, but not synced: a power cut may take it (a process that dies
@@ -58,6 +66,10 @@ class _Write:
     #: rename (a thread's run history: :mod:`.history`).
     append: tuple[str, bytes] | None = None
     sync: bool = True
+    #: Whether the rename is made durable (its folder fsynced) before the
+    #: caller hears of it; ``False``: the temp file's bytes are synced, the
+    #: rename is not (the next write of the folder that is carries it).
+    settle: bool = True
     error: OSError | None = None
     marker_error: OSError | None = None
 
@@ -81,15 +93,19 @@ class GroupWriter:
         self._closed = False
 
     async def replace(
-        self, tmp: str, path: str, data: bytes, marker: str | None = None, append: tuple[str, bytes] | None = None
+        self, tmp: str, path: str, data: bytes, marker: str | None = None, append: tuple[str, bytes] | None = None,
+        *, settle: bool = True,
     ) -> OSError | None:
         """Write ``data`` to ``tmp``, fsync it, rename it to ``path`` and
         fsync the folder; raises ``OSError`` when any of it failed. With
         ``append``, first append to that file and fsync it (its failure fails
         the write). Then make the file ``marker``, if any: returns what
-        failed of it (``None``: made)."""
+        failed of it (``None``: made). ``settle=False`` leaves the folder
+        unsynced: a power cut may keep the file ``path`` was, whole, instead
+        of the new one (never a torn one: the bytes were synced before the
+        rename); the next settled write of the folder makes it durable."""
         loop = asyncio.get_running_loop()
-        write = _Write(tmp, path, data, loop.create_future(), loop, marker, append, self.sync)
+        write = _Write(tmp, path, data, loop.create_future(), loop, marker, append, self.sync, settle)
         self._start()
         self._queue.put(write)
         return await write.future
@@ -158,7 +174,9 @@ def _write_temp(write: _Write) -> None:
 
 
 def _replace_group(group: Sequence[_Write], *, sync: bool = True) -> None:
-    """Rename the group's synced temp files in order, then fsync their folders."""
+    """Rename the group's synced temp files in order, then fsync the folders
+    of those that settle (once a folder: its fsync carries every rename
+    made in it before, settled or not)."""
     folders: dict[str, list[_Write]] = {}
     for write in group:
         if write.error is not None:
@@ -168,7 +186,8 @@ def _replace_group(group: Sequence[_Write], *, sync: bool = True) -> None:
         except OSError as exc:
             write.error = exc
             continue
-        folders.setdefault(os.path.dirname(write.path) or ".", []).append(write)
+        if write.settle:
+            folders.setdefault(os.path.dirname(write.path) or ".", []).append(write)
     for folder, writes in folders.items() if sync else ():
         try:
             _fsync_folder(folder)

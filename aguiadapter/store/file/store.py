@@ -211,12 +211,14 @@ class FileThreadStore:
         except OSError as exc:
             raise CorruptRecord(f"{name}: {exc.strerror}") from exc
 
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
+    async def save(self, record: ThreadRecord, claim: Claim | None = None, *, durable: bool = True) -> Saved:
         """Atomically replace the thread's file (the runs that move out of
-        the record are appended to its run history first, in the same write)."""
+        the record are appended to its run history first, in the same write);
+        ``durable=False``: its rename is left for the next durable save to
+        sync (:mod:`.durable`)."""
         saved, stamped = Saved.next_of(record, time.time())
         stored, moved = split_runs(stamped)
-        await self._write_listed(stored, self._append_of(stored, moved))
+        await self._write_listed(stored, self._append_of(stored, moved), settle=durable or bool(moved))
         if not moved:
             return saved
         self.history.appended(record.key, moved)
@@ -234,7 +236,9 @@ class FileThreadStore:
         await self.index.removed(record)
         await self.history.remove(record.key)
 
-    async def _write_listed(self, record: ThreadRecord, append: tuple[str, bytes] | None = None) -> None:
+    async def _write_listed(
+        self, record: ThreadRecord, append: tuple[str, bytes] | None = None, *, settle: bool = True
+    ) -> None:
         """Write the record, and the first time, its thread list marker (a
         follower of the write, in the same group: a save costs one durable
         write). The record is the truth: a marker that failed is made again
@@ -243,9 +247,10 @@ class FileThreadStore:
             marker = await self.index.marker_of(record)
         except OSError as exc:
             log.error("thread %s: not listed until its next save: %s", record.thread_id, exc)
-            await self._write_atomic(self._file_of(record.key), record_to_json(record), append=append)
+            await self._write_atomic(self._file_of(record.key), record_to_json(record), append=append, settle=settle)
             return
-        failed = await self._write_atomic(self._file_of(record.key), record_to_json(record), marker, append)
+        failed = await self._write_atomic(
+            self._file_of(record.key), record_to_json(record), marker, append, settle=settle)
         if failed is not None:
             log.error("thread %s: not listed until its next save: %s", record.thread_id, failed)
         self.index.saved(record, marked=failed is None)
@@ -328,16 +333,18 @@ class FileThreadStore:
         return self._deadlines
 
     async def _write_atomic(
-        self, path: str, data: bytes, marker: str | None = None, append: tuple[str, bytes] | None = None
+        self, path: str, data: bytes, marker: str | None = None, append: tuple[str, bytes] | None = None,
+        *, settle: bool = True,
     ) -> OSError | None:
-        """Replace ``path`` durably (``PersistenceError`` when it failed),
-        then make the file ``marker``, unsynced: what failed of that."""
+        """Replace ``path`` durably (``PersistenceError`` when it failed;
+        ``settle=False``: its rename is synced by the next write that
+        settles), then make the file ``marker``, unsynced: what failed of that."""
         name = os.path.basename(path)
         try:
             await self._ensure_dir()
             # Written, fsynced, renamed and the folder fsynced before this
             # returns; writes that wait together share the folder fsync.
-            return await self._writer.replace(_tmp_of(path), path, data, marker, append)
+            return await self._writer.replace(_tmp_of(path), path, data, marker, append, settle=settle)
         except OSError as exc:
             raise PersistenceError(f"cannot write {name}: {exc.strerror or exc}") from exc
 

@@ -458,8 +458,13 @@ class RedisThreadStore:
             return None
         return data if isinstance(data, bytes) else data.encode()
 
-    async def save(self, record: ThreadRecord, claim: Claim | None = None) -> Saved:
-        """Compare-and-set the record on its version, fenced by the claim's token."""
+    async def save(self, record: ThreadRecord, claim: Claim | None = None, *, durable: bool = True) -> Saved:
+        """Compare-and-set the record on its version, fenced by the claim's token.
+
+        Every save waits for ``min_replicas``, ``durable=False`` too: a save
+        a failover lost would make the thread's next one a version conflict
+        (the run's end a lost write), so skipping the WAIT saves nothing
+        that is not paid back as a failed end."""
         if claim is not None and claim.thread_id != record.key:
             raise PersistenceError(f"claim of {claim.thread_id} used for {record.key}")
         expected = record.version
