@@ -14,21 +14,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
 from ..threads.machine import Transition, apply
-from ..threads.record import ThreadRecord
+from ..threads.record import RECORD_FIELDS, ThreadRecord, copy_record
 from ..store.contract import Claim, LostWrite, PersistenceError, ThreadStore
 
 log = logging.getLogger(__name__)
 
 _R = TypeVar("_R")
-
-
-#: The record's fields, in the order :func:`commit` copies them.
-_FIELDS: Final = tuple(field.name for field in attrs.fields(ThreadRecord))
 
 
 def working_copy(record: ThreadRecord) -> ThreadRecord:
@@ -37,18 +33,17 @@ def working_copy(record: ThreadRecord) -> ThreadRecord:
     the machine replaces an entry instead of changing it (pending interrupts,
     which it does change, are copied). The pipeline cursor is shared on
     purpose: the run's translator moves it between transitions."""
-    return attrs.evolve(
-        record,
-        runs=dict(record.runs),
-        pending_interrupts=[attrs.evolve(item) for item in record.pending_interrupts],
-        applied_answers=dict(record.applied_answers),
-    )
+    draft = copy_record(record)
+    draft.runs = dict(record.runs)
+    draft.pending_interrupts = [attrs.evolve(item) for item in record.pending_interrupts]
+    draft.applied_answers = dict(record.applied_answers)
+    return draft
 
 
 def commit(live: ThreadRecord, draft: ThreadRecord) -> None:
     """Make the live record what the stored draft says (in place: the run
     and the service hold the live record)."""
-    for name in _FIELDS:
+    for name in RECORD_FIELDS:
         setattr(live, name, getattr(draft, name))
 
 
