@@ -179,6 +179,8 @@ def scrub(text: str, values: Iterable[str | None] = ()) -> str:
     if values or hidden:
         found.update(value for value in (*values, *hidden)
                      if value and len(value) >= MIN_SECRET_LENGTH and value in text)
+    if not found:
+        return text
     for value in sorted(found, key=len, reverse=True):
         text = text.replace(value, "***")
     return text
@@ -343,6 +345,6 @@ def _trace_ids(record: logging.LogRecord) -> dict[str, str]:
 
 def _plain(value: Any) -> str:
     text = str(value)
-    if not text or any(char in text for char in ' "=') or _CONTROL.search(text):
+    if not text or " " in text or '"' in text or "=" in text or _CONTROL.search(text):
         return one_line(json.dumps(text, ensure_ascii=False))
     return text
