@@ -1,6 +1,6 @@
 """User-space instructions per short run, this tree against another checkout.
 
-``python -m benchmarks.instructions --before DIR [--runs 60] [--text "firehose 5"]``
+``python -m benchmarks.instructions --before DIR [--runs 60] [--text "firehose 5"] [--durability process]``
 
 The CPU clock of a shared machine cannot rank changes of a few percent: an
 unchanged tree measures 0.8-1.1x itself under load. Instructions can. Each
@@ -32,14 +32,14 @@ from .procs import Server, free_port
 _HERE = Path(__file__).resolve().parents[1]
 
 
-async def count(checkout: Path, runtime_url: str, work: Path, runs: int, text: str) -> int:
+async def count(checkout: Path, runtime_url: str, work: Path, runs: int, text: str, extra: list[str]) -> int:
     """Instructions of ``checkout``'s adapter over ``runs`` runs of ``text``."""
     out = work / f"callgrind-{checkout.name}.out"
     ws = work / "ws"
     ws.mkdir(parents=True, exist_ok=True)
     argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
             sys.executable, "-m", "aguiadapter", "--host", "127.0.0.1", "--port", str(port := free_port()),
-            "--a2a-url", runtime_url, "--state-dir", str(work / f"state-{checkout.name}")]
+            "--a2a-url", runtime_url, "--state-dir", str(work / f"state-{checkout.name}"), *extra]
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     # The checkout first on the path, and its folder the working one: ``-m`` puts the latter first.
     env.update({"PYTHONPATH": str(checkout), "IAC_CODE_AGUI_ALLOWED_CWDS": str(ws),
@@ -79,12 +79,14 @@ async def main_async(args: argparse.Namespace) -> int:
     runtime.start()
     try:
         await runtime.wait_ready()
-        here = await count(_HERE, runtime.url, work / "here", args.runs, args.text)
-        before = await count(Path(args.before).resolve(), runtime.url, work / "before", args.runs, args.text)
+        extra = ["--durability", args.durability] if args.durability else []
+        here = await count(_HERE, runtime.url, work / "here", args.runs, args.text, extra)
+        before = await count(Path(args.before).resolve(), runtime.url, work / "before", args.runs, args.text, extra)
     finally:
         runtime.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{args.runs} runs of {args.text!r}, user-space instructions per run")
+    mode = f", --durability {args.durability}" if args.durability else ""
+    print(f"{args.runs} runs of {args.text!r}{mode}, user-space instructions per run")
     print(f"  this tree: {here / args.runs:,.0f}")
     print(f"  {args.before}: {before / args.runs:,.0f}")
     print(f"  ratio: {here / before:.3f}x")
@@ -97,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", required=True, help="another checkout (git worktree add DIR REV)")
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--text", default="firehose 5")
+    parser.add_argument("--durability", choices=("fsync", "process"), default=None,
+                        help="the adapters' --durability (default: theirs)")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("needs valgrind (callgrind)", file=sys.stderr)
