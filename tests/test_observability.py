@@ -22,6 +22,8 @@ from aguiadapter.logs import (
     _SECRET_PATTERNS,
     RedactingFilter,
     _folded,
+    configure_logging,
+    log_fields,
     redact,
     secrets_hidden,
 )
@@ -112,6 +114,25 @@ def test_no_character_the_patterns_read_as_a_needed_letter_is_missed() -> None:
 ]), max_size=12).map("".join))
 def test_redact_masks_what_every_pattern_masks(text: str) -> None:
     assert redact(text) == _every_pattern(text)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_field_line_shows_no_credential_in_either_form(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The text form masks a log_fields line's fields inside its message
+    only (they show nowhere else); the JSON form masks them as keys."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("INFO", fmt)
+        log_fields(logging.getLogger("aguiadapter.test"), logging.INFO, "run ended",
+                   {"thread": "t-1", "error": "token=hunter2hunter2", "url": "https://bob:pw1234@host/x"})
+        logging.getLogger("aguiadapter.test").info("plain", extra={"fields": {"note": "password: hunter3hunter3"}})
+    finally:
+        root.handlers[:], root.level = handlers, level
+        logging.captureWarnings(False)
+    written = capsys.readouterr().err
+    assert "t-1" in written and "run ended" in written and "plain" in written
+    assert not any(secret in written for secret in ("hunter2", "pw1234", "hunter3")), written
 
 
 def test_the_redacting_filter_rewrites_the_record() -> None:
