@@ -5,7 +5,7 @@
 The CPU clock of a shared machine cannot rank changes of a few percent: an
 unchanged tree measures 0.8-1.1x itself under load. Instructions can. Each
 adapter (this tree's, then the one in ``DIR``, e.g. ``git worktree add
-/tmp/before main``) runs under callgrind (``valgrind``) with its
+../before main``) runs under callgrind (``valgrind``) with its
 instrumentation off; after a few warm-up runs it is switched on
 (``callgrind_control -i on``) for ``--runs`` runs of ``--text`` on new
 threads, then off, and the count is read from the dump: every thread of the
