@@ -14,17 +14,22 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import attrs
 
 from ..threads.machine import Transition, apply
-from ..threads.record import RECORD_FIELDS, ThreadRecord, copy_record
+from ..threads.record import ThreadRecord
 from ..store.contract import Claim, LostWrite, PersistenceError, ThreadStore
+from ..threads.record import copy_record
 
 log = logging.getLogger(__name__)
 
 _R = TypeVar("_R")
+
+
+#: The record's fields, in the order :func:`commit` copies them.
+_FIELDS: Final = tuple(field.name for field in attrs.fields(ThreadRecord))
 
 
 def working_copy(record: ThreadRecord) -> ThreadRecord:
@@ -43,7 +48,7 @@ def working_copy(record: ThreadRecord) -> ThreadRecord:
 def commit(live: ThreadRecord, draft: ThreadRecord) -> None:
     """Make the live record what the stored draft says (in place: the run
     and the service hold the live record)."""
-    for name in RECORD_FIELDS:
+    for name in _FIELDS:
         setattr(live, name, getattr(draft, name))
 
 
