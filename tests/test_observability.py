@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.logs import (
@@ -15,7 +18,12 @@ from aguiadapter.logs import (
     JsonFormatter,
     KeyValueFormatter,
     KnownSecrets,
+    _PATTERN_NEEDS,
+    _SECRET_PATTERNS,
     RedactingFilter,
+    _folded,
+    configure_logging,
+    log_fields,
     redact,
     secrets_hidden,
 )
@@ -79,6 +87,52 @@ def test_credential_shaped_text_is_masked(line: str) -> None:
     masked = redact(line)
     assert "***" in masked
     assert not any(value in masked for value in ("abc.def-123", "0123456789", "very-secret-value", "sts-token-value"))
+
+
+def _every_pattern(text: str) -> str:
+    """What redact did before it skipped the patterns a text cannot match."""
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda match: match.group(1) + "***" + ("@" if match.group().endswith("@") else ""), text)
+    return text
+
+
+def test_no_character_the_patterns_read_as_a_needed_letter_is_missed() -> None:
+    """redact skips a pattern when the lowercased text lacks what it needs:
+    every character the regex engine matches case-insensitively to a letter
+    of those needs must lowercase to it (the Kelvin sign, the long s)."""
+    everything = "".join(chr(code) for code in range(sys.maxunicode + 1) if not 0xD800 <= code <= 0xDFFF)
+    for letter in sorted({char for _, needs in _PATTERN_NEEDS for need in needs for char in need if char.isalpha()}):
+        for char in re.findall(f"(?i){letter}", everything):
+            assert _folded(char) == letter, (letter, hex(ord(char)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([
+    "Bearer ", "BEARER\t", "api_key", "ApiKey", "\u212aey", "\u017fecret", "SECRET", "passwd", "PassWord", "token",
+    "securityToken", "accessKeySecret", "sk-", "SK-", "://", "https://", "user:pw@", "@", "=", ": ", '"', "'",
+    "abcdefgh12", "x", " ", "\n", "-", "_", "tok", "en", "ke", "y",
+]), max_size=12).map("".join))
+def test_redact_masks_what_every_pattern_masks(text: str) -> None:
+    assert redact(text) == _every_pattern(text)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_field_line_shows_no_credential_in_either_form(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The text form masks a log_fields line's fields inside its message
+    only (they show nowhere else); the JSON form masks them as keys."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("INFO", fmt)
+        log_fields(logging.getLogger("aguiadapter.test"), logging.INFO, "run ended",
+                   {"thread": "t-1", "error": "token=hunter2hunter2", "url": "https://bob:pw1234@host/x"})
+        logging.getLogger("aguiadapter.test").info("plain", extra={"fields": {"note": "password: hunter3hunter3"}})
+    finally:
+        root.handlers[:], root.level = handlers, level
+        logging.captureWarnings(False)
+    written = capsys.readouterr().err
+    assert "t-1" in written and "run ended" in written and "plain" in written
+    assert not any(secret in written for secret in ("hunter2", "pw1234", "hunter3")), written
 
 
 def test_the_redacting_filter_rewrites_the_record() -> None:

@@ -21,6 +21,7 @@ import attrs
 from ..threads.machine import BindTask, Transition, apply
 from ..threads.record import RunKind, ThreadRecord
 from ..store.contract import Claim, LostWrite, PersistenceError, ThreadStore
+from ..threads.record import copy_record
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +54,11 @@ def working_copy(record: ThreadRecord) -> ThreadRecord:
     the machine replaces an entry instead of changing it (pending interrupts,
     which it does change, are copied). The pipeline cursor is shared on
     purpose: the run's translator moves it between transitions."""
-    return attrs.evolve(
-        record,
-        runs=dict(record.runs),
-        pending_interrupts=[attrs.evolve(item) for item in record.pending_interrupts],
-        applied_answers=dict(record.applied_answers),
-    )
+    draft = copy_record(record)
+    draft.runs = dict(record.runs)
+    draft.pending_interrupts = [attrs.evolve(item) for item in record.pending_interrupts]
+    draft.applied_answers = dict(record.applied_answers)
+    return draft
 
 
 def commit(live: ThreadRecord, draft: ThreadRecord) -> None:

@@ -17,7 +17,7 @@ from typing import Protocol
 import attrs
 
 from ..threads.listing import ListCursor, ThreadPage, ThreadSummary
-from ..threads.record import RunEntry, ThreadRecord, ThreadState, record_from_json, stored_principal
+from ..threads.record import RunEntry, ThreadRecord, ThreadState, copy_record, record_from_json, stored_principal
 from .run_log import LogBounds, RunLogs
 from .slots import RunSlots
 
@@ -83,7 +83,9 @@ class Saved:
         """The stamp of ``record``'s next save at ``now``, and the copy of
         ``record`` to store with it (``record`` itself stays as it was)."""
         saved = cls(record.version + 1, now)
-        return saved, attrs.evolve(record, version=saved.version, updated_at=now)
+        stored = copy_record(record)
+        stored.version, stored.updated_at = saved.version, now
+        return saved, stored
 
 
 class ReplicaSignals(Protocol):

@@ -99,14 +99,20 @@ async def read_at_pace(request: web.Request, limit: int, clock: float | None = N
     """The body's bytes, at most ``limit`` once inflated (413 beyond, counted
     as it inflates), arriving at the minimum pace (400 ``body_too_slow``)."""
     started = time.monotonic() if clock is None else clock
+    content = request.content
     chunks: list[bytes] = []
     size = 0
     while True:
-        # The body may take the grace plus what its bytes so far earn it.
-        allowed = started + BODY_GRACE_SECONDS + size / BODY_MIN_BYTES_PER_SECOND - time.monotonic()
         try:
-            async with asyncio.timeout(max(allowed, 0.0)):
-                chunk = await request.content.read(_READ_SIZE)
+            if content.is_eof():
+                # All of it arrived (a small body comes with its headers):
+                # nothing to wait for, so no timer to arm and cancel.
+                chunk = content.read_nowait(_READ_SIZE)
+            else:
+                # The body may take the grace plus what its bytes so far earn it.
+                allowed = started + BODY_GRACE_SECONDS + size / BODY_MIN_BYTES_PER_SECOND - time.monotonic()
+                async with asyncio.timeout(max(allowed, 0.0)):
+                    chunk = await content.read(_READ_SIZE)
         except TimeoutError:
             raise AdapterError(ErrorCode.BAD_REQUEST, "body_too_slow") from None
         except web.RequestPayloadError:

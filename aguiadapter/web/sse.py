@@ -26,6 +26,13 @@ SSE_HEADERS = {
 }
 
 
+class _SseResponse(web.StreamResponse):
+    """A stream whose headers leave with its first event, in one write: a
+    system call fewer per run (:meth:`SseWriter.open` sends them alone)."""
+
+    _send_headers_immediately = False
+
+
 class ClientGone(SinkClosed):
     """The client closed the connection."""
 
@@ -43,7 +50,7 @@ class SseWriter:
         on_disconnect: Callable[[], object] | None = None,
     ) -> None:
         self.request = request
-        self.response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        self.response: web.StreamResponse = _SseResponse(status=200, headers=SSE_HEADERS)
         self.on_disconnect = on_disconnect
         self.events_sent = 0
         self._watch = watch
@@ -102,6 +109,8 @@ class SseWriter:
         """Send the headers now (a stream whose events may never come)."""
         if not self.response.prepared:
             await self._prepare()
+            # An empty write sends the headers held for the first event.
+            await self.response.write(b"")
 
     def tick(self, now: float) -> None:
         """The watch looks: is the client still there, is a heartbeat due?"""
