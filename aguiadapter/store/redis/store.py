@@ -51,6 +51,7 @@ from ..run_history import entry_json, entry_of, split_runs
 from ..run_log import LogBounds
 from .limits import RedisRunSlots
 from .durable import KEEP_UNDO, UNDO, UNDO_TTL_MS, wait_refusal
+from .earlier import ClaimReads, ReadAtClaim, version_of
 from .layout import LAYOUT_VERSION, MIGRATION_LOCK_MS, Keys, Migrated, check_prefix, migrate
 from .topology import (
     CLUSTER_OPTIONS, CLUSTER_SCHEME, SENTINEL_OPTIONS, SENTINEL_SCHEME, Client, TopologyError, close_sentinel,
@@ -85,12 +86,16 @@ _ERRORS = (RedisError, OSError, asyncio.TimeoutError)
 _RUN_FIELD = "run:"
 _T = TypeVar("_T")
 
-# KEYS: claim. ARGV: lease ms, the token (made by the caller from the
-# thread's fence counter, which lives in another slot).
+# KEYS: claim, record (one slot). ARGV: lease ms, the token (made by the
+# caller from the thread's fence counter, which lives in another slot), the
+# hash field of the run id in the thread's history (``run:<id>``). Returns
+# {0} (held by another), or {1, the record's version, that field} (nil
+# where absent), read in the step that takes the claim (:mod:`.earlier`).
 _CLAIM = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
-return 1
+local found = redis.call('HMGET', KEYS[2], 'version', ARGV[3])
+return {1, found[1], found[2]}
 """
 
 # KEYS: claim. ARGV: token, lease ms.
@@ -325,6 +330,8 @@ class RedisThreadStore:
         self._delete_script = self._client.register_script(_DELETE)
         self._undo_script = self._client.register_script(UNDO)
         self._lists = RedisThreadList(self._client, self.keys.thread_list, self.keys.thread)
+        #: What each claim held here read of its run id's history (:mod:`.earlier`).
+        self._claim_reads = ClaimReads()
         self._callbacks: list[Callable[[str], None]] = []
         self._attach_callbacks: list[Callable[[str], None]] = []
         self._listener: asyncio.Task[None] | None = None
@@ -441,12 +448,17 @@ class RedisThreadStore:
     async def load(self, thread_id: str) -> ThreadRecord | None:
         """The stored record; ``StoreUnavailable`` when Redis does not answer."""
         raw = await self._read_record(thread_id)
-        return None if raw is None else parse_stored_record(thread_id, raw, f"redis record of {thread_id}")
+        record = None if raw is None else parse_stored_record(thread_id, raw, f"redis record of {thread_id}")
+        self._claim_reads.loaded(thread_id, record)
+        return record
 
     async def load_owned(self, thread_id: str, principal: str | None) -> ThreadRecord | None:
         """The stored record when it names ``principal`` (another's is not parsed)."""
         raw = await self._read_record(thread_id)
-        return None if raw is None else parse_owned_record(thread_id, raw, f"redis record of {thread_id}", principal)
+        record = None if raw is None else parse_owned_record(
+            thread_id, raw, f"redis record of {thread_id}", principal)
+        self._claim_reads.loaded(thread_id, record)
+        return record
 
     async def _read_record(self, thread_id: str) -> bytes | None:
         """The bytes of a thread's record, ``None`` when it has none."""
@@ -534,11 +546,17 @@ class RedisThreadStore:
             log.warning("thread %s saved, but its place in the thread list was not updated: %s", record.key, _why(exc))
 
     async def earlier_run(self, key: str, run_id: str) -> RunEntry | None:
-        """A run that left the thread's record: a field of the record's hash."""
-        try:
-            value = await _bounded(self._client.hget(self.keys.thread(key), _RUN_FIELD + run_id))
-        except _ERRORS as exc:
-            raise StoreUnavailable(f"redis: {_why(exc)}") from exc
+        """A run that left the thread's record: a field of the record's hash,
+        as the claim taken for this run read it, else asked for (``HGET``)."""
+        read = self._claim_reads.take(key, run_id)
+        value: bytes | str | None
+        if read is not None:
+            value = read.entry
+        else:
+            try:
+                value = await _bounded(self._client.hget(self.keys.thread(key), _RUN_FIELD + run_id))
+            except _ERRORS as exc:
+                raise StoreUnavailable(f"redis: {_why(exc)}") from exc
         if value is None:
             return None
         try:
@@ -613,15 +631,22 @@ class RedisThreadStore:
 
     # -------------------------------------------------------------- claims
     async def claim(self, thread_id: str, run_id: str) -> Claim | None:
-        """Take the thread's lease with a new fencing token; ``None`` if held."""
+        """Take the thread's lease with a new fencing token; ``None`` if held.
+        The same script reads ``run_id``'s entry in the thread's history, which
+        admission may need next (:mod:`.earlier`)."""
         try:
             count = await _bounded(self._client.incr(self.keys.fence(thread_id)))
             token = int(count) * (1 << _TOKEN_RANDOM_BITS) + secrets.randbits(_TOKEN_RANDOM_BITS)
-            keys = [self.keys.claim(thread_id)]
-            taken = await _bounded(self._claim_script(keys=keys, args=[self.settings.lease_ms, token]))
+            keys = [self.keys.claim(thread_id), self.keys.thread(thread_id)]
+            args: list[str | int] = [self.settings.lease_ms, token, _RUN_FIELD + run_id]
+            answer = await _bounded(self._claim_script(keys=keys, args=args))
         except _ERRORS as exc:
             raise StoreUnavailable(f"redis: {_why(exc)}") from exc
-        return Claim(thread_id, run_id, token) if int(taken) == 1 else None
+        if int(answer[0]) != 1:
+            return None
+        version, entry = answer[1:3]
+        self._claim_reads.keep(thread_id, ReadAtClaim(run_id, token, version_of(version), entry))
+        return Claim(thread_id, run_id, token)
 
     async def renew(self, claim: Claim) -> bool:
         """Extend the lease if it still holds our token; ``False`` once lost."""
@@ -634,6 +659,7 @@ class RedisThreadStore:
 
     async def release(self, claim: Claim) -> None:
         """Delete the lease only if it still holds our token (never raises)."""
+        self._claim_reads.released(claim.thread_id, claim.token)
         try:
             await _bounded(self._release_script(keys=[self.keys.claim(claim.thread_id)], args=[claim.token]))
         except _ERRORS as exc:
