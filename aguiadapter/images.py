@@ -37,15 +37,19 @@ import io
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Final, TypeVar, cast
+from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 import attrs
-from PIL import Image, UnidentifiedImageError
 
 from .errors import AdapterError, ErrorCode
 from .protocol.content import DataSource, ImagePart
 from .protocol.inputs import RunAgentInput, UserMessage
 from .protocol.refusals import format_path
+
+if TYPE_CHECKING:
+    # Pillow is imported by the first image's worker thread, not at startup:
+    # a server that never sees an image does not hold its 3 MB.
+    from PIL import Image
 
 __all__ = [
     "DECODE_BUDGET_BYTES",
@@ -258,6 +262,8 @@ def _plan(source: DataSource) -> _Plan:
     Nothing is decoded here: ``Image.open`` reads the size and the mode, and
     a JPEG's ``draft`` only picks the scale its decode will use.
     """
+    from PIL import Image, UnidentifiedImageError
+
     data = _without_png_text(source.data) if source.media_type == "image/png" else source.data
     with warnings.catch_warnings():
         # Pillow warns (and past twice its own bound raises) about large images; the bound here is ours.
@@ -328,6 +334,8 @@ def _cost(image: Image.Image) -> int:
 
 def _reencode(image: Image.Image, media_type: str) -> tuple[bytes, str]:
     """Scaled within MAX_SIDE, in its own format if that fits, else JPEG; in a worker thread."""
+    from PIL import Image
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -399,6 +407,8 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 def _encode(scaled: Image.Image, media_type: str) -> tuple[bytes, str]:
+    from PIL import Image
+
     own = _FORMATS.get(media_type)
     if own in ("PNG", "WEBP"):
         data = _save(scaled, own)
@@ -418,6 +428,8 @@ def _encode(scaled: Image.Image, media_type: str) -> tuple[bytes, str]:
 
 def _flatten(image: Image.Image) -> Image.Image:
     """RGB, transparency laid on white (JPEG has no alpha)."""
+    from PIL import Image
+
     if image.mode in ("RGBA", "LA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         ground = Image.new("RGB", rgba.size, (255, 255, 255))

@@ -69,3 +69,19 @@ def test_sse_blocks_are_data_lines_separated_by_blank_lines() -> None:
     blocks = body.decode().split("\n\n")
     assert blocks[-1] == "" and len(blocks) == len(EVENTS) + 1
     assert [json.loads(block[len("data: "):]) for block in blocks[:-1]] == EVENTS
+
+
+def test_an_indented_record_holds_only_its_own_bytes() -> None:
+    # A record waits in the writer's queue while its write is pending: orjson's
+    # working buffer (16 KiB behind this 1.2 KiB record) must not wait with it.
+    import tracemalloc
+
+    record = {"thread_id": "t" * 40, "runs": {f"run-{n}": {"digest": "0" * 64, "outcome": "success"} for n in range(8)}}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        data = fastjson.dumps_indented(record)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(data) > 1000 and held < 2 * len(data)

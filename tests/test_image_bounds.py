@@ -22,8 +22,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import PIL.Image
 import pytest
-import aguiadapter.images
 from aguiadapter.config import JwtSettings
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.images import MAX_DECODED_PIXELS, TARGET_IMAGE_BYTES
@@ -139,13 +139,14 @@ class OpenSpy:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls = 0
-        real = aguiadapter.images.Image.open
+        # Pillow's own module: the adapter imports it with its first image.
+        real = PIL.Image.open
 
         def counting(*args: Any, **kwargs: Any) -> Any:
             self.calls += 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(aguiadapter.images.Image, "open", counting)
+        monkeypatch.setattr(PIL.Image, "open", counting)
 
 
 async def test_a_run_the_server_limit_refuses_decodes_nothing(

@@ -112,3 +112,34 @@ async def test_over_http_a_bomb_is_refused_before_the_stream_and_an_image_runs(
         assert accepted.status == 200 and check_stream(accepted.body)[-1]["type"] == "RUN_FINISHED"
     finally:
         await running.close()
+
+
+def test_pillow_is_loaded_by_the_first_image_not_by_the_server() -> None:
+    # Pillow holds about 3 MB of a process that may never see an image; the
+    # first image of a fresh process still has its bomb refused and its image fitted.
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import asyncio, sys
+        import aguiadapter.cli, aguiadapter.web.app
+        from aguiadapter.errors import AdapterError
+        from aguiadapter.images import ImageWork
+        from aguiadapter.protocol.parsing import parse_run_input
+        print("at start:", "PIL" in sys.modules)
+        from tests.test_images import body_with, bomb_png, image_part, noisy_png  # (Pillow makes the images)
+        work = ImageWork()
+        try:
+            asyncio.run(work.fit(parse_run_input(body_with(image_part(bomb_png(30000, 30000))))))
+        except AdapterError as exc:
+            print("bomb:", exc.message_id)
+        fitted = asyncio.run(work.fit(parse_run_input(body_with(image_part(noisy_png(1200, 1200))))))
+        work.close()
+        print("fitted:", len(fitted.new_user_message.content[1].data) < 1200 * 1200)
+    """)
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["at start: False", "bomb: input_image_too_many_pixels", "fitted: True"]
