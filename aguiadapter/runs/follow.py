@@ -258,6 +258,8 @@ class Follower:
                     await self.recover_pipeline()
                 if chunk.outcome is not None:
                     return chunk.outcome
+                # Written: its events and spans' snapshot do not wait with an idle stream.
+                del chunk, aligned
         except A2ARpcError as exc:
             meant = refusal(exc, answering=accepting is not None)
             if meant is not None:
