@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
@@ -81,13 +81,41 @@ MIN_SECRET_LENGTH = 6
 @contextmanager
 def secrets_hidden(values: Iterable[str | None]) -> Iterator[None]:
     """Mask these values in every line logged inside (and by the tasks started inside)."""
-    kept = tuple(sorted({value for value in values if value and len(value) >= MIN_SECRET_LENGTH}, key=len,
-                        reverse=True))
-    token = _REQUEST_SECRETS.set(_REQUEST_SECRETS.get() + kept)
+    token = _REQUEST_SECRETS.set(_REQUEST_SECRETS.get() + _maskable(values))
     try:
         yield
     finally:
         _REQUEST_SECRETS.reset(token)
+
+
+def _maskable(values: Iterable[str | None]) -> tuple[str, ...]:
+    """The values long enough to mask, longest first (a key that contains another is masked whole)."""
+    return tuple(sorted({value for value in values if value and len(value) >= MIN_SECRET_LENGTH}, key=len,
+                        reverse=True))
+
+
+class SecretsHidden:
+    """:func:`secrets_hidden` for values known only inside the block: ``with
+    SecretsHidden() as hidden: ... hidden.hide(values)``. One slot, where an
+    ``ExitStack`` around :func:`secrets_hidden` keeps a queue, a generator and
+    its frame for as long as the block lasts (a stream's whole life)."""
+
+    __slots__ = ("_token",)
+
+    def __init__(self) -> None:
+        self._token: Token[tuple[str, ...]] | None = None
+
+    def __enter__(self) -> SecretsHidden:
+        return self
+
+    def hide(self, values: Iterable[str | None]) -> None:
+        """Mask ``values`` until the block ends (once per block)."""
+        self._token = _REQUEST_SECRETS.set(_REQUEST_SECRETS.get() + _maskable(values))
+
+    def __exit__(self, *exc: object) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            _REQUEST_SECRETS.reset(token)
 
 
 class KnownSecrets:

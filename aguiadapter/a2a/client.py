@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import aiohttp
+from aiohttp.helpers import parse_content_type
 from aiohttp.http_exceptions import HttpProcessingError
 
 from aguiadapter.fastjson import loads as fast_loads
@@ -53,6 +54,15 @@ __all__ = [
 MAX_SSE_LINE: Final = 64 * 1024 * 1024
 _HEALTH_TIMEOUT: Final = 3.0
 _SSE_TYPE: Final = "text/event-stream"
+
+
+def media_type(headers: Mapping[str, str]) -> str:
+    """The media type of ``Content-Type`` as aiohttp's ``content_type`` reads it
+    (the same cached parse), without the parsed copy that aiohttp then keeps on
+    the message for its whole life: about 1 KB per open stream, for a check
+    made once."""
+    raw = headers.get("Content-Type")
+    return "application/octet-stream" if raw is None else parse_content_type(raw)[0]
 # What a dead, unreachable or misbehaving peer looks like from aiohttp.
 _TRANSPORT_ERRORS: Final = (aiohttp.ClientError, HttpProcessingError, OSError, asyncio.TimeoutError)
 # The connection was never made: the request did not leave this process.
@@ -525,13 +535,13 @@ class A2AClient:
         """POST a streaming call; return the response once it is known to be SSE."""
         body = self._rpc_body(method, params)
         resp = await self._send(self._url, body, self._sse_headers, self._open_timeout, method, call)
-        if 200 <= resp.status < 300 and resp.content_type == _SSE_TYPE:
+        if 200 <= resp.status < 300 and media_type(resp.headers) == _SSE_TYPE:
             return resp
         # Errors to streaming calls come back as one application/json object.
         async with resp:
             obj = await self._read_reply(resp, method)
         self._check_rpc_reply(resp, obj, method)
-        raise A2AUnavailable(f"{method}: expected an event stream, got {resp.content_type}")
+        raise A2AUnavailable(f"{method}: expected an event stream, got {media_type(resp.headers)}")
 
     async def _stream(
         self, method: str, params: dict[str, Any]
@@ -548,6 +558,8 @@ class A2AClient:
         failure: BaseException | None = None
         try:
             resp = await self._open_stream(method, params, call)
+            # Sent: the request (a whole user message) need not live as long as the stream.
+            del params
             ended = at_eof = False
             try:
                 async with aclosing(iter_sse_batches(resp.content)) as chunks:

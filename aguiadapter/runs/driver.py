@@ -108,12 +108,11 @@ class RunDriver:
         )
         names = (record.thread_id, ticket.run_input.run_id)
         self.output = RunOutput(names, self._goes_on_without_client, sink)
-        self.closer = RunCloser(context, ticket, self.translator, self.output, lambda: bool(self.follower.accepted))
+        # Bound methods, not lambdas, here and below: a third of the size, kept all the run long.
+        self.closer = RunCloser(context, ticket, self.translator, self.output, self._answers_taken)
         self.ended = Latch()
-        self.grace = GraceWatcher(
-            context, ticket.shell, names, self.ended,
-            gone=self._stop_without_client, lost_write=self._lost_write, drained=lambda: self.stop("shutdown"),
-        )
+        #: Made when the run first goes on without its client (most never do).
+        self._grace: GraceWatcher | None = None
         self.phase = Phase.OPENING
         self.stop_reason: StopReason | None = None
         #: The transition whose write the grace watcher lost.
@@ -145,6 +144,28 @@ class RunDriver:
             self.stop_reason = reason
         if self._inner is not None:
             self._inner.cancel()
+
+    @property
+    def grace(self) -> GraceWatcher:
+        """The run's grace watcher, made on first use."""
+        if self._grace is None:
+            self._grace = GraceWatcher(
+                self.context, self.ticket.shell, self.output.names, self.ended,
+                gone=self._stop_without_client, lost_write=self._lost_write, drained=self._drained,
+            )
+        return self._grace
+
+    def _answers_taken(self) -> bool:
+        """Whether the runtime took this run's answers."""
+        return bool(self.follower.accepted)
+
+    def _drained(self) -> None:
+        """The drain ended without another replica adopting the run."""
+        self.stop("shutdown")
+
+    def _lease_lost(self) -> None:
+        """The thread's lease is no longer this process's."""
+        self.stop("lease_lost")
 
     def _may_enter(self, phase: Phase) -> bool:
         """Whether :data:`PHASES` allows a move to ``phase`` now."""
@@ -204,7 +225,8 @@ class RunDriver:
 
     def reader_came(self) -> None:
         """A client of this process re-attached (see :meth:`GraceWatcher.reader_came`)."""
-        self.grace.reader_came()
+        if self._grace is not None:  # none made: the run never went on without a client
+            self._grace.reader_came()
 
     def _lost_write(self, transition: str) -> None:
         """The grace watcher lost the write of ``transition``: the run ends."""
@@ -235,7 +257,7 @@ class RunDriver:
             if self._may_enter(Phase.OVER):  # not when stopped while it opened
                 self._enter(Phase.OVER)
         else:
-            self.ticket.shell.keep_claim(lambda: self.stop("lease_lost"))
+            self.ticket.shell.keep_claim(self._lease_lost)
             if begins is Phase.PARKED:
                 self._client_left()
             elif self._may_enter(begins):  # not when stopped while it opened
@@ -255,7 +277,8 @@ class RunDriver:
             await self._drive()
         finally:
             shell.stop_keeping()
-            self.grace.cancel()
+            if self._grace is not None:
+                self._grace.cancel()
             await shell.release()
             self._log_run()
             # The run's report (begun by open(), which drive() follows) ends after its log line.

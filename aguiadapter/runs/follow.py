@@ -179,7 +179,7 @@ class Follower:
         #: execution route is looked at until the turn stops.
         self.subscribable = subscribable
         #: Answers of this run the runtime took.
-        self.accepted: set[str] = set()
+        self.accepted: frozenset[str] = frozenset()  # the empty one is shared: most runs answer nothing
         self._view_restored = False
 
     @property
@@ -221,7 +221,7 @@ class Follower:
         )
 
     async def accept(self, interrupt_ids: list[str]) -> None:
-        self.accepted.update(interrupt_ids)
+        self.accepted |= frozenset(interrupt_ids)
         await self.run.accept(interrupt_ids)
 
     # ------------------------------------------------------------ streams
@@ -258,6 +258,8 @@ class Follower:
                     await self.recover_pipeline()
                 if chunk.outcome is not None:
                     return chunk.outcome
+                # Written: its events and spans' snapshot do not wait with an idle stream.
+                del chunk, aligned
         except A2ARpcError as exc:
             meant = refusal(exc, answering=accepting is not None)
             if meant is not None:

@@ -27,7 +27,10 @@ async def relay_turn(follower: Follower, ticket: Ticket) -> TurnOutcome | None:
     """A new turn: relay the stream of its message; follow the task when
     the stream stopped without saying whether an input waits."""
     assert ticket.message is not None
-    outcome = await follower.relay(follower.runtime.stream(ticket.message))
+    batches = follower.runtime.stream(ticket.message)
+    # Sent once: the ticket does not keep it for as long as the stream stays open.
+    ticket.message = None
+    outcome = await follower.relay(batches)
     if outcome is None or not outcome.unconfirmed:
         return outcome
     return await follower.follow()

@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from contextlib import ExitStack
 from importlib import resources
 from typing import Any
 
 from aiohttp import web
 
+from ..a2a.client import media_type
 from ..version import __version__
 from ..errors import AdapterError, ErrorCode
-from ..logs import KNOWN_SECRETS, mask_url, secrets_hidden
+from ..logs import KNOWN_SECRETS, SecretsHidden, mask_url
 from ..protocol.digest import canonical_digest
 from ..protocol.inputs import RunAgentInput
 from ..protocol.parsing import parse_cancel_request, parse_run_input
@@ -232,11 +232,12 @@ async def run(request: web.Request) -> web.StreamResponse:
     limits = admission(request)
     payload: Any = None
     slot = None
-    with ExitStack() as hidden:
+    # Not an ExitStack (its queue is 0.8 KB): this frame lives as long as the stream.
+    with SecretsHidden() as hidden:
         try:
             try:
                 principal = await authenticate(request)
-                if request.content_type != "application/json":
+                if media_type(request.headers) != "application/json":
                     raise AdapterError(ErrorCode.UNSUPPORTED_MEDIA_TYPE)
                 # Room in the body budget, then the body, then its turn when large (see body_turns).
                 large_bodies = request.config_dict[LARGE_BODIES]
@@ -253,7 +254,7 @@ async def run(request: web.Request) -> web.StreamResponse:
                         raise parsed
                     run_input = bind_user_id(parsed, principal)
                     # From every line this run logs, the runtime's quotes included.
-                    hidden.enter_context(secrets_hidden(run_input.iac_code.secret_values()))
+                    hidden.hide(run_input.iac_code.secret_values())
                     cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
                     # Before admission: a refused run never touches its thread or the runtime.
                     slot = await limits.acquire(run_input.iac_code.user_id)
@@ -291,7 +292,7 @@ async def _stream(request: web.Request, service: ThreadService, ticket: Ticket, 
     sink = SseWriter(
         request,
         request.config_dict[STREAMS],
-        on_disconnect=lambda: service.stop_run(execution_id, "disconnect"),
+        on_disconnect=functools.partial(service.stop_run, execution_id, "disconnect"),
     )
     try:
         await service.run(ticket, sink)
