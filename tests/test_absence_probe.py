@@ -8,8 +8,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
+from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import ThreadRecord
+from aguiadapter.workspace import resolve_workspace
 
 
 def _record(thread_id: str) -> ThreadRecord:
@@ -74,3 +78,12 @@ async def test_a_cancelled_write_stops_looks_until_a_later_write_came_back(tmp_p
         assert not store.still_absent(probe)
     finally:
         await store.close()
+
+
+async def test_the_look_rides_only_on_a_workspace_that_passed(tmp_path: Path) -> None:
+    looks: list[str] = []
+    assert await resolve_workspace(str(tmp_path), [str(tmp_path)], lambda: looks.append("looked")) == str(tmp_path)
+    assert looks == ["looked"]
+    with pytest.raises(AdapterError) as refused:
+        await resolve_workspace("/", [str(tmp_path)], lambda: looks.append("looked"))
+    assert refused.value.code is ErrorCode.INVALID_INPUT and looks == ["looked"]
