@@ -18,7 +18,7 @@ import asyncio
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from .errors import AdapterError, ErrorCode
@@ -62,7 +62,9 @@ def check_workspace_path(cwd: str) -> None:
         raise _refuse("input_cwd_name_too_long", limit=MAX_NAME_BYTES)
 
 
-async def resolve_workspace(cwd: str, allowed_roots: Sequence[str]) -> str:
+async def resolve_workspace(
+    cwd: str, allowed_roots: Sequence[str], alongside: Callable[[], None] | None = None
+) -> str:
     """Check ``cwd`` and return it with its symlinks resolved.
 
     Raises ``AdapterError(INVALID_INPUT)`` for a path refused by
@@ -71,12 +73,23 @@ async def resolve_workspace(cwd: str, allowed_roots: Sequence[str]) -> str:
     is revealed about paths outside them), or that the file system refuses:
     not a directory, below a regular file, in a symlink loop, too long once
     resolved, or not searchable by the server.
+
+    ``alongside``: other file system work of the request (it must not
+    raise), done on the same trip to the worker thread once ``cwd`` passed:
+    one thread wake-up and one event-loop wake-up fewer.
     """
     check_workspace_path(cwd)
-    return await asyncio.to_thread(_resolve_on_disk, cwd, tuple(allowed_roots))
+    return await asyncio.to_thread(_resolve_on_disk, cwd, tuple(allowed_roots), alongside)
 
 
-def _resolve_on_disk(cwd: str, allowed_roots: tuple[str, ...]) -> str:
+def _resolve_on_disk(cwd: str, allowed_roots: tuple[str, ...], alongside: Callable[[], None] | None = None) -> str:
+    resolved = _resolved(cwd, allowed_roots)
+    if alongside is not None:
+        alongside()
+    return resolved
+
+
+def _resolved(cwd: str, allowed_roots: tuple[str, ...]) -> str:
     resolved = os.path.realpath(cwd)
     roots = [os.path.realpath(root) for root in allowed_roots]
     if roots and not any(_is_within(resolved, root) for root in roots):

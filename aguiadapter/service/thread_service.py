@@ -51,6 +51,7 @@ from ..threads.record import EarlierConversation, RunKind, ThreadRecord, thread_
 from ..store.run_log import LogBounds, LogBroken, RunLogs, Truncated
 from ..runs.shell import EventSink, ThreadShell
 from ..store.contract import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
+from ..store.probe import AbsenceProbe
 from ..store.run_history import with_earlier_run
 
 log = logging.getLogger(__name__)
@@ -180,6 +181,7 @@ class ThreadService:
         cwd: str,
         principal: str | None = None,
         prepare: Callable[[RunAgentInput], Awaitable[RunAgentInput]] | None = None,
+        early: AbsenceProbe | None = None,
     ) -> Ticket:
         """Check a request against the thread and claim the thread for it
         (``principal``: the verified caller, who owns the threads they start).
@@ -187,7 +189,11 @@ class ThreadService:
         ``prepare`` (the images' fitting) makes a new turn's input ready once
         the turn is admitted, new-thread gate included, and before anything of
         the thread is written or the runtime asked: costly work a refused
-        request never gets, and a refusal of its own that leaves nothing behind."""
+        request never gets, and a refusal of its own that leaves nothing behind.
+
+        ``early``: a look for the thread's record file that the request took
+        on its way (:meth:`absence_probe`); trusted only when the store says
+        no write began since, otherwise the record is read as usual."""
         if self.draining:
             raise Draining()
         key = await self._key_of(run_input.thread_id, principal)
@@ -204,7 +210,7 @@ class ThreadService:
         seat: RunSlot | None = None
         notices: list[Event] = []
         try:
-            known = await self._load(key)
+            known = None if self._still_absent(early, key) else await self._load(key)
             if known is not None:
                 admission.preflight(await self._with_earlier_run(known, request.run_id), request)
             record = known or _new_record(run_input, cwd, principal, namespaced=key != run_input.thread_id)
@@ -339,6 +345,25 @@ class ThreadService:
             await shell.apply(tm.BindTask(found.task_id, found.session_id or record.session_id))
         except PersistenceError as exc:
             raise AdapterError(ErrorCode.STATE_PERSISTENCE_FAILED) from exc
+
+    def absence_probe(self, thread_id: str, principal: str | None = None) -> AbsenceProbe | None:
+        """A look for the caller's record file of ``thread_id``, for a
+        worker thread the request visits anyway (its workspace check):
+        admission then needs no trip of its own to find a new thread has no
+        record. ``None`` when the store offers none (Redis), or when the
+        thread may be kept under an earlier version's key."""
+        probes = getattr(self.store, "absence_probe", None)
+        if probes is None or legacy_key(thread_id, principal) is not None:
+            return None
+        probe: AbsenceProbe | None = probes(thread_key(thread_id, principal))
+        return probe
+
+    def _still_absent(self, probe: AbsenceProbe | None, key: str) -> bool:
+        """Whether ``probe`` proves that ``key`` has no record (:mod:`..store.probe`)."""
+        if probe is None or probe.key != key:
+            return False
+        absent: bool = self.store.still_absent(probe)  # type: ignore[attr-defined]
+        return absent
 
     async def _key_of(self, thread_id: str, principal: str | None) -> str:
         """Where the caller's thread ``thread_id`` is kept (:func:`thread_key`)."""

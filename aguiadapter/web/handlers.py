@@ -255,13 +255,16 @@ async def run(request: web.Request) -> web.StreamResponse:
                     run_input = bind_user_id(parsed, principal)
                     # From every line this run logs, the runtime's quotes included.
                     hidden.hide(run_input.iac_code.secret_values())
-                    cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds)
+                    # The thread's record file is looked for on the same trip (a new thread's admission reads nothing).
+                    early = service.absence_probe(run_input.thread_id, principal)
+                    cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds,
+                                                  early.look if early is not None else None)
                     # Before admission: a refused run never touches its thread or the runtime.
                     slot = await limits.acquire(run_input.iac_code.user_id)
                     # Images are decoded only once the run limits and the new-thread gate said yes.
                     ticket = await service.admit(
                         run_input, digest, language, cwd, principal,
-                        prepare=request.config_dict[IMAGES].fit,
+                        prepare=request.config_dict[IMAGES].fit, early=early,
                     )
                     # Admitted: the runtime has them now, and may quote them later,
                     # outside this request (an expiry, a later turn).

@@ -38,6 +38,7 @@ from ...threads.listing import ListCursor, ThreadPage, ThreadSummary, summary_of
 from ...threads.record import RunEntry, ThreadRecord, ThreadState, record_from_json, record_to_json
 from ..run_log import LogBounds, MemoryRunLogs
 from ..contract import Claim, CorruptRecord, PersistenceError, Saved, parse_owned_record, parse_stored_record
+from ..probe import AbsenceProbe
 
 log = logging.getLogger(__name__)
 _tmp_counter = itertools.count()
@@ -93,6 +94,12 @@ class FileThreadStore:
         self.threads_dir = self.state_dir / "threads"
         self._claims: dict[str, Claim] = {}
         self._next_token = 0
+        #: Writes begun and writes under way (:meth:`absence_probe`); the
+        #: number of the last write whose caller was cancelled (the writer
+        #: thread may still be making its file), 0 once a later write came back.
+        self._writes_begun = 0
+        self._writes_running = 0
+        self._orphan = 0
         self._dir_ready = False
         self._deadlines: dict[str, float] | None = None
         self._deadline_lock = asyncio.Lock()
@@ -210,6 +217,20 @@ class FileThreadStore:
             return None
         except OSError as exc:
             raise CorruptRecord(f"{name}: {exc.strerror}") from exc
+
+    def absence_probe(self, key: str) -> AbsenceProbe | None:
+        """A look for ``key``'s record file to take on a worker thread the
+        caller visits anyway; ``None`` while a write is under way (its file
+        may appear while the probe looks). See :mod:`..probe`."""
+        if self._writes_running or self._orphan:
+            return None
+        return AbsenceProbe(key, self._file_of(key), self._writes_begun)
+
+    def still_absent(self, probe: AbsenceProbe) -> bool:
+        """Whether ``probe`` saw no file and no write began since it was made:
+        only this process writes the folder (it holds its lock), and every
+        file it writes goes through :meth:`_write_atomic`."""
+        return probe.absent and probe.mark == self._writes_begun
 
     async def save(self, record: ThreadRecord, claim: Claim | None = None, *, durable: bool = True) -> Saved:
         """Atomically replace the thread's file (the runs that move out of
@@ -340,13 +361,26 @@ class FileThreadStore:
         ``settle=False``: its rename is synced by the next write that
         settles), then make the file ``marker``, unsynced: what failed of that."""
         name = os.path.basename(path)
+        self._writes_begun += 1
+        number = self._writes_begun
+        self._writes_running += 1
         try:
             await self._ensure_dir()
             # Written, fsynced, renamed and the folder fsynced before this
             # returns; writes that wait together share the folder fsync.
-            return await self._writer.replace(_tmp_of(path), path, data, marker, append, settle=settle)
+            failed = await self._writer.replace(_tmp_of(path), path, data, marker, append, settle=settle)
         except OSError as exc:
             raise PersistenceError(f"cannot write {name}: {exc.strerror or exc}") from exc
+        except asyncio.CancelledError:
+            self._orphan = max(self._orphan, number)
+            raise
+        finally:
+            self._writes_running -= 1
+        # The writer thread answers in the order writes came: one queued after
+        # the orphan was written, so the orphan is done with too.
+        if number > self._orphan:
+            self._orphan = 0
+        return failed
 
     async def claim(self, thread_id: str, run_id: str) -> Claim | None:
         """Claim in memory; the event loop serialises callers."""
