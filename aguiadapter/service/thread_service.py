@@ -51,7 +51,7 @@ from ..threads.record import EarlierConversation, RunKind, ThreadRecord, thread_
 from ..store.run_log import LogBounds, LogBroken, RunLogs, Truncated
 from ..runs.shell import EventSink, ThreadShell
 from ..store.contract import Claim, CorruptRecord, PersistenceError, StoreUnavailable, ThreadStore
-from ..store.probe import AbsenceProbe
+from ..store.probe import AbsenceProbe, ProbingStore
 from ..store.run_history import with_earlier_run
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,8 @@ class ThreadService:
         profile: Profile = DEFAULT_PROFILE,
     ) -> None:
         self.store = store
+        #: The store, when it can look for a record on a trip the request makes anyway.
+        self._probing = store if isinstance(store, ProbingStore) else None
         #: The runtimes threads are pinned to (one lent client: a pool of one, ``default``).
         self.pool = client if isinstance(client, RuntimePool) else RuntimePool.single(client, runtime_config_dir)
         first = next(iter(self.pool.members.values()))
@@ -352,18 +354,15 @@ class ThreadService:
         admission then needs no trip of its own to find a new thread has no
         record. ``None`` when the store offers none (Redis), or when the
         thread may be kept under an earlier version's key."""
-        probes = getattr(self.store, "absence_probe", None)
-        if probes is None or legacy_key(thread_id, principal) is not None:
+        if self._probing is None or legacy_key(thread_id, principal) is not None:
             return None
-        probe: AbsenceProbe | None = probes(thread_key(thread_id, principal))
-        return probe
+        return self._probing.absence_probe(thread_key(thread_id, principal))
 
     def _still_absent(self, probe: AbsenceProbe | None, key: str) -> bool:
         """Whether ``probe`` proves that ``key`` has no record (:mod:`..store.probe`)."""
-        if probe is None or probe.key != key:
+        if probe is None or probe.key != key or self._probing is None:
             return False
-        absent: bool = self.store.still_absent(probe)  # type: ignore[attr-defined]
-        return absent
+        return self._probing.still_absent(probe)
 
     async def _key_of(self, thread_id: str, principal: str | None) -> str:
         """Where the caller's thread ``thread_id`` is kept (:func:`thread_key`)."""

@@ -6,7 +6,7 @@ The look is taken before the thread is claimed, so it is trusted only on
 positive evidence that nothing could have made the file since: the store
 hands a probe out only while none of its writes is under way, stamped with
 the count of writes begun, and takes the probe's "no file" only while that
-count is unchanged (:meth:`~.file.store.FileStore.still_absent`). A file
+count is unchanged (:meth:`~.file.store.FileThreadStore.still_absent`). A file
 that exists, or any other answer of the file system, proves nothing: the
 record is read under the claim, as without a probe.
 """
@@ -14,6 +14,7 @@ record is read under the claim, as without a probe.
 from __future__ import annotations
 
 import os
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -37,3 +38,13 @@ class AbsenceProbe:
             self.absent = True
         except OSError:
             pass  # not evidence of anything: the read under the claim decides
+
+
+@runtime_checkable
+class ProbingStore(Protocol):
+    """A store that can hand out :class:`AbsenceProbe` looks (the file store;
+    a Redis store cannot: another replica may write the thread any time)."""
+
+    def absence_probe(self, key: str) -> AbsenceProbe | None: ...
+
+    def still_absent(self, probe: AbsenceProbe) -> bool: ...
