@@ -350,3 +350,11 @@ def a2a_outcome(result: StreamResult) -> str:
         return f"error: {str(last)[:200]}"
     holder = last["result"].get("statusUpdate") or last["result"].get("task") or {}
     return str((holder.get("status") or {}).get("state"))
+
+
+async def run_ok(url: str, text: str, cwd: str) -> None:
+    """One run of the demo runtime's script ``text`` on a new thread; a run
+    that does not end in success stops the measure (its count would lie)."""
+    result = await stream(url, run_body(text, cwd=cwd))
+    if agui_outcome(result) != "success":
+        raise RuntimeError(f"run failed: {agui_outcome(result)}")

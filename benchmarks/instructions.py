@@ -26,8 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .client import agui_outcome, run_body, stream
-from .procs import Server, free_port
+from .client import run_ok
+from .procs import Server, demo_runtime, free_port
 
 _HERE = Path(__file__).resolve().parents[1]
 
@@ -50,10 +50,10 @@ async def count(checkout: Path, runtime_url: str, work: Path, runs: int, text: s
     try:
         await server.wait_ready(timeout=300)
         for _ in range(5):
-            await _one(server.url, text, ws)
+            await run_ok(server.url, text, str(ws))
         subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], check=True, capture_output=True)
         for _ in range(runs):
-            await _one(server.url, text, ws)
+            await run_ok(server.url, text, str(ws))
         await asyncio.sleep(0.5)
         subprocess.run(["callgrind_control", "-i", "off", str(server.pid)], check=True, capture_output=True)
         subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True, capture_output=True)
@@ -64,18 +64,11 @@ async def count(checkout: Path, runtime_url: str, work: Path, runs: int, text: s
     return sum(int(total) for total in totals)
 
 
-async def _one(url: str, text: str, ws: Path) -> None:
-    result = await stream(url, run_body(text, cwd=str(ws)))
-    if agui_outcome(result) != "success":
-        raise RuntimeError(f"run failed: {agui_outcome(result)}")
-
 
 async def main_async(args: argparse.Namespace) -> int:
     """Count both trees, print the figures and their ratio."""
     work = Path(tempfile.mkdtemp(prefix="aguiadapter-instructions-"))
-    port = free_port()
-    runtime = Server("runtime", [sys.executable, "-m", "aguiadapter.demo", "--port", str(port)], port=port,
-                     log_path=work / "runtime.log", env={**os.environ, "PYTHONPATH": str(_HERE)}, cwd=str(_HERE))
+    runtime = demo_runtime(_HERE, work)
     runtime.start()
     try:
         await runtime.wait_ready()

@@ -16,6 +16,7 @@ import resource
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -271,3 +272,11 @@ class RedisServer(Server):
             if time.perf_counter() > deadline:
                 raise RuntimeError(f"{self.name} not ready after {timeout:.0f} s: {self.log_tail(5)}")
             await asyncio.sleep(interval)
+
+
+def demo_runtime(tree: Path, work: Path) -> Server:
+    """The embedded demo runtime of checkout ``tree`` as its own process on
+    a free loopback port, its log in ``work`` (not yet started)."""
+    port = free_port()
+    return Server("runtime", [sys.executable, "-m", "aguiadapter.demo", "--port", str(port)], port=port,
+                  log_path=work / "runtime.log", env={**os.environ, "PYTHONPATH": str(tree)}, cwd=str(tree))

@@ -37,8 +37,8 @@ from pathlib import Path
 
 from aguiadapter.workspace import _resolve_on_disk
 
-from .client import agui_outcome, run_body, stream
-from .procs import Server, free_port
+from .client import run_ok
+from .procs import Server, demo_runtime, free_port
 
 _HERE = Path(__file__).resolve().parents[1]
 _COUNTED = ("futex", "openat", "fsync", "fdatasync")
@@ -63,13 +63,13 @@ async def count(checkout: Path, runtime_url: str, work: Path, runs: int, extra: 
     try:
         await server.wait_ready(timeout=120)
         for _ in range(5):
-            await _one(server.url, ws)
+            await run_ok(server.url, "firehose 5", str(ws))
         # -yy names each descriptor: the self-pipe's wake-ups are told from the sockets.
         tracer = subprocess.Popen(["strace", "-f", "-yy", "-e", "trace=sendto," + ",".join(_COUNTED),
                                    "-o", str(trace), "-p", str(server.pid)], stderr=subprocess.DEVNULL)
         await asyncio.sleep(1.0)  # attached to every thread
         for _ in range(runs):
-            await _one(server.url, ws)
+            await run_ok(server.url, "firehose 5", str(ws))
         await asyncio.sleep(0.5)
         tracer.send_signal(2)
         tracer.wait()
@@ -86,18 +86,11 @@ async def count(checkout: Path, runtime_url: str, work: Path, runs: int, extra: 
     return calls
 
 
-async def _one(url: str, ws: Path) -> None:
-    result = await stream(url, run_body("firehose 5", cwd=str(ws)))
-    if agui_outcome(result) != "success":
-        raise RuntimeError(f"run failed: {agui_outcome(result)}")
-
 
 async def main_async(args: argparse.Namespace) -> int:
     """Count both trees, print the figures per run side by side."""
     work = Path(tempfile.mkdtemp(prefix="aguiadapter-syscalls-"))
-    port = free_port()
-    runtime = Server("runtime", [sys.executable, "-m", "aguiadapter.demo", "--port", str(port)], port=port,
-                     log_path=work / "runtime.log", env={**os.environ, "PYTHONPATH": str(_HERE)}, cwd=str(_HERE))
+    runtime = demo_runtime(_HERE, work)
     runtime.start()
     try:
         await runtime.wait_ready()
