@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 
 from tests.support.adapter import RunningAdapter, run_body
+from tests.support.adapter_process import output_until, spawn_adapter
 from tests.support.agui import texts, types
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
@@ -90,29 +91,19 @@ async def test_spawn_iac_code_starts_and_supervises_a_child(
     with a random token (the model settings come from the environment), in
     the adapter's ``--config-dir``: that is where the adapter looks for the
     runtime's permission checkpoints and session transcripts."""
-    import os
     import re
     import signal
-    import sys
 
     from tests.support.agui import check_stream
 
-    env = {**iac_runtime._environment(), "PATH": os.environ["PATH"]}
-    env.pop("IACCODE_A2A_HTTP_TOKEN")
-    env.pop("IAC_CODE_CONFIG_DIR")
     config_dir = tmp_path / "config"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "--port", "0", "--config-dir", str(config_dir),
+    process = await spawn_adapter(
+        "--spawn-iac-code", "--port", "0", "--config-dir", str(config_dir),
         "--state-dir", str(tmp_path / "state"), "--allowed-cwd", str(iac_runtime.workspaces_root),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+        env=iac_runtime.spawning_environment(),
     )
-    assert process.stdout is not None
-    text = ""
     try:
-        while "state:" not in text:
-            line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
-            assert line, text
-            text += line
+        text = await output_until(process, "state:", 60)
         url = re.search(r"listening on (http://\S+/)", text)
         assert url is not None and "runtime: iac-code a2a child at http://127.0.0.1:" in text
         body = run_body(thread_id="e2e-spawn", text="[scenario:normal] hi", cwd=str(iac_workspace))
@@ -148,16 +139,12 @@ async def test_the_spawned_child_gets_none_of_the_adapters_secrets(
     the adapter's shared token, A2A token and other variables never reach it;
     its model settings, ``PATH``, ``HOME`` and locale do. The state folder in
     the child's config folder (the reference's default) is warned about."""
-    import os
     import re
     import signal
-    import sys
 
     from tests.support.agui import check_stream
 
-    env = {**iac_runtime._environment(), "PATH": os.environ["PATH"]}
-    env.pop("IACCODE_A2A_HTTP_TOKEN")
-    env.pop("IAC_CODE_CONFIG_DIR")
+    env = iac_runtime.spawning_environment()
     env.update({
         "IAC_CODE_AGUI_AUTH_TOKEN": "adapter-shared-token",
         "IAC_CODE_AGUI_A2A_TOKEN": "adapter-a2a-token",
@@ -165,18 +152,12 @@ async def test_the_spawned_child_gets_none_of_the_adapters_secrets(
         "TEAM_CA_NAME": "passed-by-name",
     })
     config_dir = tmp_path / "config"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "--port", "0", "--config-dir", str(config_dir),
-        "--allowed-cwd", str(iac_runtime.workspaces_root), "--spawn-env", "TEAM_CA_NAME",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    process = await spawn_adapter(
+        "--spawn-iac-code", "--port", "0", "--config-dir", str(config_dir),
+        "--allowed-cwd", str(iac_runtime.workspaces_root), "--spawn-env", "TEAM_CA_NAME", env=env,
     )
-    assert process.stdout is not None
-    text = ""
     try:
-        while "state:" not in text:
-            line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
-            assert line, text
-            text += line
+        text = await output_until(process, "state:", 60)
         url = re.search(r"listening on (http://\S+/)", text)
         assert url is not None
         (child,) = [found for found in _children_environ(process.pid) if "IACCODE_A2A_HTTP_TOKEN" in found]
@@ -225,17 +206,12 @@ async def test_under_log_format_json_the_spawned_runtimes_lines_are_json_too(
     """iac-code a2a writes uvicorn's lines to stderr: relayed as log records, so
     that every line the process writes parses."""
     import json
-    import os
     import signal
-    import sys
 
-    env = {**iac_runtime._environment(), "PATH": os.environ["PATH"]}
-    env.pop("IACCODE_A2A_HTTP_TOKEN")
-    env.pop("IAC_CODE_CONFIG_DIR")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "--port", "0", "--config-dir", str(tmp_path / "c"),
+    process = await spawn_adapter(
+        "--spawn-iac-code", "--port", "0", "--config-dir", str(tmp_path / "c"),
         "--state-dir", str(tmp_path / "state"), "--allowed-cwd", str(iac_runtime.workspaces_root),
-        "--log-format", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+        "--log-format", "json", env=iac_runtime.spawning_environment(),
     )
     assert process.stdout is not None
     lines: list[dict[str, Any]] = []

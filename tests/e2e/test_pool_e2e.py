@@ -23,6 +23,7 @@ from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.web.keys import POOL
 from tests.e2e.test_multi_input_e2e import answer_body, post_events, ran, turn_body
 from tests.support.adapter import RunningAdapter, run_body, start_adapter
+from tests.support.adapter_process import output_until, spawn_adapter
 from tests.support.agui import check_stream, interrupts_of
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
@@ -225,24 +226,15 @@ async def test_spawn_iac_code_with_a_count_starts_a_pool_of_children_each_with_i
 ) -> None:
     import re
     import signal
-    import sys
 
-    env = {**iac_runtime._environment(), "PATH": os.environ["PATH"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    env.pop("IACCODE_A2A_HTTP_TOKEN")
-    env.pop("IAC_CODE_CONFIG_DIR")
+    env = {**iac_runtime.spawning_environment(), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     config_dir = tmp_path / "config"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aguiadapter", "--spawn-iac-code", "2", "--port", "0", "--config-dir", str(config_dir),
-        "--state-dir", str(tmp_path / "state"), "--allowed-cwd", str(iac_runtime.workspaces_root),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    process = await spawn_adapter(
+        "--spawn-iac-code", "2", "--port", "0", "--config-dir", str(config_dir),
+        "--state-dir", str(tmp_path / "state"), "--allowed-cwd", str(iac_runtime.workspaces_root), env=env,
     )
-    assert process.stdout is not None
-    text = ""
     try:
-        while "state:" not in text:
-            line = (await asyncio.wait_for(process.stdout.readline(), 90)).decode()
-            assert line, text
-            text += line
+        text = await output_until(process, "state:", 90)
         url = re.search(r"listening on (http://\S+/)", text)
         assert url is not None and "pool of 2 iac-code a2a children" in text, text
         async with aiohttp.ClientSession() as session:

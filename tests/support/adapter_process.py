@@ -179,3 +179,24 @@ class AdapterProcess:
                 os.kill(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+async def spawn_adapter(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """``python -m aguiadapter ARGS`` with ``env``, its output (stdout and
+    stderr together) on a pipe the test reads."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aguiadapter", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+    )
+
+
+async def output_until(process: asyncio.subprocess.Process, marker: str, timeout: float) -> str:
+    """What ``process`` wrote up to the line holding ``marker`` (each line
+    within ``timeout`` seconds; an output that ends first fails the test)."""
+    assert process.stdout is not None
+    text = ""
+    while marker not in text:
+        line = (await asyncio.wait_for(process.stdout.readline(), timeout)).decode()
+        assert line, text
+        text += line
+    return text

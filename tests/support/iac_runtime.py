@@ -276,6 +276,16 @@ class IacRuntime:
         if self._process is not None and self._process.poll() is None:
             _signal_group(self._process, signal.SIGKILL)
 
+    def spawning_environment(self) -> dict[str, str]:
+        """The environment of an adapter that starts its own ``iac-code a2a``
+        child (``--spawn-iac-code``): this runtime's model settings and the
+        test's PATH, without the runtime's token and config folder (the
+        adapter gives its child its own)."""
+        env = {**self._environment(), "PATH": os.environ["PATH"]}
+        env.pop("IACCODE_A2A_HTTP_TOKEN")
+        env.pop("IAC_CODE_CONFIG_DIR")
+        return env
+
     def _environment(self) -> dict[str, str]:
         home = self.root / "home"
         tmp = self.root / "tmp"
