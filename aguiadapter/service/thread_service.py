@@ -603,6 +603,12 @@ class ThreadService:
         finally:
             await self.store.release(claim)
 
+    async def knows_run(self, record: ThreadRecord, run_id: str) -> bool:
+        """Whether ``run_id`` is one of the thread's runs, those that left
+        the record for its history included (``STATE_STORE_UNAVAILABLE``
+        when the store cannot say)."""
+        return run_id in (await self._with_earlier_run(record, run_id)).runs
+
     async def attach(
         self, thread_id: str, run_id: str, cursor: int, principal: str | None = None, user_id: str | None = None
     ) -> AsyncIterator[bytes]:
@@ -618,7 +624,7 @@ class ThreadService:
         logs = self.logs
         try:
             # A run that left the record (its history) may still have a log.
-            known = run_id in (await self._with_earlier_run(record, run_id)).runs
+            known = await self.knows_run(record, run_id)
             if logs is None or not known or not await logs.exists(record.key, run_id):
                 raise AdapterError(ErrorCode.RUN_NOT_FOUND)
             reader = logs.read(record.key, run_id, cursor)

@@ -71,9 +71,11 @@ async def connect(request: web.Request) -> web.StreamResponse:
                 if limits.max_per_user is not None:
                     slot = await limits.acquire_reattach(principal or record.user_id)
                 following = await _follow(service, body.thread_id, record.active_run_id, principal)
+            # An id of one of the thread's runs, one that left the record too, is not reused.
+            used = body.run_id is not None and await service.knows_run(record, body.run_id)
             hydration = Hydration(
                 thread_id=record.thread_id,
-                run_id=hydrate_run_id(body.run_id, record),
+                run_id=hydrate_run_id(None if used else body.run_id, record),
                 history=await _history(request, record, language, cut=following is not None, now=service.clock()),
                 interrupts=announced_interrupts(record, service.clock()),
                 activity=await _activity(service, record),

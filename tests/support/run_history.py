@@ -17,6 +17,7 @@ from aguiadapter.store.run_history import SPILL_AT
 from aguiadapter.threads.record import RunEntry
 
 from .adapter import Reply, run_body, started
+from .connect import connect_body, runs_of
 
 
 def expect_http_error(reply: Reply, status: int, code: str, language: str) -> None:
@@ -55,6 +56,11 @@ async def every_earlier_run_id_is_used(root: Path, a2a_url: str, **config: Any) 
         expect_http_error(await adapter.run(other), 409, "RUN_ID_CONFLICT", "en")
         middle = run_body(thread_id="long", text="turn 500", cwd=str(cwd), run_id="run-500")
         expect_http_error(await adapter.run(middle), 409, "RUN_ID_CONFLICT", "en")
+        # A page that reconnects naming run 1 gets its hydrate run under another id.
+        (hydrate,) = runs_of((await adapter.post("/connect", connect_body("long", runId="run-1"))).body)
+        assert hydrate[0]["type"] == "RUN_STARTED" and hydrate[0]["runId"] not in ("run-1", ""), hydrate[0]
+        (hydrate,) = runs_of((await adapter.post("/connect", connect_body("long", runId="page-7"))).body)
+        assert hydrate[0]["runId"] == "page-7", "an id the thread never used is the client's to keep"
         fresh = run_body(thread_id="long", text="turn 1001", cwd=str(cwd), run_id="run-1001")
         assert (await adapter.run(fresh)).status == 200
         expect_http_error(await adapter.run(fresh), 409, "DUPLICATE_RUN_ID", "en")
