@@ -29,6 +29,7 @@ from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import RunKind, ThreadRecord, ThreadState, record_from_json
 from tests.support.adapter import run_body
 from tests.support.agui import parse_sse
+from tests.test_durability import count_fsyncs
 
 
 class PowerCut:
@@ -158,14 +159,7 @@ async def test_an_unsynced_save_syncs_its_bytes_not_its_rename_and_the_next_save
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cut = PowerCut(monkeypatch)
-    fsyncs: list[int] = []
-    real_fsync = os.fsync
-
-    def counted(fd: int) -> None:
-        fsyncs.append(fd)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", counted)
+    fsyncs = count_fsyncs(monkeypatch)
     store = FileThreadStore(tmp_path / "state")
     await store.start()
     try:
