@@ -434,8 +434,11 @@ ROWS = [
     # Opening a run: the HTTP error, before anything was announced.
     Row("start_turn", nothing, run("hello"), moves(None, RUNNING), SAVE_FAILED),
     Row("resume", waiting_permission, answer, moves(INTERRUPTED, RUNNING), SAVE_FAILED, after=answered_once),
-    # While it streams.
-    Row("bind_task", nothing, run("hello"), binds_task, cancelled=True),
+    # While it streams: a turn that still runs a moment after it named its
+    # task has the binding written on its own; a short turn's end carries it
+    # (and a finished task is not cancelled).
+    Row("bind_task", nothing, run("slow 2"), binds_task, cancelled=True),
+    Row("bind_task with the end", nothing, run("hello"), binds_task),
     # The runtime took the person's answer: never cancelled, never applied twice.
     Row("accept", waiting_permission, answer, accepts, after=answered_once),
     Row("park", nothing, leave_it, parks, cancelled=True, after=finishes_once_free,

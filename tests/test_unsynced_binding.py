@@ -1,5 +1,7 @@
-"""A turn's task binding is written unsynced (issue 35, item 4), and a power
-cut before the thread's next synced write loses nothing recovery needs.
+"""A turn's task binding goes with the run's next write, or is written on
+its own, unsynced, once the turn ran a moment (issue 35, item 4); a process
+killed before it was written, or a power cut before the thread's next
+synced write, loses nothing recovery needs.
 
 A power cut is modelled on the file store's folder fsyncs: what survives it
 is each record as the last fsync of its folder left it (a record's bytes
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,12 +26,14 @@ from aguiadapter.a2a.client import A2AClient
 from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.digest import canonical_digest
 from aguiadapter.protocol.parsing import parse_run_input
+from aguiadapter.runs import shell
 from aguiadapter.service.thread_service import ThreadService
 from aguiadapter.store.file import durable
 from aguiadapter.store.file.store import FileThreadStore
 from aguiadapter.threads.record import RunKind, ThreadRecord, ThreadState, record_from_json
 from tests.support.adapter import run_body
 from tests.support.agui import parse_sse
+from tests.support.eventually import eventually
 from tests.test_durability import count_fsyncs
 
 
@@ -83,7 +88,8 @@ async def start_service(state: Path, url: str, token: str | None = None) -> tupl
 async def cut_turn(
     tmp_path: Path, demo: DemoRuntime, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[PowerCut, FrozenAfterSession, dict[str, Any]]]:
-    """A turn on a new thread, frozen once its session event went out."""
+    """A turn on a new thread, frozen once its session event went out (the
+    process goes on: a binding due is written)."""
     cut = PowerCut(monkeypatch)
     service, client = await start_service(tmp_path / "before", demo.url)
     body = run_body(thread_id="t-cut", text="slow 30", cwd=str(workspace))
@@ -111,18 +117,47 @@ async def test_a_power_cut_after_the_binding_leaves_the_turn_without_it_and_reco
 ) -> None:
     cut, sink, body = cut_turn
     assert sink.session is not None
-    task_id, session_id = sink.session["taskId"], sink.session["sessionId"]
-    # The process's view (what a kill -9 leaves) has the binding; the disk's does not yet.
-    assert stored(tmp_path / "before").task_id == task_id
+    task_id = sink.session["taskId"]
+
+    async def written() -> bool:
+        return stored(tmp_path / "before").task_id == task_id
+
+    # The process's view (what a kill -9 leaves) gets the binding a moment later; the disk's does not.
+    await eventually(written, "the binding of a turn that still runs was never written on its own")
     cut.restore(tmp_path / "before" / "threads", tmp_path / "after" / "threads")
     image = stored(tmp_path / "after")
     assert image.state is ThreadState.RUNNING and image.active_run_kind is RunKind.TURN
     assert image.task_id is None, "the binding was synced on its own"
-    assert demo.state.tasks[task_id].cancelable, "the turn still runs on the runtime"
+    await check_recovered(tmp_path / "after", demo, workspace, body, sink.session)
 
-    service, client = await start_service(tmp_path / "after", demo.url)
+
+@pytest.fixture
+def binding_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However slow the machine, a turn's binding waits for its next write."""
+    monkeypatch.setattr(shell, "DEFERRED_WRITE_SECONDS", 60.0)
+
+
+async def test_a_process_killed_before_the_binding_was_written_orphans_no_task(
+    tmp_path: Path, demo: DemoRuntime, workspace: Path, binding_held: None,
+    cut_turn: tuple[PowerCut, FrozenAfterSession, dict[str, Any]],
+) -> None:
+    _, sink, body = cut_turn
+    assert sink.session is not None
+    # What a kill -9 leaves while the binding waits for the turn's next write.
+    assert stored(tmp_path / "before").task_id is None, "the binding was written on its own at once"
+    shutil.copytree(tmp_path / "before" / "threads", tmp_path / "killed" / "threads")
+    await check_recovered(tmp_path / "killed", demo, workspace, body, sink.session)
+
+
+async def check_recovered(
+    state: Path, demo: DemoRuntime, workspace: Path, body: dict[str, Any], session: dict[str, Any]
+) -> None:
+    """A service started on ``state`` settles the dead turn before the
+    thread's next turn: its task cancelled on the runtime, its session found."""
+    task_id, session_id = session["taskId"], session["sessionId"]
+    assert demo.state.tasks[task_id].cancelable, "the turn still runs on the runtime"
+    service, client = await start_service(state, demo.url)
     try:
-        # The next turn on the thread settles the dead one first.
         again = {**body, "runId": "run-after-the-cut",
                  "messages": [{"id": "m-after", "role": "user", "content": "hello"}]}
         ticket = await service.admit(parse_run_input(again), canonical_digest(again), "en", str(workspace))
@@ -132,7 +167,7 @@ async def test_a_power_cut_after_the_binding_leaves_the_turn_without_it_and_reco
         await client.close()
     assert demo.state.cancel_calls[task_id] == 1, "the dead turn's task was left running on the runtime"
     assert not demo.state.tasks[task_id].cancelable
-    record = stored(tmp_path / "after")
+    record = stored(state)
     assert record.runs[body["runId"]].outcome == "EXECUTION_LOST"
     assert record.session_id == session_id, "the session the history reads was not found again"
 

@@ -39,7 +39,7 @@ from .latch import Latch
 from .opening import OPENINGS, Opener
 from .phases import PHASES, Phase, StopReason
 from .relaying import RunOutput, stream_to_pause
-from .shell import EventSink, SinkClosed
+from .shell import EventSink, SinkClosed, needs_sync
 from .ticket import RunContext, Ticket
 
 __all__ = ["PHASES", "Phase", "RunContext", "RunDriver", "StopReason", "Ticket"]
@@ -229,7 +229,8 @@ class RunDriver:
             self._grace.reader_came()
 
     def _lost_write(self, transition: str) -> None:
-        """The grace watcher lost the write of ``transition``: the run ends."""
+        """A write the run did not wait for (the grace watcher's, a turn's
+        binding written on its own) was lost: the run ends."""
         self._lost_transition = transition
         self.stop("lost_write")
 
@@ -331,8 +332,15 @@ class RunDriver:
 
     async def bind(self, learned: IdentityLearned) -> None:
         """Store the task and session ids the run learned (the translator
-        holds them already: a lost write of them still cancels the task)."""
-        await self.ticket.shell.apply(tm.BindTask(learned.task_id, learned.session_id))
+        holds them already: a lost write of them still cancels the task).
+        A turn's binding goes with the run's next write, or on its own a
+        moment later if the turn still runs (runs/shell.py ``needs_sync``)."""
+        shell = self.ticket.shell
+        event = tm.BindTask(learned.task_id, learned.session_id)
+        if needs_sync(event, shell.record):
+            await shell.apply(event)
+        else:
+            await shell.defer(event, self._lost_write)
 
     async def emit(self, events: list[Event]) -> None:
         """Write events to the run's log, then to its client."""

@@ -32,17 +32,28 @@ _R = TypeVar("_R")
 _FIELDS: Final = tuple(field.name for field in attrs.fields(ThreadRecord))
 
 
+#: How long a turn's task binding may wait for the turn's next write before
+#: it is written on its own (:meth:`ThreadShell.defer`). A short turn ends
+#: well within it (its end's write carries the binding: two writes a short
+#: turn, not three); a turn still running then has it on the store, for the
+#: history and for a recovery that need not ask the runtime.
+DEFERRED_WRITE_SECONDS: Final = 0.2
+
+
 def needs_sync(event: Transition[Any], record: ThreadRecord) -> bool:
     """Whether ``event``'s write must be durable before anything it
-    announces goes out, or may wait for the thread's next durable save
-    (``store.save(..., durable=False)``).
+    announces goes out, or may wait for the thread's next write
+    (:meth:`ThreadShell.defer`; written on its own, it is unsettled:
+    ``store.save(..., durable=False)``).
 
     Only a turn's task binding waits: the turn itself is durable (its
     start was), and so is whatever follows the binding that recovery
-    needs (an interrupt's write, the end's). A power cut before the next
-    durable save leaves a running turn without its task id, and recovery
-    of a dead turn asks the runtime for the context's current task to
-    cancel it (service/thread_service.py ``_recover``). A resume's (or a
+    needs (an interrupt's write, the end's). A process killed or a power
+    cut before the binding reached the disk leaves a running turn without
+    its task id, and recovery of a dead turn asks the runtime for the
+    context's current task to cancel it (service/thread_service.py
+    ``_find_turn_task``). Nothing announces a recoverable success before
+    the binding is durable: the end's write carries it. A resume's (or a
     follow's) binding stays synced: the answers it carries are settled by
     looking at its task."""
     return not (isinstance(event, BindTask) and record.active_run_kind is RunKind.TURN)
@@ -125,6 +136,12 @@ class ThreadShell:
     #: One transition at a time: a run's relay and its grace watcher
     #: both write the record, and a shared store fences by version.
     _lock: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False)
+    #: A transition taken in memory whose write waits (:meth:`defer`): its
+    #: name, and what to call when its own write fails.
+    _unwritten: tuple[str, Callable[[str], Any]] | None = attrs.field(default=None, init=False)
+    _unwritten_timer: asyncio.TimerHandle | None = attrs.field(default=None, init=False)
+    #: The timer's write, held (the loop keeps only a weak reference to a task).
+    _unwritten_write: asyncio.Task[None] | None = attrs.field(default=None, init=False)
 
     async def apply(self, event: Transition[_R]) -> _R:
         """Take ``event``'s transition and write its outcome, as h11 commits a sent
@@ -138,17 +155,83 @@ class ThreadShell:
             before = live.deadline
             draft = working_copy(live)
             result = apply(draft, event)
-            try:
-                if needs_sync(event, live):
-                    saved = await self.store.save(draft, self.claim)
-                else:
-                    saved = await self.store.save(draft, self.claim, durable=False)
-            except PersistenceError as exc:
-                raise LostWrite(event.name, exc) from exc
-            saved.stamp(draft)
-            commit(live, draft)
+            await self._save(event, live, draft)
             await self._follow_deadline(before)
             return result
+
+    async def defer(self, event: Transition[_R], lost: Callable[[str], Any]) -> _R:
+        """Take ``event``'s transition in memory and let its write wait: the
+        thread's next write carries it, or it is written on its own (unsettled)
+        :data:`DEFERRED_WRITE_SECONDS` later. Only for a transition that
+        announces nothing that depends on it (:func:`needs_sync` is false);
+        its own write failing calls ``lost`` with its name (the run then
+        ends as one whose write was lost). A transition that moves the
+        thread's deadline is written at once."""
+        async with self._lock:
+            live = self.record
+            draft = working_copy(live)
+            result = apply(draft, event)
+            if draft.deadline != live.deadline or self._released:
+                before = live.deadline
+                await self._save(event, live, draft)
+                await self._follow_deadline(before)
+                return result
+            commit(live, draft)
+            if self._unwritten is None:
+                self._unwritten = (event.name, lost)
+                self._unwritten_timer = asyncio.get_running_loop().call_later(
+                    DEFERRED_WRITE_SECONDS, self._write_unwritten)
+            return result
+
+    async def _save(self, event: Transition[Any], live: ThreadRecord, draft: ThreadRecord) -> None:
+        """Write ``draft``, then make it the live record. Whatever waited
+        unwritten goes with it; if this write fails, it waits no more either:
+        the run ends by this lost write, and its end's write carries it."""
+        try:
+            if needs_sync(event, live):
+                saved = await self.store.save(draft, self.claim)
+            else:
+                saved = await self.store.save(draft, self.claim, durable=False)
+        except PersistenceError as exc:
+            raise LostWrite(event.name, exc) from exc
+        finally:
+            self._written()
+        saved.stamp(draft)
+        commit(live, draft)
+
+    def _write_unwritten(self) -> None:
+        self._unwritten_timer = None
+        self._unwritten_write = asyncio.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        """Write what :meth:`defer` left unwritten, if no write carried it yet."""
+        async with self._lock:
+            if self._unwritten is None or self._released:
+                return
+            name, lost = self._unwritten
+            live = self.record
+            draft = working_copy(live)
+            try:
+                saved = await self.store.save(draft, self.claim, durable=False)
+            except PersistenceError as exc:
+                log.warning("thread %s: the write of %s failed: %s", live.thread_id, name, exc)
+                self._unwritten = None
+                lost(name)
+                return
+            saved.stamp(draft)
+            commit(live, draft)
+            self._unwritten = None
+
+    def _written(self) -> None:
+        """A write carried whatever waited: nothing is left to write on its own."""
+        if self._unwritten is not None:
+            self._unwritten = None
+            self._drop_timer()
+
+    def _drop_timer(self) -> None:
+        if self._unwritten_timer is not None:
+            self._unwritten_timer.cancel()
+            self._unwritten_timer = None
 
     async def _follow_deadline(self, before: float | None) -> None:
         """Interrupts that expire (a resume keeps their deadline until the
@@ -166,6 +249,11 @@ class ThreadShell:
         """Give the claim back (once)."""
         if not self._released:
             self._released = True
+            # What waited unwritten is the run's to write: a run that ends
+            # writes its end (which carries it), one whose end was lost keeps
+            # the record as it was.
+            self._unwritten = None
+            self._drop_timer()
             self.leases.forget(self.claim)
             await self.store.release(self.claim)
 
