@@ -49,7 +49,7 @@ import aiofiles.os
 from aguiadapter.store.file.durable import GroupWriter
 
 BURST = 50
-Replace = Callable[[str, str, bytes], Awaitable[None]]
+Replace = Callable[[str, str, bytes], Awaitable[object]]
 
 
 def _replace_all_sync(group: Sequence[tuple[str, str, bytes]]) -> list[OSError | None]:
