@@ -70,7 +70,8 @@ def thread_file_name(thread_id: str) -> str:
 class FileThreadStore:
     """One small JSON file per thread under ``<state_dir>/threads/``.
 
-    Files are written with a temp file, fsync and an atomic replace, mode 0600
+    Files are written with a temp file, fsync (not under ``process``: the
+    writes are then made on the event loop) and an atomic replace, mode 0600
     in a 0700 folder. Nothing is scanned at startup; a record is read the
     first time its thread is used. Claims live in this process's memory: one
     process owns its state directory.
