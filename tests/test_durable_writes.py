@@ -1,5 +1,6 @@
 """Durable replacements in groups: each write is whole and in place when its await returns,
-and the file store reaches the disk only on threads of its own (its executor and its writer)."""
+and the file store under fsync reaches the disk only on threads of its own (its executor and
+its writer; under process its writes are made on the loop: tests/test_inline_writes.py)."""
 
 from __future__ import annotations
 

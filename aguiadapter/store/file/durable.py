@@ -1,4 +1,5 @@
-"""Durable file replacement, in groups: one writer thread for a store.
+"""Durable file replacement, in groups: one writer thread for a store
+(without fsync, the same replacement on the caller's thread).
 
 Each write is a temp file (0600) written and fsynced, then an atomic
 rename over the target, then an fsync of the folder; the caller's await
@@ -20,6 +21,14 @@ costs 1.1-1.3x the CPU of a write handed to this thread and woken with one
 ``call_soon_threadsafe``: some 0.1 ms a write, 5-8 % of a short run's CPU
 (``python -m benchmarks.durable_saves`` measures both side by side; the
 numbers are in ``benchmarks/README.md``).
+
+Without fsync (``--durability process``: the same writes reach the page
+cache, not the disk) a write is some tens of microseconds of work of the
+kernel's, less than the trip to the thread and back (a futex wake, the GIL
+handed over and back, a self-pipe wake-up of the loop: about 0.1 ms of
+CPU). The store then makes its writes with :meth:`GroupWriter.replace_now`
+on the event loop, one at a time, and the thread never starts
+(``python -m benchmarks.durable_saves --durability process`` measures both).
 
 A write that does not *settle* (the store's ``save(..., durable=False)``:
 a write recovery can rebuild from the runtime) has its temp file synced and
@@ -59,8 +68,6 @@ class _Write:
     tmp: str
     path: str
     data: bytes
-    future: asyncio.Future[OSError | None]
-    loop: asyncio.AbstractEventLoop
     marker: str | None = None
     #: ``(path, data)`` appended to another file, and synced, before the
     #: rename (a thread's run history: :mod:`.history`).
@@ -72,6 +79,10 @@ class _Write:
     settle: bool = True
     error: OSError | None = None
     marker_error: OSError | None = None
+    #: Whom the writer thread answers (``None``: a write made on the
+    #: caller's thread, :meth:`GroupWriter.replace_now`).
+    future: asyncio.Future[OSError | None] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 _STOP = object()
@@ -105,10 +116,32 @@ class GroupWriter:
         of the new one (never a torn one: the bytes were synced before the
         rename); the next settled write of the folder makes it durable."""
         loop = asyncio.get_running_loop()
-        write = _Write(tmp, path, data, loop.create_future(), loop, marker, append, self.sync, settle)
+        future: asyncio.Future[OSError | None] = loop.create_future()
+        write = _Write(tmp, path, data, marker, append, self.sync, settle, future=future, loop=loop)
         self._start()
         self._queue.put(write)
-        return await write.future
+        return await future
+
+    def replace_now(
+        self, tmp: str, path: str, data: bytes, marker: str | None = None, append: tuple[str, bytes] | None = None,
+    ) -> OSError | None:
+        """The write :meth:`replace` makes, for a writer that does not sync,
+        made here on the caller's thread (the event loop) and not on the
+        writer's: the same files in the same order (``append``, the temp file,
+        the rename, ``marker``), the same answers (``OSError`` raised when the
+        write failed, its temp file removed; what failed of the marker
+        returned). Without fsync a write is some tens of microseconds of page
+        cache work, less than the trip to the thread and back."""
+        if self.sync:
+            raise RuntimeError("a writer that syncs makes its writes on its own thread")
+        if self._closed:
+            raise OSError("the store is closed")
+        write = _Write(tmp, path, data, marker, append, sync=False)
+        _write_temp(write)
+        _replace_group((write,), sync=False)
+        if write.error is not None:
+            raise write.error
+        return write.marker_error
 
     def close(self) -> None:
         """Let the thread end once the writes already queued are done."""
@@ -247,17 +280,19 @@ def _fsync_folder(folder: str) -> None:
 
 def _report(group: Sequence[_Write]) -> None:
     """Wake each event loop once for its writes of the group."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[_Write]] = {}
+    by_loop: dict[asyncio.AbstractEventLoop | None, list[_Write]] = {}
     for write in group:
         by_loop.setdefault(write.loop, []).append(write)
     for loop, writes in by_loop.items():
+        if loop is None:  # never: every write queued has its loop
+            continue
         with contextlib.suppress(RuntimeError):  # a loop that closed meanwhile
             loop.call_soon_threadsafe(_settle, writes)
 
 
 def _settle(writes: Sequence[_Write]) -> None:
     for write in writes:
-        if write.future.done():
+        if write.future is None or write.future.done():
             continue  # its caller was cancelled: the file is written all the same
         if write.error is not None:
             write.future.set_exception(write.error)

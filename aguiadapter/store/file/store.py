@@ -6,8 +6,11 @@ folder lock and its folders, the deadlines file, the retention sweep. The
 one exception is the durable replacement of a file (:mod:`.durable`): one
 writer thread of the store's makes writes durable in groups, because a trip
 through the pool costs a short run measurably more CPU (the reason is in
-that module). Nothing else in the store starts a thread or blocks the event
-loop on a file.
+that module). Under ``--durability process`` (no fsync) the same
+replacements are made on the event loop itself, the writer thread never
+started: a write of the page cache costs the loop less than a trip to a
+thread and back. Nothing else in the store starts a thread or blocks the
+event loop on a file.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ def thread_file_name(thread_id: str) -> str:
 class FileThreadStore:
     """One small JSON file per thread under ``<state_dir>/threads/``.
 
-    Files are written with a temp file, fsync and an atomic replace, mode 0600
+    Files are written with a temp file, fsync (not under ``process``: the
+    writes are then made on the event loop) and an atomic replace, mode 0600
     in a 0700 folder. Nothing is scanned at startup; a record is read the
     first time its thread is used. Claims live in this process's memory: one
     process owns its state directory.
@@ -83,9 +87,11 @@ class FileThreadStore:
         # The way to the disk: aiofiles on threads of the store's own (a burst
         # of runs should not queue behind the loop's default pool, which
         # other work shares). Durable writes go through one writer thread
-        # that makes them durable in groups.
+        # that makes them durable in groups; unsynced ones (``process``) are
+        # made on the loop, cheaper than the trip to that thread.
         self._executor = ThreadPoolExecutor(max_workers=FILE_WORKERS, thread_name_prefix="aguiadapter-store")
         self._writer = GroupWriter(self._executor, sync=durability != "process")
+        self._inline = not self._writer.sync
         #: Idle and terminal threads untouched this long are deleted (0: kept forever).
         self.retention = FileRetention(
             self, self.state_dir / "threads", retention_seconds_of(retention_days), file_name=thread_file_name,
@@ -359,16 +365,20 @@ class FileThreadStore:
     ) -> OSError | None:
         """Replace ``path`` durably (``PersistenceError`` when it failed;
         ``settle=False``: its rename is synced by the next write that
-        settles), then make the file ``marker``, unsynced: what failed of that."""
+        settles), then make the file ``marker``, unsynced: what failed of that.
+        Under ``process`` all of it is done on the loop before this returns."""
         name = os.path.basename(path)
         self._writes_begun += 1
         number = self._writes_begun
         self._writes_running += 1
         try:
             await self._ensure_dir()
-            # Written, fsynced, renamed and the folder fsynced before this
-            # returns; writes that wait together share the folder fsync.
-            failed = await self._writer.replace(_tmp_of(path), path, data, marker, append, settle=settle)
+            if self._inline:  # no fsync: written and renamed here, on the loop
+                failed = self._writer.replace_now(_tmp_of(path), path, data, marker, append)
+            else:
+                # Written, fsynced, renamed and the folder fsynced before this
+                # returns; writes that wait together share the folder fsync.
+                failed = await self._writer.replace(_tmp_of(path), path, data, marker, append, settle=settle)
         except OSError as exc:
             raise PersistenceError(f"cannot write {name}: {exc.strerror or exc}") from exc
         except asyncio.CancelledError:
@@ -377,7 +387,8 @@ class FileThreadStore:
         finally:
             self._writes_running -= 1
         # The writer thread answers in the order writes came: one queued after
-        # the orphan was written, so the orphan is done with too.
+        # the orphan was written, so the orphan is done with too (a write made
+        # on the loop has no orphan: nothing can cancel it half-way).
         if number > self._orphan:
             self._orphan = 0
         return failed
