@@ -42,7 +42,7 @@ class StoredRecordSink:
         self.path = store.path_for(thread_id)
         self.emits: list[tuple[list[dict[str, Any]], ThreadRecord]] = []
 
-    async def send(self, chunk: bytes, count: int) -> None:
+    async def send(self, chunk: bytes, count: int, *, last: bool = False) -> None:
         events, _ = parse_sse(chunk)
         assert len(events) == count
         self.emits.append((events, record_from_json(self.path.read_bytes())))

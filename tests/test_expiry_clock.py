@@ -42,7 +42,7 @@ class Sink:
     def __init__(self) -> None:
         self.events: list[dict[str, object]] = []
 
-    async def send(self, chunk: bytes, count: int) -> None:
+    async def send(self, chunk: bytes, count: int, *, last: bool = False) -> None:
         self.events += parse_sse(chunk)[0]
 
 
@@ -97,7 +97,7 @@ async def test_an_interrupt_expires_at_its_deadline_by_the_clock_and_not_before(
 class LeavingSink(Sink):
     """A client that goes away after its first events."""
 
-    async def send(self, chunk: bytes, count: int) -> None:
+    async def send(self, chunk: bytes, count: int, *, last: bool = False) -> None:
         if len(self.events) >= 3:
             raise SinkClosed()
         await super().send(chunk, count)

@@ -199,7 +199,9 @@ async def test_a_full_log_keeps_its_newest_events_and_refuses_a_cursor_it_droppe
     async with started(tmp_path, demo.url, run_log_max_events=40) as adapter:
         body = run_body(thread_id="t-full", text="firehose 200", cwd=str(workspace))
         whole = (await adapter.run(body)).events()
-        status, reply = await reattach(adapter.url, "t-full", body["runId"], "1")
+        # The log keeps whole writes: the newest (the deltas, the end and RUN_FINISHED) is over
+        # the bound, and RUN_STARTED, written before, is dropped.
+        status, reply = await reattach(adapter.url, "t-full", body["runId"], "0")
         assert status == 410 and b"EVENTS_TRUNCATED" in reply, "never a replay with a hole"
         status, tail = await reattach(adapter.url, "t-full", body["runId"], str(len(whole) - 1))
         assert status == 200 and parse_sse_ids(tail)[0] == whole[-1:]

@@ -67,7 +67,7 @@ class FrozenAfterSession:
         self.session: dict[str, Any] | None = None
         self.frozen = asyncio.Event()
 
-    async def send(self, chunk: bytes, count: int) -> None:
+    async def send(self, chunk: bytes, count: int, *, last: bool = False) -> None:
         events, _ = parse_sse(chunk)
         for event in events:
             if event["type"] == "CUSTOM" and isinstance(event.get("value"), dict) and "taskId" in event["value"]:

@@ -65,7 +65,7 @@ class RunCloser(RunStep):
                             scrub(outcome.detail)[:500])
             await self._fail(_OUTCOME_ERRORS[outcome.kind], detail=outcome.detail)
             return
-        await self._close_spans()
+        self._close_spans()
         usage = self.translator.usage()
         self.outcome = outcome.kind
         if outcome.kind == "interrupt":
@@ -106,14 +106,14 @@ class RunCloser(RunStep):
             await self._refuse_answer(ending.code, ending.message_id)
         elif ending.end is End.DETACH:
             self._note_error(ending.code)
-            await self._close_spans()
+            self._close_spans()
             await self._end(tm.Detach(ending.code, self.ticket.words(ending.code, ending.message_id)))
         else:
             await self._fail(ending.code, detail=ending.detail, message_id=ending.message_id)
 
     async def _fail(self, code: ErrorCode, detail: str | None = None, message_id: str | None = None) -> None:
         self._note_error(code)
-        await self._close_spans()
+        self._close_spans()
         message = self.ticket.words(code, message_id)
         if detail and code in (ErrorCode.A2A_EXECUTION_FAILED, ErrorCode.INVALID_INPUT):
             # The runtime's own words help the user more than the code alone
@@ -128,7 +128,7 @@ class RunCloser(RunStep):
         """The answer was not applied: the run ends with an error, the thread
         keeps waiting with the same pending interrupts."""
         self._note_error(code)
-        await self._close_spans()
+        self._close_spans()
         await self._end(tm.Reject(code, self.ticket.words(code, message_id)))
 
     # --------------------------------------------------------------- stops
@@ -153,11 +153,12 @@ class RunCloser(RunStep):
             # Another replica owns the thread now: its record and the run's
             # log are not ours to write; only our own client is told.
             self.output.detach()
-            await self._close_spans()
-            await self.output.emit([{"type": "RUN_ERROR", "message": self.ticket.words(code), "code": code.name}])
+            self._close_spans()
+            await self.output.emit([{"type": "RUN_ERROR", "message": self.ticket.words(code), "code": code.name}],
+                                   last=True)
             return
         await self.context.runtime.cancel_task(self.translator.identity.task_id)
-        await self._close_spans()
+        self._close_spans()
         await self._end(tm.Cancel(self.ticket.words(code), profile=self.context.profile, usage=self.translator.usage()))
 
     async def let_go(self) -> None:
@@ -183,8 +184,9 @@ class RunCloser(RunStep):
         log.info("run %s handed off; task %s goes on", ident.run_id, ident.task_id)
 
     # ---------------------------------------------------------- the last step
-    async def _close_spans(self) -> None:
-        await self.output.emit_to_whoever_listens(self.translator.finish())
+    def _close_spans(self) -> None:
+        # With the terminal event that always follows, in one write.
+        self.output.hold(self.translator.finish())
 
     async def _end(self, transition: tm.Transition[list[Event]]) -> None:
         """Take the run's last transition, then free the thread, then send
@@ -207,13 +209,13 @@ class RunCloser(RunStep):
         self._note_error(ending.code)
         if ending.cancel_task:
             await self.context.runtime.cancel_task(self.translator.identity.task_id)
-        await self._close_spans()
+        self._close_spans()
         await self._let_the_thread_go([ev.run_error(self.ticket.words(ending.code), ending.code.name)])
 
     async def _let_the_thread_go(self, events: list[Event]) -> None:
         self.shell.stop_keeping()
         await self.shell.release()
-        if not await self.output.emit_to_whoever_listens(events):
+        if not await self.output.emit_to_whoever_listens(events, last=True):
             log.info("run %s ended after its client left", self.names[1])
 
     def _is_turn(self) -> bool:

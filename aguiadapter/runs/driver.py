@@ -346,6 +346,10 @@ class RunDriver:
         """Write events to the run's log, then to its client."""
         await self.output.emit(events)
 
+    def hold(self, events: list[Event]) -> None:
+        """Keep events for the run's next write (its end's)."""
+        self.output.hold(events)
+
     def _log_run(self) -> None:
         ident = self.identity
         events = self.output.events_sent

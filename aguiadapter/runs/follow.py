@@ -142,6 +142,9 @@ class FollowedRun(Protocol):
     async def emit(self, events: list[Event]) -> None:
         """Write events to the run's log and client."""
 
+    def hold(self, events: list[Event]) -> None:
+        """Keep events for the run's next write (its end's): one write, not two."""
+
     async def accept(self, interrupt_ids: list[str]) -> None:
         """Store that the runtime took these answers."""
 
@@ -252,14 +255,21 @@ class Follower:
                     raise
                 if (accepting is not None or not chunk.bare) and await self._commit(chunk, accepting):
                     accepting = None
-                await self.run.emit(aligned + chunk.events if aligned else chunk.events)
+                events = aligned + chunk.events if aligned else chunk.events
+                outcome = chunk.outcome
+                if outcome is not None and outcome.kind == "success" and not outcome.unconfirmed:
+                    # The turn ended: what its last chunk brought goes out with RUN_FINISHED,
+                    # right after the end's write (one write to the client, not two).
+                    self.run.hold(events)
+                else:
+                    await self.run.emit(events)
                 if recover_after_first:
                     recover_after_first = False
                     await self.recover_pipeline()
-                if chunk.outcome is not None:
-                    return chunk.outcome
+                if outcome is not None:
+                    return outcome
                 # Written: its events and spans' snapshot do not wait with an idle stream.
-                del chunk, aligned
+                del chunk, aligned, events
         except A2ARpcError as exc:
             meant = refusal(exc, answering=accepting is not None)
             if meant is not None:

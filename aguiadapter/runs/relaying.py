@@ -85,13 +85,28 @@ class RunOutput:
     log: RunLog = attrs.field(factory=UnloggedRun)
     #: Ends the stream of a client let go at a shutdown.
     _ending: asyncio.Task[None] | None = attrs.field(init=False, default=None)
+    #: Events kept for the next write (:meth:`hold`).
+    _held: list[Event] | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self.written_to = self.sink
 
-    async def emit(self, events: list[Event]) -> None:
-        """Write events to the run's log, then what the log framed to the
-        client (a client that vanished parks the run when there is a grace)."""
+    def hold(self, events: list[Event]) -> None:
+        """Keep ``events`` for the next :meth:`emit`, which writes them first:
+        a turn's last events go out with its end, in one write (its end
+        always writes: a terminal event, or an error)."""
+        if events:
+            self._held = events if self._held is None else self._held + events
+
+    async def emit(self, events: list[Event], *, last: bool = False) -> None:
+        """Write events (after any held ones) to the run's log, then what the
+        log framed to the client (a client that vanished parks the run when
+        there is a grace). ``last``: the run's terminal event is among them,
+        and the client's stream ends with this write."""
+        held = self._held
+        if held is not None:
+            self._held = None
+            events = held + events
         if not events:
             return
         try:
@@ -106,15 +121,15 @@ class RunOutput:
         sink = self.sink
         if sink is not None:
             try:
-                await sink.send(chunk, len(events))
+                await sink.send(chunk, len(events), last=last)
             except SinkClosed:
                 if not self.goes_on_without_client():
                     raise
 
-    async def emit_to_whoever_listens(self, events: list[Event]) -> bool:
+    async def emit_to_whoever_listens(self, events: list[Event], *, last: bool = False) -> bool:
         """:meth:`emit`; a client that went away is let go. Whether it still listened."""
         try:
-            await self.emit(events)
+            await self.emit(events, last=last)
         except SinkClosed:
             self.sink = None
             return False

@@ -86,9 +86,10 @@ class SinkClosed(Exception):
 class EventSink(Protocol):
     """Where a run's AG-UI events go (the SSE response of its request)."""
 
-    async def send(self, chunk: bytes, count: int) -> None:
+    async def send(self, chunk: bytes, count: int, *, last: bool = False) -> None:
         """Deliver ``count`` events, framed as SSE in ``chunk``, in order;
-        raise :class:`SinkClosed` when closed."""
+        raise :class:`SinkClosed` when closed. ``last``: the run's terminal
+        event is among them; nothing of the run follows."""
 
 
 

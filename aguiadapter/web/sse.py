@@ -63,14 +63,20 @@ class SseWriter:
         """Whether headers went out (errors must then be ``RUN_ERROR``)."""
         return self.response.prepared
 
-    async def send(self, chunk: bytes, count: int) -> None:
-        """Write ``count`` events already framed as SSE (with their ids)."""
+    async def send(self, chunk: bytes, count: int, *, last: bool = False) -> None:
+        """Write ``count`` events already framed as SSE (with their ids);
+        ``last``: the run's terminal event is among them, and the response
+        ends with the same write (no heartbeat follows it)."""
         if self._gone:
             raise ClientGone()
         if not self.response.prepared:
             await self._prepare()
         try:
-            await self.response.write(chunk)
+            if last:
+                self._unwatch()
+                await self.response.write_eof(chunk)
+            else:
+                await self.response.write(chunk)
         except (ConnectionError, RuntimeError) as exc:
             # The caller learns it from this exception; no callback needed.
             self._gone = True
