@@ -77,7 +77,8 @@ async def count(checkout: Path, runtime_url: str, work: Path, runs: int, extra: 
         server.stop(grace=30)
     calls: Counter[str] = Counter()
     for line in trace.read_text().splitlines():
-        name = line.split(" ", 1)[-1].split("(", 1)[0]
+        # "PID  name(args)": strace pads a short pid with a second space.
+        name = line.split(None, 1)[-1].split("(", 1)[0]
         if "resumed>" in line or name not in (*_COUNTED, "sendto"):
             continue
         if name == "sendto":
