@@ -573,6 +573,8 @@ class A2AClient:
                                 yield batch  # what came before the error
                             raise error
                         yield batch
+                        # The caller is done with it: not kept while the stream waits for more.
+                        del batch
                 at_eof = True
             except _TRANSPORT_ERRORS as exc:
                 raise A2AUnavailable(f"{method}: stream broken ({type(exc).__name__})") from exc

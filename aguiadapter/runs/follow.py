@@ -268,8 +268,8 @@ class Follower:
                     await self.recover_pipeline()
                 if outcome is not None:
                     return outcome
-                # Written: its events and spans' snapshot do not wait with an idle stream.
-                del chunk, aligned, events
+                # Written: its results, events and spans' snapshot do not wait with an idle stream.
+                del batch, chunk, aligned, events
         except A2ARpcError as exc:
             meant = refusal(exc, answering=accepting is not None)
             if meant is not None:

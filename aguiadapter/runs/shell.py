@@ -163,21 +163,18 @@ class ThreadShell:
     async def defer(self, event: Transition[_R], lost: Callable[[str], Any]) -> _R:
         """Take ``event``'s transition in memory and let its write wait: the
         thread's next write carries it, or it is written on its own (unsettled)
-        :data:`DEFERRED_WRITE_SECONDS` later. Only for a transition that
-        announces nothing that depends on it (:func:`needs_sync` is false);
-        its own write failing calls ``lost`` with its name (the run then
-        ends as one whose write was lost). A transition that moves the
-        thread's deadline is written at once."""
+        :data:`DEFERRED_WRITE_SECONDS` later; its own write failing calls
+        ``lost`` with its name (the run then ends as one whose write was
+        lost). Only a transition that announces nothing that depends on it
+        and moves no deadline waits (:func:`needs_sync` is false: a turn's
+        task binding); any other is :meth:`apply`'d."""
+        if needs_sync(event, self.record) or self._released:
+            return await self.apply(event)
         async with self._lock:
-            live = self.record
-            draft = working_copy(live)
-            result = apply(draft, event)
-            if draft.deadline != live.deadline or self._released:
-                before = live.deadline
-                await self._save(event, live, draft)
-                await self._follow_deadline(before)
-                return result
-            commit(live, draft)
+            # No copy: nothing can fail before the next write (a copy's new
+            # containers, made here and again at the write, would scatter a
+            # run's long-lived objects: an idle stream's memory shows it).
+            result = apply(self.record, event)
             if self._unwritten is None:
                 self._unwritten = (event.name, lost)
                 self._unwritten_timer = asyncio.get_running_loop().call_later(
@@ -206,21 +203,28 @@ class ThreadShell:
 
     async def _flush(self) -> None:
         """Write what :meth:`defer` left unwritten, if no write carried it yet."""
+        try:
+            await self._write_waiting()
+        finally:
+            # Done: a run that goes on (an idle stream) keeps no finished task.
+            self._unwritten_write = None
+
+    async def _write_waiting(self) -> None:
         async with self._lock:
             if self._unwritten is None or self._released:
                 return
             name, lost = self._unwritten
+            # The live record as it is (the lock keeps transitions out; a
+            # store encodes what it is given and changes none of it).
             live = self.record
-            draft = working_copy(live)
             try:
-                saved = await self.store.save(draft, self.claim, durable=False)
+                saved = await self.store.save(live, self.claim, durable=False)
             except PersistenceError as exc:
                 log.warning("thread %s: the write of %s failed: %s", live.thread_id, name, exc)
                 self._unwritten = None
                 lost(name)
                 return
-            saved.stamp(draft)
-            commit(live, draft)
+            saved.stamp(live)
             self._unwritten = None
 
     def _written(self) -> None:
