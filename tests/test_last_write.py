@@ -5,20 +5,18 @@ ends with that write. Every event still goes out once, in order."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aguiadapter.a2a.client import A2AClient
-from aguiadapter.demo.runtime import DemoRuntime
 from aguiadapter.protocol.digest import canonical_digest
 from aguiadapter.protocol.parsing import parse_run_input
 from aguiadapter.service.thread_service import ThreadService
-from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import run_body
 from tests.support.agui import check_order, parse_sse
+# The `service` fixture: a service on the file store in front of the demo runtime.
+from tests.test_durable_order import service as durable_order_service  # noqa: F401
 
 
 class Writes:
@@ -34,18 +32,6 @@ class Writes:
         assert not any(ended for _, ended in self.writes), "a write after the stream ended"
         self.writes.append(([event["type"] for event in events], last))
         self.events += events
-
-
-@pytest.fixture
-async def service(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[ThreadService]:
-    client = A2AClient(demo.url)
-    running = ThreadService(FileThreadStore(tmp_path / "state"), client)
-    await running.start()
-    try:
-        yield running
-    finally:
-        await running.shutdown()
-        await client.close()
 
 
 async def run(service: ThreadService, workspace: Path, text: str) -> Writes:
