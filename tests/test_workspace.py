@@ -13,6 +13,7 @@ from aguiadapter.errors import AdapterError, ErrorCode
 from aguiadapter.i18n import render_error
 from aguiadapter import workspace
 from aguiadapter.workspace import MAX_NAME_BYTES, MAX_PATH_BYTES, check_workspace_path, resolve_workspace
+from tests.support.adapter import RunningAdapter, run_body
 
 CWD = "forwardedProps.iacCode.cwd"
 
@@ -213,3 +214,111 @@ async def test_cwd_messages_read_in_both_languages(root: Path) -> None:
     error = await cwd_refusal("relative", [str(root)])
     assert render_error(error, "en") == f"{CWD} must be an absolute path without '..' segments."
     assert render_error(error, "zh-CN") == f"{CWD} 必须是绝对路径，且不能包含“..”。"
+
+
+# --- a folder that passed, remembered for a moment ------------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _becomes_a_file(path: Path) -> None:
+    shutil.rmtree(path)
+    path.write_text("x")
+
+
+async def test_a_folder_that_passed_is_taken_again_until_its_moment_ends(root: Path) -> None:
+    clock = _Clock()
+    checked = workspace.CheckedWorkspaces(seconds=2.0, clock=clock)
+    folder = root / "session-1"
+    assert await resolve_workspace(str(folder), [str(root)], checked=checked, user="alice") == os.path.realpath(folder)
+    _becomes_a_file(folder)
+    clock.now += 1.9
+    # Within the moment, the path that passed (inside the root) is what the runtime gets.
+    assert await resolve_workspace(str(folder), [str(root)], checked=checked, user="alice") == os.path.realpath(folder)
+    clock.now += 0.2
+    with pytest.raises(AdapterError) as refused:
+        await resolve_workspace(str(folder), [str(root)], checked=checked, user="alice")
+    assert refused.value.message_id == "input_cwd_not_directory"
+
+
+async def test_a_refusal_is_never_remembered(root: Path) -> None:
+    checked = workspace.CheckedWorkspaces(clock=_Clock())
+    folder = root / "later"
+    folder.write_text("x")
+    with pytest.raises(AdapterError):
+        await resolve_workspace(str(folder), [str(root)], checked=checked, user="alice")
+    folder.unlink()
+    folder.mkdir()
+    assert await resolve_workspace(str(folder), [str(root)], checked=checked, user="alice") == os.path.realpath(folder)
+
+
+async def test_one_user_s_pass_is_not_another_s(root: Path) -> None:
+    checked = workspace.CheckedWorkspaces(clock=_Clock())
+    folder = root / "session-1"
+    await resolve_workspace(str(folder), [str(root)], checked=checked, user="alice")
+    _becomes_a_file(folder)
+    with pytest.raises(AdapterError) as refused:
+        await resolve_workspace(str(folder), [str(root)], checked=checked, user="bob")
+    assert refused.value.message_id == "input_cwd_not_directory"
+
+
+async def test_the_remembered_folders_are_bounded_the_oldest_going_first(root: Path) -> None:
+    checked = workspace.CheckedWorkspaces(size=2, clock=_Clock())
+    folders = [root / name for name in ("a", "b", "c")]
+    for folder in folders:
+        folder.mkdir()
+        await resolve_workspace(str(folder), [str(root)], checked=checked, user="alice")
+    assert len(checked) == 2
+    _becomes_a_file(folders[0])
+    _becomes_a_file(folders[2])
+    with pytest.raises(AdapterError):  # forgotten: looked at again
+        await resolve_workspace(str(folders[0]), [str(root)], checked=checked, user="alice")
+    assert await resolve_workspace(str(folders[2]), [str(root)], checked=checked, user="alice")
+
+
+async def test_other_roots_are_another_check(root: Path, tmp_path: Path) -> None:
+    checked = workspace.CheckedWorkspaces(clock=_Clock())
+    folder = root / "session-1"
+    await resolve_workspace(str(folder), [str(root)], checked=checked, user="alice")
+    with pytest.raises(AdapterError) as refused:
+        await resolve_workspace(str(folder), [str(tmp_path / "elsewhere")], checked=checked, user="alice")
+    assert refused.value.message_id == "input_cwd_outside_roots"
+
+
+async def test_a_remembered_pass_makes_no_trip_and_does_the_request_s_other_look_here(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    checked = workspace.CheckedWorkspaces(clock=_Clock())
+    folder = str(root / "session-1")
+    looks: list[int] = []
+    await resolve_workspace(folder, [str(root)], lambda: looks.append(threading.get_ident()), checked=checked,
+                            user="alice")
+    assert looks[0] != threading.get_ident()  # the first look: on the worker thread, with the check
+
+    async def no_trip(*args: object, **kwargs: object) -> object:
+        raise AssertionError("a remembered pass made a trip to a worker thread")
+
+    monkeypatch.setattr(workspace.asyncio, "to_thread", no_trip)
+    await resolve_workspace(folder, [str(root)], lambda: looks.append(threading.get_ident()), checked=checked,
+                            user="alice")
+    assert looks[1] == threading.get_ident()
+
+
+async def test_a_run_s_workspace_is_checked_per_user_through_the_app(adapter: RunningAdapter, tmp_path: Path) -> None:
+    workspace_dir = tmp_path / "workspaces" / "shared"
+    workspace_dir.mkdir(parents=True)
+    first = await adapter.run(run_body(thread_id="t-alice-1", text="hello", cwd=str(workspace_dir), userId="alice"))
+    assert first.status == 200
+    _becomes_a_file(workspace_dir)
+    # Bob's first run in that path is looked at on disk: the folder is a file now.
+    refused = await adapter.run(run_body(thread_id="t-bob-1", text="hello", cwd=str(workspace_dir), userId="bob"))
+    assert refused.status == 400, refused.body
+    assert refused.json()["error"]["code"] == "INVALID_INPUT"

@@ -22,6 +22,7 @@ from ..service.limits import AdmissionLimits
 from ..store.run_log import LogBounds
 from ..service.thread_service import ThreadService
 from ..store.contract import ThreadStore
+from ..workspace import CheckedWorkspaces
 from . import connect_route, handlers, history_routes, thread_list, thread_routes
 from .auth import PrincipalHook, authenticator_for
 from .guard import add_cors_headers, request_guard
@@ -29,7 +30,7 @@ from .http_errors import json_errors
 from .body_turns import LargeBodies
 from .keys import (
     ADAPTER, AUTH, CLIENT, CONFIG, HISTORY, IMAGES, LARGE_BODIES, LIMITS, METRICS_URLS, POOL, SERVICE, STREAMS,
-    TELEMETRY,
+    TELEMETRY, WORKSPACES,
 )
 from .stream_watch import StreamWatch
 
@@ -86,6 +87,7 @@ def create_app(
     app[HISTORY] = _history_reader(config)
     app[IMAGES] = ImageWork()
     app[LARGE_BODIES] = LargeBodies()
+    app[WORKSPACES] = CheckedWorkspaces()
     app.on_response_prepare.append(add_cors_headers)
     app.router.add_get("/health", handlers.health)
     app.router.add_get("/", handlers.index)

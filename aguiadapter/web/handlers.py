@@ -25,7 +25,7 @@ from ..store.contract import StoreUnavailable
 from ..workspace import resolve_workspace
 from .auth import HostPrincipal, OpenAccess, Unauthorized, bind_user_id, named_user_id
 from .http_errors import error_response, request_language
-from .keys import AUTH, CONFIG, IMAGES, LARGE_BODIES, STREAMS, TELEMETRY, admission, backend
+from .keys import AUTH, CONFIG, IMAGES, LARGE_BODIES, STREAMS, TELEMETRY, WORKSPACES, admission, backend
 from .body_turns import read_at_pace, reserved_size
 from .sse import SseWriter
 
@@ -258,7 +258,9 @@ async def run(request: web.Request) -> web.StreamResponse:
                     # The thread's record file is looked for on the same trip (a new thread's admission reads nothing).
                     early = service.absence_probe(run_input.thread_id, principal)
                     cwd = await resolve_workspace(run_input.iac_code.cwd, config.allowed_cwds,
-                                                  early.look if early is not None else None)
+                                                  early.look if early is not None else None,
+                                                  checked=request.config_dict[WORKSPACES],
+                                                  user=run_input.iac_code.user_id or "")
                     # Before admission: a refused run never touches its thread or the runtime.
                     slot = await limits.acquire(run_input.iac_code.user_id)
                     # Images are decoded only once the run limits and the new-thread gate said yes.

@@ -11,6 +11,7 @@ from ..config import Config
 from ..errors import AdapterError, ErrorCode
 from ..images import ImageWork
 from ..telemetry import Telemetry
+from ..workspace import CheckedWorkspaces
 from ..pool.pool import RuntimePool
 from ..service.limits import AdmissionLimits
 from ..service.history_reader import HistoryReader
@@ -48,6 +49,8 @@ HISTORY = web.AppKey("aguiadapter.history", HistoryReader)
 IMAGES = web.AppKey("aguiadapter.images", ImageWork)
 #: Large run bodies take turns between being read and being admitted.
 LARGE_BODIES = web.AppKey("aguiadapter.large_bodies", LargeBodies)
+#: The workspaces that passed their disk check lately, per user.
+WORKSPACES = web.AppKey("aguiadapter.workspaces", CheckedWorkspaces)
 
 
 def _started(request: web.Request, key: web.AppKey[_T]) -> _T | None:
