@@ -13,10 +13,12 @@ its resume against the demo runtime:
   dies before finds the task on the runtime);
 - a turn whose task id cannot be stored never finishes: it ends in
   ``STATE_PERSISTENCE_FAILED``, with every span it opened closed;
-- a turn's end reaches its client in one write (issue 35, item 5): what
-  the runtime's last chunk brought, the spans the run closes and the
-  terminal event go out together, right after the end's record write, and
-  the stream ends with that write.
+- a turn's end reaches its client in one write (issue 35, item 5): the
+  spans the run closes and the terminal event go out together, right after
+  the end's record write, and the stream ends with that write. What the
+  runtime's last chunk brought goes with them where that write is cheap
+  (``--durability process``), and before it where the write waits for the
+  disk (``fsync``): the text does not wait for the syncs.
 """
 
 from __future__ import annotations
@@ -172,18 +174,69 @@ async def run_writes(service: ThreadService, workspace: Path, text: str) -> Writ
     return sink
 
 
+class EndWatchingStore(FileThreadStore):
+    """A file store that notes what the client had been sent when a run's
+    end began to be written (a record no longer running)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sink: Writes | None = None
+        self.sent_at_end: list[str] | None = None
+
+    async def save(self, record: ThreadRecord, *args: Any, **kwargs: Any) -> Saved:
+        if record.state is not ThreadState.RUNNING and self.sink is not None and self.sent_at_end is None:
+            self.sent_at_end = [event["type"] for event in self.sink.events]
+        return await super().save(record, *args, **kwargs)
+
+
+@pytest.fixture(params=["fsync", "process"])
+async def watched(request: pytest.FixtureRequest, tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[ThreadService]:
+    client = A2AClient(demo.url)
+    running = ThreadService(EndWatchingStore(tmp_path / "state", durability=request.param), client)
+    await running.start()
+    try:
+        yield running
+    finally:
+        await running.shutdown()
+        await client.close()
+
+
+async def watched_run(service: ThreadService, workspace: Path, text: str) -> tuple[Writes, list[str]]:
+    store = service.store
+    assert isinstance(store, EndWatchingStore)
+    body = run_body(thread_id=f"t-{text.split()[0]}", text=text, cwd=str(workspace))
+    ticket = await service.admit(parse_run_input(body), canonical_digest(body), "en", str(workspace))
+    store.sink = sink = Writes()
+    await service.run(ticket, sink)
+    assert store.sent_at_end is not None, "the run's end was never written"
+    return sink, store.sent_at_end
+
+
 @pytest.mark.parametrize("text", ["firehose 5", "think about it", "tool"])
 async def test_a_turn_s_end_goes_out_in_one_write_that_ends_the_stream(
-    service: ThreadService, workspace: Path, text: str
+    watched: ThreadService, workspace: Path, text: str
 ) -> None:
-    sink = await run_writes(service, workspace, text)
+    sink, _ = await watched_run(watched, workspace, text)
     *before, (last, ended) = sink.writes
     assert ended and not any(flag for _, flag in before), sink.writes
     assert last[-1] == "RUN_FINISHED"
-    # The spans the run closes ride with it, not in a write of their own.
-    assert "TEXT_MESSAGE_END" in last, sink.writes
     assert sink.events[0]["type"] == "RUN_STARTED"
     check_order(sink.events)
+
+
+async def test_the_last_chunk_s_text_waits_for_the_end_s_write_only_where_it_is_cheap(
+    watched: ThreadService, workspace: Path
+) -> None:
+    sink, sent_at_end = await watched_run(watched, workspace, "firehose 5")
+    *_, (last, _) = sink.writes
+    if watched.store.durability == "fsync":
+        # The end's write waits for the disk: the text was on its way before it began.
+        assert "TEXT_MESSAGE_CONTENT" in sent_at_end, sent_at_end
+        assert "TEXT_MESSAGE_CONTENT" not in last
+    else:
+        # Page cache only: the text, the spans the run closes and RUN_FINISHED go out in one write.
+        assert "TEXT_MESSAGE_CONTENT" not in sent_at_end, sent_at_end
+        assert "TEXT_MESSAGE_CONTENT" in last and "TEXT_MESSAGE_END" in last, sink.writes
 
 
 async def test_an_interrupt_ends_the_stream_with_its_last_write_too(service: ThreadService, workspace: Path) -> None:

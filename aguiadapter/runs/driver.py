@@ -346,9 +346,17 @@ class RunDriver:
         """Write events to the run's log, then to its client."""
         await self.output.emit(events)
 
-    def hold(self, events: list[Event]) -> None:
-        """Keep events for the run's next write (its end's)."""
-        self.output.hold(events)
+    async def before_end(self, events: list[Event]) -> None:
+        """What the turn's last chunk brought (its end's record write comes
+        next). Where that write is cheap (``--durability process``: page
+        cache; Redis) the events wait for it and go out with the end, in one
+        write to the client; where it waits for the disk (``fsync``: two
+        syncs, a millisecond or more) they go out now: the person's text
+        does not wait for the disk, for one write more."""
+        if self.ticket.shell.store.durability == "fsync":
+            await self.output.emit(events)
+        else:
+            self.output.hold(events)
 
     def _log_run(self) -> None:
         ident = self.identity

@@ -142,8 +142,9 @@ class FollowedRun(Protocol):
     async def emit(self, events: list[Event]) -> None:
         """Write events to the run's log and client."""
 
-    def hold(self, events: list[Event]) -> None:
-        """Keep events for the run's next write (its end's): one write, not two."""
+    async def before_end(self, events: list[Event]) -> None:
+        """What the turn's last chunk brought: written now, or kept for the
+        end's write where that write is cheap (one write, not two)."""
 
     async def accept(self, interrupt_ids: list[str]) -> None:
         """Store that the runtime took these answers."""
@@ -259,8 +260,8 @@ class Follower:
                 outcome = chunk.outcome
                 if outcome is not None and outcome.kind == "success" and not outcome.unconfirmed:
                     # The turn ended: what its last chunk brought goes out with RUN_FINISHED,
-                    # right after the end's write (one write to the client, not two).
-                    self.run.hold(events)
+                    # right after the end's write, where that write is cheap (RunDriver.before_end).
+                    await self.run.before_end(events)
                 else:
                     await self.run.emit(events)
                 if recover_after_first:
