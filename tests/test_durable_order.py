@@ -39,6 +39,7 @@ from aguiadapter.service.thread_service import ThreadService
 from aguiadapter.store.contract import PersistenceError, Saved
 from tests.support.adapter import run_body
 from tests.support.agui import check_order, parse_sse
+from tests.support.serve import thread_service
 
 
 class StoredRecordSink:
@@ -60,14 +61,8 @@ class StoredRecordSink:
 
 @pytest.fixture
 async def service(tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[ThreadService]:
-    client = A2AClient(demo.url)
-    running = ThreadService(FileThreadStore(tmp_path / "state"), client)
-    await running.start()
-    try:
+    async with thread_service(FileThreadStore(tmp_path / "state"), demo.url) as running:
         yield running
-    finally:
-        await running.shutdown()
-        await client.close()
 
 
 async def run(service: ThreadService, body: dict[str, Any]) -> StoredRecordSink:
@@ -191,14 +186,8 @@ class EndWatchingStore(FileThreadStore):
 
 @pytest.fixture(params=["fsync", "process"])
 async def watched(request: pytest.FixtureRequest, tmp_path: Path, demo: DemoRuntime) -> AsyncIterator[ThreadService]:
-    client = A2AClient(demo.url)
-    running = ThreadService(EndWatchingStore(tmp_path / "state", durability=request.param), client)
-    await running.start()
-    try:
+    async with thread_service(EndWatchingStore(tmp_path / "state", durability=request.param), demo.url) as running:
         yield running
-    finally:
-        await running.shutdown()
-        await client.close()
 
 
 async def watched_run(service: ThreadService, workspace: Path, text: str) -> tuple[Writes, list[str]]:

@@ -25,6 +25,7 @@ from aguiadapter.runs.shell import SinkClosed
 from tests.support.adapter import run_body
 from tests.support.agui import parse_sse
 from tests.support.eventually import eventually
+from tests.support.serve import thread_service
 from tests.test_lost_writes import FullDisk, as_stored, moves
 
 TTL = 600.0
@@ -53,14 +54,9 @@ def clock() -> Clock:
 
 @pytest.fixture
 async def service(tmp_path: Path, demo: DemoRuntime, clock: Clock) -> AsyncIterator[ThreadService]:
-    client = A2AClient(demo.url)
-    running = ThreadService(FileThreadStore(tmp_path / "state"), client, interrupt_ttl_seconds=TTL, clock=clock)
-    await running.start()
-    try:
+    async with thread_service(FileThreadStore(tmp_path / "state"), demo.url, interrupt_ttl_seconds=TTL,
+                              clock=clock) as running:
         yield running
-    finally:
-        await running.shutdown()
-        await client.close()
 
 
 async def interrupted(service: ThreadService, thread_id: str, workspace: Path) -> list[dict[str, object]]:

@@ -38,3 +38,20 @@ async def demo_runtime(**options: Any) -> AsyncIterator[DemoRuntime]:
         yield runtime
     finally:
         await runtime.close()
+
+
+@contextlib.asynccontextmanager
+async def thread_service(store: Any, a2a_url: str, **options: Any) -> AsyncIterator[Any]:
+    """A started :class:`~aguiadapter.service.thread_service.ThreadService` on
+    ``store`` in front of the A2A runtime at ``a2a_url``; shut down after."""
+    from aguiadapter.a2a.client import A2AClient
+    from aguiadapter.service.thread_service import ThreadService
+
+    client = A2AClient(a2a_url)
+    running = ThreadService(store, client, **options)
+    await running.start()
+    try:
+        yield running
+    finally:
+        await running.shutdown()
+        await client.close()
