@@ -14,6 +14,7 @@ from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import Reply, RunningAdapter, run_body, start_adapter
 from tests.support.agui import check_stream
 from tests.support.stops import PROFILES, assert_stopped
+from tests.support.reading import read_until
 
 
 def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -61,9 +62,7 @@ async def test_cancelling_an_active_run_ends_its_stream_in_the_profiles_form(
 async def cancel_active_run(adapter: RunningAdapter, demo: DemoRuntime, workspace: Path, profile: Profile) -> None:
     body = run_body(thread_id="c-act", text="slow 20", cwd=str(workspace))
     async with adapter.session.post(adapter.url, json=body) as resp:
-        seen = b""
-        while b"iac-code.session.v1" not in seen:
-            seen += await resp.content.readany()
+        seen = await read_until(resp, b"iac-code.session.v1")
         events_so_far = [line for line in seen.decode().split("\n\n") if "iac-code.session.v1" in line]
         execution_id = events_so_far[0].split('"executionId":"')[1].split('"')[0]
         reply = await cancel(adapter, execution_id, {"threadId": "c-act", "rosInvocationId": "invocation-1"})

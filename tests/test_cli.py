@@ -23,6 +23,7 @@ from aguiadapter.threads.diagram import render_all
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream, texts
 from tests.support.stops import assert_stopped
+from tests.support.reading import read_until
 
 
 async def start_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[asyncio.subprocess.Process, str, list[str]]:
@@ -85,9 +86,7 @@ async def test_ctrl_c_closes_open_streams_and_exits_within_a_second(tmp_path: Pa
     assert f"profile: {compat or 'ag-ui-1.0'} " in "".join(banner), banner
     async with aiohttp.ClientSession() as session:
         async with session.post(url, json=run_body(thread_id="cli-slow", text="slow 30", cwd=str(tmp_path))) as resp:
-            seen = b""
-            while b"TEXT_MESSAGE_CONTENT" not in seen:
-                seen += await resp.content.readany()
+            seen = await read_until(resp, b"TEXT_MESSAGE_CONTENT", seconds=30)
             started = time.monotonic()
             process.send_signal(signal.SIGINT)
             rest = await asyncio.wait_for(resp.read(), 5)
@@ -161,9 +160,7 @@ async def test_a_run_lost_with_a_killed_adapter_has_its_task_cancelled_on_next_u
     body = run_body(thread_id="cli-kill", text="slow 30", cwd=str(tmp_path))
     async with aiohttp.ClientSession() as session:
         async with session.post(url, json=body) as resp:
-            seen = b""
-            while b"TEXT_MESSAGE_CONTENT" not in seen:
-                seen += await resp.content.readany()
+            await read_until(resp, b"TEXT_MESSAGE_CONTENT", seconds=30)
             process.send_signal(signal.SIGKILL)
             await process.wait()
     (task_id,) = list(demo.state.tasks)

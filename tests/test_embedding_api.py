@@ -24,6 +24,7 @@ from tests.support.stops import assert_stopped
 from tests.support.adapter import run_body
 from tests.support.agui import check_stream, texts
 from tests.support.serve import on_loopback
+from tests.support.reading import read_until
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "embed_in_aiohttp.py"
@@ -231,9 +232,7 @@ async def test_the_embedding_example_ends_open_streams_as_stopped_on_sigterm(tmp
         body = run_body(thread_id="sigterm", text="slow 30", cwd=str(tmp_path))
         async with aiohttp.ClientSession() as session:
             async with session.post(match.group(1) + "agui/", json=body, headers=headers) as resp:
-                seen = b""
-                while b"TEXT_MESSAGE_CONTENT" not in seen:
-                    seen += await resp.content.readany()
+                seen = await read_until(resp, b"TEXT_MESSAGE_CONTENT", seconds=30)
                 process.send_signal(signal.SIGTERM)
                 rest = await asyncio.wait_for(resp.read(), 10)
         assert await asyncio.wait_for(process.wait(), 10) == 0

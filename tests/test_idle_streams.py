@@ -13,14 +13,10 @@ from aguiadapter.logs import SecretsHidden, scrub
 from aguiadapter.store.file.store import FileThreadStore
 from tests.support.adapter import run_body, start_adapter
 from tests.support.eventually import eventually
+from tests.support.reading import read_into
 
 STREAMS = 12
 HEARTBEAT = b": heartbeat\n\n"
-
-
-async def _read_until(resp: aiohttp.ClientResponse, seen: bytearray, mark: bytes, count: int) -> None:
-    while seen.count(mark) < count:
-        seen += await resp.content.readany()
 
 
 async def test_every_idle_stream_gets_heartbeats_and_a_leaving_client_stops_only_its_run(
@@ -35,11 +31,11 @@ async def test_every_idle_stream_gets_heartbeats_and_a_leaving_client_stops_only
             seen = [bytearray() for _ in responses]
             # Each sits in the runtime's silence after its first delta...
             await asyncio.wait_for(asyncio.gather(*(
-                _read_until(resp, got, b"TEXT_MESSAGE_CONTENT", 1) for resp, got in zip(responses, seen, strict=True)
+                read_into(resp, got, b"TEXT_MESSAGE_CONTENT", 1) for resp, got in zip(responses, seen, strict=True)
             )), 20)
             # ... and gets its own heartbeats there, every one of them.
             await asyncio.wait_for(asyncio.gather(*(
-                _read_until(resp, got, HEARTBEAT, 2) for resp, got in zip(responses, seen, strict=True)
+                read_into(resp, got, HEARTBEAT, 2) for resp, got in zip(responses, seen, strict=True)
             )), 20)
             assert all(b"RUN_FINISHED" not in got and b"RUN_ERROR" not in got for got in seen)
 
@@ -58,7 +54,7 @@ async def test_every_idle_stream_gets_heartbeats_and_a_leaving_client_stops_only
             await eventually(cancelled, "the run whose client left is cancelled in the runtime")
             # The others go on, heartbeats and all.
             await asyncio.wait_for(asyncio.gather(*(
-                _read_until(resp, got, HEARTBEAT, got.count(HEARTBEAT) + 1)
+                read_into(resp, got, HEARTBEAT, got.count(HEARTBEAT) + 1)
                 for resp, got in zip(staying, seen[1:], strict=True)
             )), 20)
             others = [state for context, state in states().items() if context != left]

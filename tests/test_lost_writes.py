@@ -44,6 +44,7 @@ from tests.support.agui import check_stream
 from tests.support.eventually import eventually
 from tests.support.reattach import read_then_cut, reattach
 from tests.support.serve import on_loopback
+from tests.support.reading import read_until
 
 Trip = Callable[[ThreadRecord | None, ThreadRecord], bool]
 
@@ -322,9 +323,7 @@ async def cancel_route(case: Case, execution_id: str) -> Reply:
 async def cancel_while_it_runs(case: Case) -> tuple[str, str]:
     """The cancel route, while a slow turn streams."""
     async with case.adapter.session.post(case.adapter.url, json=case.turn("slow 20")) as resp:
-        seen = b""
-        while b"iac-code.session.v1" not in seen:
-            seen += await resp.content.readany()
+        seen = await read_until(resp, b"iac-code.session.v1", seconds=30)
         execution_id = seen.split(b'"executionId":"')[1].split(b'"')[0].decode()
         await cancel_route(case, execution_id)
         rest = await asyncio.wait_for(resp.read(), 10)

@@ -23,6 +23,7 @@ from aguiadapter.web.keys import METRICS_URLS
 from tests.support.adapter import run_body, start_adapter
 from tests.support.eventually import eventually
 from tests.support.serve import on_loopback
+from tests.support.reading import read_until
 
 Families = dict[str, Any]
 
@@ -110,9 +111,7 @@ async def test_the_families_move_as_runs_succeed_interrupt_are_refused_and_lose_
 
         body = run_body(thread_id="m-gone", text="slow 30", cwd=cwd)
         async with aiohttp.ClientSession() as client, client.post(url, json=body) as resp:
-            seen = b""
-            while b"TEXT_MESSAGE_CONTENT" not in seen:
-                seen += await resp.content.readany()
+            await read_until(resp, b"TEXT_MESSAGE_CONTENT")
             streaming = await scrape(session, url)
         # The client left mid-run: the adapter cancels the runtime's task and counts it.
 

@@ -24,6 +24,7 @@ from tests.support.agui import check_stream, parse_sse_ids, texts
 from tests.support.eventually import eventually
 from tests.support.reattach import joined, read_then_cut, reattach
 from tests.support.stops import PROFILES, assert_stopped
+from tests.support.reading import read_until
 
 
 def task_states(demo: DemoRuntime) -> list[str]:
@@ -118,10 +119,8 @@ async def test_a_re_attached_client_keeps_the_run_and_leaving_again_gives_a_new_
         url = f"{adapter.url}threads/t-twice/runs/{body['runId']}/events"
         async with aiohttp.ClientSession() as session:
             resp = await session.get(url, headers={"Last-Event-ID": first.last_id or ""})
-            raw = b""
             # 20 deltas, 0.2 s apart: twice the grace, read by the re-attached client.
-            while raw.count(b"TEXT_MESSAGE_CONTENT") < 20:
-                raw += await asyncio.wait_for(resp.content.readany(), 5)
+            await read_until(resp, b"TEXT_MESSAGE_CONTENT", 20, seconds=5)
             assert task_states(demo) == ["TASK_STATE_WORKING"], "a client that reads keeps the run"
             resp.connection.transport.abort()  # type: ignore[union-attr]
             resp.release()

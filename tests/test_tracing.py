@@ -33,6 +33,7 @@ from aguiadapter.web.app import create_app
 from tests.support.adapter import RunningAdapter, run_body
 from tests.support.eventually import eventually
 from tests.support.serve import on_loopback
+from tests.support.reading import read_until
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -184,9 +185,7 @@ async def test_an_interrupt_a_refusal_and_the_resume_are_traced(traced: Traced, 
 async def test_a_client_that_leaves_gets_a_disconnected_run_and_a_traced_cancel(traced: Traced, workspace: Path) -> None:
     body = run_body(thread_id="tr-gone", text="slow 30", cwd=str(workspace))
     async with aiohttp.ClientSession() as client, client.post(traced.adapter.url, json=body, headers=AUTH) as resp:
-        seen = b""
-        while b"TEXT_MESSAGE_CONTENT" not in seen:
-            seen += await resp.content.readany()
+        await read_until(resp, b"TEXT_MESSAGE_CONTENT", seconds=30)
     (run,) = await eventually(lambda: named(traced.finished(), "agui.run"), "the run span ends")
     assert run.attributes is not None and run.attributes["agui.outcome"] == "disconnected"
     (cancel,) = named(traced.finished(), "CancelTask")

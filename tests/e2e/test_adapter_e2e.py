@@ -14,6 +14,7 @@ from tests.support.agui import texts, types
 from tests.support.eventually import eventually
 from tests.support.iac_runtime import IacRuntime
 from tests.support.model_stub import ModelStub
+from tests.support.reading import read_until
 
 
 def session_of(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -70,9 +71,7 @@ async def test_a_client_that_disconnects_leaves_no_task_running(
     body = run_body(thread_id="e2e-gone", text="[scenario:slow seconds=20] talk", cwd=str(iac_workspace))
     task_id = None
     async with aiohttp.ClientSession() as session, session.post(iac_adapter.url, json=body) as resp:
-        seen = b""
-        while b"TEXT_MESSAGE_CONTENT" not in seen:
-            seen += await asyncio.wait_for(resp.content.readany(), 30)
+        seen = await read_until(resp, b"TEXT_MESSAGE_CONTENT", seconds=30)
     for line in seen.decode().splitlines():
         if "iac-code.session.v1" in line:
             task_id = line.split('"taskId":"')[1].split('"')[0]

@@ -25,6 +25,7 @@ from tests.support.iac_runtime import IacRuntime
 from tests.support.model_stub import ModelStub
 from tests.support.pipeline_script import scenario
 from tests.support.stops import PROFILES, assert_stopped
+from tests.support.reading import read_until_all
 
 CANCELED = "TASK_STATE_CANCELED"
 
@@ -54,9 +55,7 @@ async def test_the_cancel_route_stops_a_streaming_turn_in_the_profiles_form(
     try:
         body = run_body(thread_id=thread_id, text=f"[scenario:slow seconds=20] {thread_id}", cwd=str(iac_workspace))
         async with adapter.session.post(adapter.url, json=body) as resp:
-            seen = b""
-            while b"TEXT_MESSAGE_CONTENT" not in seen or b"iac-code.session.v1" not in seen:
-                seen += await asyncio.wait_for(resp.content.readany(), 30)
+            seen = await read_until_all(resp, b"TEXT_MESSAGE_CONTENT", b"iac-code.session.v1", seconds=30)
             session = session_of(parse_sse(seen[: seen.rindex(b"\n\n") + 2])[0])
             path = f"/extensions/iac-code/v1/executions/{session['executionId']}/cancel"
             identity = {"threadId": thread_id, "rosInvocationId": "invocation-1"}

@@ -39,6 +39,7 @@ from tests.support.validation import findings, run_validator
 from tests.support.validation import validate as validate_once
 
 from .conftest import drive, iac_props
+from tests.support.reading import read_until
 
 #: Rules excluded per capture: none (see the AGUI207 section of tests/interop/README.md).
 AGUI207_ONLY: tuple[str, ...] = ()
@@ -233,15 +234,6 @@ async def test_a2a_unavailable(tmp_path: Path, workspace: Path, captures: Path, 
     finally:
         await running.close()
     run_error(await validate(captures, "error-a2a-unavailable", body), "A2A_UNAVAILABLE")
-
-
-async def read_until(resp: Any, needle: bytes, count: int = 1) -> bytes:
-    seen = b""
-    while seen.count(needle) < count:
-        chunk = await asyncio.wait_for(resp.content.readany(), 10)
-        assert chunk, f"stream ended before {needle!r}: {seen!r}"
-        seen += chunk
-    return seen
 
 
 async def test_a_runtime_cancel_through_the_cancel_route(

@@ -20,6 +20,7 @@ from tests.support.reattach import SSE
 from .conftest import StartReplicas
 from .redis_server import RedisServer
 from .replicas import interrupts_of, post
+from tests.support.reading import read_until
 
 
 async def test_a_connect_on_another_replica_follows_the_run_live_to_its_end(
@@ -37,9 +38,7 @@ async def test_a_connect_on_another_replica_follows_the_run_live_to_its_end(
 
     body = run_body(thread_id="t-far", text="slow 3", cwd=str(workspace))
     async with http.post(first.url, data=json.dumps(body), headers=SSE) as resp:
-        raw = b""
-        while raw.count(b"TEXT_MESSAGE_CONTENT") < 2:
-            raw += await asyncio.wait_for(resp.content.readany(), 10)
+        raw = await read_until(resp, b"TEXT_MESSAGE_CONTENT", 2)
         connecting = asyncio.ensure_future(post(http, second.url, connect_body("t-far"), "connect"))
         raw += await asyncio.wait_for(resp.read(), 20)
     own = check_stream(raw)

@@ -21,6 +21,7 @@ from tests.support.demo_pool import demo_runtimes
 
 from .redis_server import RedisServer
 from .replicas import HEADERS, Replica, interrupts_of, post, resume_body, stored_record
+from tests.support.reading import read_until
 
 NAMES = ("a", "b", "c")
 
@@ -65,9 +66,7 @@ async def test_placement_counts_the_runs_of_every_replica(
             body = run_body(thread_id=f"busy-{number}", text=f"slow 30 #{number}", cwd=str(workspace))
             resp = await stack.enter_async_context(http.post(replica.url, data=json.dumps(body), headers=HEADERS))
             assert resp.status == 200
-            seen = b""
-            while b"iac-code.session.v1" not in seen:  # the run streams: its runtime counts it
-                seen += await asyncio.wait_for(resp.content.readany(), 10)
+            await read_until(resp, b"iac-code.session.v1")  # the run streams: its runtime counts it
         # Each replica alone would have started its own rotation at the same runtime.
         placed = [holders(trio, f"slow 30 #{number}") for number in range(3)]
         assert sorted(name for names in placed for name in names) == list(NAMES), placed
@@ -138,9 +137,7 @@ async def test_an_adopted_run_counts_on_its_runtime_until_it_ends(
         body = run_body(thread_id="t-adopted", text="slow 8", cwd=str(workspace))
         async with aiohttp.ClientSession() as http:
             async with http.post(first.url, data=json.dumps(body), headers=HEADERS) as resp:
-                raw = b""
-                while raw.count(b"TEXT_MESSAGE_CONTENT") < 3:
-                    raw += await asyncio.wait_for(resp.content.readany(), 10)
+                raw = await read_until(resp, b"TEXT_MESSAGE_CONTENT", 3)
                 assert first.process is not None
                 first.process.send_signal(signal.SIGTERM)
                 raw += await asyncio.wait_for(resp.read(), 10)  # the stopping replica lets its client go
@@ -150,9 +147,7 @@ async def test_an_adopted_run_counts_on_its_runtime_until_it_ends(
             path = f"{second.url}threads/t-adopted/runs/{body['runId']}/events"
             async with http.get(path, headers={**SSE, "Last-Event-ID": half.last_id}) as resp:
                 assert resp.status == 200
-                rest = b""
-                while b"TEXT_MESSAGE_CONTENT" not in rest:  # adopted: it streams again
-                    rest += await asyncio.wait_for(resp.content.readany(), 10)
+                rest = await read_until(resp, b"TEXT_MESSAGE_CONTENT")  # adopted: it streams again
                 adopted = f"run {body['runId']} adopted"
                 await eventually(lambda: adopted in second.log(), "the second replica adopts the run")
                 # The replica that handed it off is gone, and its count of the run with it.

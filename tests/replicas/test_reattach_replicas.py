@@ -25,6 +25,7 @@ from tests.support.reattach import SSE, joined, read_then_cut, reattach, whole_e
 from .conftest import StartReplicas
 from .redis_server import RedisServer
 from .replicas import health, interrupts_of, post
+from tests.support.reading import read_until
 
 TICKS = "".join(f"tick {n}. " for n in range(1, 16))
 
@@ -66,9 +67,7 @@ async def test_a_replica_stopped_mid_answer_hands_its_run_to_the_one_the_client_
         (second,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "20", "--a2a-url", link.url)
         body = run_body(thread_id="t-roll", text="slow 6", cwd=str(workspace))
         async with http.post(first.url, data=json.dumps(body), headers=SSE) as resp:
-            raw = b""
-            while raw.count(b"TEXT_MESSAGE_CONTENT") < 3:
-                raw += await asyncio.wait_for(resp.content.readany(), 10)
+            raw = await read_until(resp, b"TEXT_MESSAGE_CONTENT", 3)
             assert first.process is not None
             first.process.send_signal(signal.SIGTERM)
             # The stopping replica ends the stream without a terminal event.
@@ -101,9 +100,7 @@ async def test_the_reply_in_flight_at_a_handover_stays_one_message(
     # Six seconds of reply: the handover happens well before its end, however busy the machine.
     body = run_body(thread_id="t-one-message", text="slow 6", cwd=str(workspace))
     async with http.post(first.url, data=json.dumps(body), headers=SSE) as resp:
-        raw = b""
-        while raw.count(b"TEXT_MESSAGE_CONTENT") < 4:
-            raw += await asyncio.wait_for(resp.content.readany(), 10)
+        raw = await read_until(resp, b"TEXT_MESSAGE_CONTENT", 4)
         assert first.process is not None
         first.process.send_signal(signal.SIGTERM)
         raw += await asyncio.wait_for(resp.read(), 10)
@@ -127,9 +124,7 @@ async def test_a_second_signal_cancels_what_is_still_draining(
     (only,) = await start_replicas(1, redis_server.url, "--disconnect-grace-seconds", "30", "--log-format", "json")
     body = run_body(thread_id="t-twice", text="slow 30", cwd=str(workspace))
     async with http.post(only.url, data=json.dumps(body), headers=SSE) as resp:
-        raw = b""
-        while b"TEXT_MESSAGE_CONTENT" not in raw:
-            raw += await asyncio.wait_for(resp.content.readany(), 10)
+        await read_until(resp, b"TEXT_MESSAGE_CONTENT")
         assert only.process is not None
         only.process.send_signal(signal.SIGTERM)
         await eventually(lambda: "draining" in only.log(), "the replica drains")
