@@ -25,7 +25,7 @@ from .cli_help import ReferenceOnly as _ReferenceOnly
 from .cli_help import document as _document
 from .cli_help import json_wanted, usage_error, write_json_lines
 from .images import tune_allocator
-from .logs import configure_logging, json_line, mask_url
+from .logs import configure_logging, json_line, lean_records, mask_url
 from .pool.settings import parse_runtime
 from .protocol.profile import COMPAT_CHOICES
 from .telemetry import shutdown_within, tracer_provider_from_env
@@ -385,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Tracing as the OTEL_* variables say (see aguiadapter.telemetry.tracing_wanted).
         provider = tracer_provider_from_env(os.environ)
         configure_logging(args.log_level, args.log_format, trace_ids=provider is not None)
+        lean_records()
         tune_allocator()  # before any thread: large blocks and worker threads' memory go back (images.py)
         asyncio.run(serve(config, args.host, args.port, spawn_iac_code=args.spawn_iac_code,
                           tracer_provider=provider, spawn_env=spawn_env, log_format=args.log_format,

@@ -286,6 +286,21 @@ class KeyValueFormatter(logging.Formatter):
     """``time level logger: message key=value ...``, on one line (a
     traceback, redacted, follows it)."""
 
+    #: The last second formatted, and its text (a short run logs two lines
+    #: within one: the calendar is asked once a second, not once a line).
+    _second: int = -1
+    _stamp: str = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        msec_format = self.default_msec_format
+        if datefmt is not None or msec_format is None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = second
+        return msec_format % (self._stamp, record.msecs)
+
     def formatMessage(self, record: logging.LogRecord) -> str:
         return one_line(super().formatMessage(record))
 
@@ -370,6 +385,17 @@ def configure_logging(level: str, fmt: str = "text", *, trace_ids: bool = False)
     root.setLevel(level)
     # Python's warnings (a library's deprecation...) as log lines, in the chosen format.
     logging.captureWarnings(True)
+
+
+def lean_records() -> None:
+    """Leave out of every log record what no line of this server shows: the
+    caller's file and line (a walk up the stack for each line), its thread
+    and its process. For the server's own process (the command line), not
+    for an application that embeds the adapter and logs its own way."""
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
 
 
 def _trace_ids(record: logging.LogRecord) -> dict[str, str]:
