@@ -27,11 +27,11 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
-from aiohttp.web_log import AccessLogger
 from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 from aiohttp.web_request import BaseRequest
 
 from ..errors import AdapterError, ErrorCode
+from .access_log import AccessLog
 from ..i18n import DEFAULT_LANGUAGE
 from .http_errors import error_body
 
@@ -187,7 +187,7 @@ class AdapterRunner(web.AppRunner):
         app: web.Application,
         *,
         header_timeout: float = HEADER_TIMEOUT_SECONDS,
-        access_log_class: type[AbstractAccessLogger] = AccessLogger,
+        access_log_class: type[AbstractAccessLogger] = AccessLog,
         **kwargs: Any,
     ) -> None:
         super().__init__(app, access_log_class=access_log_class, **kwargs)
@@ -209,8 +209,8 @@ class AdapterRunner(web.AppRunner):
         return self._json_server
 
 
-class AccessLogWithoutHealth(AccessLogger):
-    """aiohttp's access log without the ``GET /health`` lines (``--quiet-health``):
+class AccessLogWithoutHealth(AccessLog):
+    """The access log without the ``GET /health`` lines (``--quiet-health``):
     a balancer probing every few seconds drowns the requests that matter."""
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
