@@ -25,14 +25,15 @@ _LINE = '%s %s "%s %s HTTP/%d.%d" %s %s "%s" "%s"'
 
 
 class AccessLog(AccessLogger):
-    """aiohttp's access log; its default line made in one step."""
+    """aiohttp's access log; its default line made in one step. (aiohttp
+    makes one for each connection: what they share is kept on the class.)"""
+
+    #: The second the last line's request started in, and its text.
+    _last: tuple[int, str] = (-1, "")
 
     def __init__(self, logger: logging.Logger, log_format: str = AccessLogger.LOG_FORMAT) -> None:
         super().__init__(logger, log_format)
         self._default = log_format == AccessLogger.LOG_FORMAT
-        #: The second the last line's request started in, and its text.
-        self._second = -1
-        self._stamp = ""
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         if not self._default:
@@ -40,10 +41,10 @@ class AccessLog(AccessLogger):
             return
         try:
             started = time_mod.time() - time
-            second = int(started)
-            if second != self._second:
-                self._stamp = time_mod.strftime("[%d/%b/%Y:%H:%M:%S %z]", time_mod.localtime(started))
-                self._second = second
+            second, stamp = AccessLog._last
+            if int(started) != second:
+                stamp = time_mod.strftime("[%d/%b/%Y:%H:%M:%S %z]", time_mod.localtime(started))
+                AccessLog._last = (int(started), stamp)
             remote = request.remote
             remote = remote if remote is not None else "-"
             headers = request.headers
@@ -54,13 +55,13 @@ class AccessLog(AccessLogger):
             status, size = response.status, response.body_length
             extra = {
                 "remote_address": remote,
-                "request_start_time": self._stamp,
+                "request_start_time": stamp,
                 "first_request_line": f"{method} {path} HTTP/{version.major}.{version.minor}",
                 "response_status": status,
                 "response_size": size,
                 "request_header": {"Referer": referer, "User-Agent": agent},
             }
-            self.logger.info(_LINE, remote, self._stamp, method, path, version.major, version.minor, status, size,
+            self.logger.info(_LINE, remote, stamp, method, path, version.major, version.minor, status, size,
                              referer, agent, extra=extra)
         except Exception:
             self.logger.exception("Error in logging")
