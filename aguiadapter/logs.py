@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from typing import Any, Final
@@ -282,24 +282,42 @@ def _key_values(fields: Mapping[str, Any]) -> str:
     return " ".join(f"{key}={_plain(value)}" for key, value in fields.items() if value is not None)
 
 
+class SecondStamp:
+    """A time's text in ``fmt`` (``time.strftime``), made once a second: the
+    log lines of a busy second share it instead of asking the calendar each."""
+
+    __slots__ = ("_convert", "_fmt", "_last")
+
+    def __init__(self, fmt: str, convert: Callable[[float | None], time.struct_time] = time.localtime) -> None:
+        self._fmt = fmt
+        self._convert = convert
+        #: The second last asked for, and its text.
+        self._last: tuple[int, str] = (-1, "")
+
+    def __call__(self, when: float) -> str:
+        second = int(when)
+        last = self._last
+        if last[0] != second:
+            last = self._last = (second, time.strftime(self._fmt, self._convert(when)))
+        return last[1]
+
+
 class KeyValueFormatter(logging.Formatter):
     """``time level logger: message key=value ...``, on one line (a
     traceback, redacted, follows it)."""
 
-    #: The last second formatted, and its text (a short run logs two lines
-    #: within one: the calendar is asked once a second, not once a line).
-    _second: int = -1
-    _stamp: str = ""
+    #: The time's text of the second being logged (made on first use, with
+    #: this formatter's converter: a short run logs two lines within one).
+    _stamp: SecondStamp | None = None
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         msec_format = self.default_msec_format
         if datefmt is not None or msec_format is None:
             return super().formatTime(record, datefmt)
-        second = int(record.created)
-        if second != self._second:
-            self._stamp = time.strftime(self.default_time_format, self.converter(record.created))
-            self._second = second
-        return msec_format % (self._stamp, record.msecs)
+        stamp = self._stamp
+        if stamp is None:
+            stamp = self._stamp = SecondStamp(self.default_time_format, self.converter)
+        return msec_format % (stamp(record.created), record.msecs)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return one_line(super().formatMessage(record))

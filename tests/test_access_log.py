@@ -1,6 +1,7 @@
 """The access log writes aiohttp's line (web/access_log.py): the same text
 and the same ``extra`` fields for aiohttp's default format, at less cost;
-any other format is aiohttp's own."""
+any other format is aiohttp's own. The text log's time, made once a
+second, reads as the logging module's."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from aiohttp import HttpVersion10
 from aiohttp.test_utils import make_mocked_request
 from aiohttp.web_log import AccessLogger
 
+from aguiadapter.logs import KeyValueFormatter
 from aguiadapter.web.access_log import AccessLog
 
 EXTRA_KEYS = ("remote_address", "request_start_time", "first_request_line", "response_status", "response_size",
@@ -81,3 +83,14 @@ def test_another_format_is_aiohttp_s_own() -> None:
     ours = _lines(AccessLog, request, response, log_format)
     theirs = _lines(AccessLogger, request, response, log_format)
     assert ours.getMessage() == theirs.getMessage()
+
+
+def test_the_text_log_s_time_reads_as_logging_s_across_seconds() -> None:
+    ours = KeyValueFormatter("%(asctime)s %(message)s")
+    theirs = logging.Formatter("%(asctime)s %(message)s")
+    # Within one second, into the next, back to an earlier one (a clock set back), a minute later.
+    for created in (1_765_000_000.001, 1_765_000_000.999, 1_765_000_001.5, 1_765_000_000.25, 1_765_000_061.0):
+        record = logging.LogRecord("x", logging.INFO, "", 0, "m", None, None)
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        assert ours.formatTime(record) == theirs.formatTime(record)
+        assert ours.formatTime(record, "%H:%M") == theirs.formatTime(record, "%H:%M")

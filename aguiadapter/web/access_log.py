@@ -18,18 +18,21 @@ import time as time_mod
 from aiohttp import web
 from aiohttp.web_log import AccessLogger
 
+from ..logs import SecondStamp
+
 __all__ = ["AccessLog"]
 
 #: aiohttp's default line: ``%a %t "%r" %s %b "%{Referer}i" "%{User-Agent}i"``.
 _LINE = '%s %s "%s %s HTTP/%d.%d" %s %s "%s" "%s"'
 
 
-class AccessLog(AccessLogger):
-    """aiohttp's access log; its default line made in one step. (aiohttp
-    makes one for each connection: what they share is kept on the class.)"""
+#: The request's start as aiohttp writes it, shared by every connection's
+#: logger (aiohttp makes one for each connection).
+_STARTED = SecondStamp("[%d/%b/%Y:%H:%M:%S %z]")
 
-    #: The second the last line's request started in, and its text.
-    _last: tuple[int, str] = (-1, "")
+
+class AccessLog(AccessLogger):
+    """aiohttp's access log; its default line made in one step."""
 
     def __init__(self, logger: logging.Logger, log_format: str = AccessLogger.LOG_FORMAT) -> None:
         super().__init__(logger, log_format)
@@ -40,11 +43,7 @@ class AccessLog(AccessLogger):
             super().log(request, response, time)
             return
         try:
-            started = time_mod.time() - time
-            second, stamp = AccessLog._last
-            if int(started) != second:
-                stamp = time_mod.strftime("[%d/%b/%Y:%H:%M:%S %z]", time_mod.localtime(started))
-                AccessLog._last = (int(started), stamp)
+            stamp = _STARTED(time_mod.time() - time)
             remote = request.remote
             remote = remote if remote is not None else "-"
             headers = request.headers
