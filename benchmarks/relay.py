@@ -8,12 +8,22 @@ more: ``json.loads``, build the AG-UI event dict, ``json.dumps``, write
 interrupts, no heartbeats, no cancel on disconnect. The events of one
 network chunk go out in one write (the cheap trick any fast relay uses);
 ``--per-event-writes`` writes each event on its own instead.
+
+``--record-writes process|fsync --state-dir DIR`` makes it the floor of a
+relay that keeps a turn's record (:mod:`benchmarks.floor`): before it sends
+the turn to the runtime and again before ``RUN_FINISHED``, it replaces the
+thread's small JSON record (a temporary file renamed over it), on the event
+loop itself, the cheapest way there is for one client at a time. ``fsync``
+also syncs the file and then its folder, as a record that must survive a
+power cut needs. Nothing else: no run history, no thread list, no
+validation, no log.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import uuid
 from typing import Any
 
@@ -37,6 +47,38 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 SESSION: web.AppKey[aiohttp.ClientSession] = web.AppKey("session", aiohttp.ClientSession)
 UPSTREAM: web.AppKey[str] = web.AppKey("upstream", str)
 BATCH: web.AppKey[bool] = web.AppKey("batch", bool)
+
+
+class Records:
+    """A thread's record replaced whole, as the floor of a relay that keeps one."""
+
+    def __init__(self, folder: str, *, sync: bool) -> None:
+        self.folder = folder
+        self.sync = sync
+        os.makedirs(folder, exist_ok=True)
+
+    def save(self, thread_id: str, run_id: str, state: str, messages: Any) -> None:
+        """Replace the thread's record: its state, its run, the request's messages."""
+        path = os.path.join(self.folder, f"{uuid.uuid5(uuid.NAMESPACE_URL, thread_id)}.json")
+        tmp = path + ".tmp"
+        data = json.dumps({"threadId": thread_id, "runId": run_id, "state": state, "messages": messages}).encode()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            if self.sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        if self.sync:
+            folder = os.open(self.folder, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+
+
+RECORDS: web.AppKey[Records | None] = web.AppKey("records", object)  # type: ignore[arg-type]
 
 
 def _a2a_request(body: dict[str, Any]) -> bytes:
@@ -104,6 +146,9 @@ async def handle_run(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     turn = _Turn(str(body["threadId"]), str(body["runId"]))
     batch = request.app[BATCH]
+    records = request.app[RECORDS]
+    if records is not None:
+        records.save(turn.thread_id, turn.run_id, "running", body["messages"])
     upstream = await request.app[SESSION].post(
         request.app[UPSTREAM],
         data=_a2a_request(body),
@@ -123,6 +168,8 @@ async def handle_run(request: web.Request) -> web.StreamResponse:
                 if not line.startswith(b"data:"):
                     continue
                 for event in turn.events(line[5:]):
+                    if records is not None and event["type"] == "RUN_FINISHED":
+                        records.save(turn.thread_id, turn.run_id, "idle", body["messages"])
                     encoded = b"data: " + _dumps(event).encode() + b"\n\n"
                     if batch:
                         out.append(encoded)
@@ -143,11 +190,12 @@ async def handle_health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-def create_app(upstream: str, *, batch: bool = True) -> web.Application:
+def create_app(upstream: str, *, batch: bool = True, records: Records | None = None) -> web.Application:
     """The relay as an aiohttp application."""
     app = web.Application()
     app[UPSTREAM] = upstream
     app[BATCH] = batch
+    app[RECORDS] = records
 
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
@@ -170,8 +218,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--a2a-url", required=True)
     parser.add_argument("--per-event-writes", action="store_true",
                         help="one write per event instead of one per network chunk")
+    parser.add_argument("--record-writes", choices=("process", "fsync"),
+                        help="replace a thread's record before the turn is sent and before RUN_FINISHED")
+    parser.add_argument("--state-dir", help="where --record-writes keeps the records")
     args = parser.parse_args(argv)
-    app = create_app(args.a2a_url, batch=not args.per_event_writes)
+    if args.record_writes and not args.state_dir:
+        parser.error("--record-writes needs --state-dir")
+    records = Records(args.state_dir, sync=args.record_writes == "fsync") if args.record_writes else None
+    app = create_app(args.a2a_url, batch=not args.per_event_writes, records=records)
     web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
 
 

@@ -16,6 +16,8 @@ ADAPTER, IAC, RELAY, RUNTIME = "adapter", "iac_code_agui", "relay", "runtime"
 ADAPTER_REDIS = "adapter_redis"
 # The adapter again, with ``--durability process`` (no fsync): issue 35's second set of targets.
 ADAPTER_PROCESS = "adapter_process"
+# The minimal relay that also replaces a thread's record twice a turn (benchmarks/floor.py).
+FLOOR_PROCESS, FLOOR_FSYNC = "floor_process", "floor_fsync"
 TARGET_LABELS = {
     ADAPTER: "adapter",
     ADAPTER_PROCESS: "adapter, --durability process",
@@ -23,6 +25,8 @@ TARGET_LABELS = {
     IAC: "iac-code agui",
     RELAY: "minimal relay",
     RUNTIME: "runtime alone",
+    FLOOR_PROCESS: "relay + record, process",
+    FLOOR_FSYNC: "relay + record, fsync",
 }
 RSS_LIMIT_MB = 50.0
 # The Redis store may cost at most this much per run, relative to the file store.

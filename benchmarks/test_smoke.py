@@ -318,3 +318,31 @@ def test_the_profile_counts_a_sample_for_the_innermost_part_of_its_stack() -> No
     assert part_of([*root, "select (selectors.py:468)"])[0] == "the event loop waiting (select)"
     # The CLI's main at the root is not "other adapter code": the loop's own work is "other".
     assert part_of([*root, "_run (asyncio/events.py:80)"])[0] == OTHER
+
+
+def test_the_floor_measures_relays_that_keep_a_record_beside_the_adapter(tmp_path: Path) -> None:
+    from benchmarks.report import FLOOR_FSYNC, FLOOR_PROCESS
+
+    out = tmp_path / "floor.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.floor", "--smoke", "--skip-iac", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    document = json.loads(out.read_text())
+    for target in (ADAPTER, ADAPTER_PROCESS, RELAY, FLOOR_PROCESS, FLOOR_FSYNC):
+        for column in ("ttfe_ms", "ttft_ms", "short_run_ms", "short_cpu_ms"):
+            assert "median" in document[target][column], (target, column, document[target][column])
+    assert "relay + record, fsync" in output and "issue 35's limits" in output
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_the_floor_relay_replaces_a_thread_s_record_whole(tmp_path: Path, sync: bool) -> None:
+    from benchmarks.relay import Records
+
+    records = Records(str(tmp_path / "state"), sync=sync)
+    records.save("thread/1", "run-1", "running", [{"role": "user", "content": "hi"}])
+    records.save("thread/1", "run-1", "idle", [{"role": "user", "content": "hi"}])
+    files = list((tmp_path / "state").iterdir())
+    assert len(files) == 1 and files[0].suffix == ".json"  # no temporary file left, one record per thread
+    assert json.loads(files[0].read_text())["state"] == "idle"
