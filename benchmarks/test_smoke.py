@@ -133,8 +133,8 @@ def test_table_ratios_and_targets_are_printed(smoke_run: tuple[str, dict]) -> No
     output, document = smoke_run
     for column in document["columns"]:
         assert column["label"] in output, column["label"]
-    for label in TARGET_LABELS.values():
-        assert label in output
+    for target in (ADAPTER, ADAPTER_PROCESS, ADAPTER_REDIS, IAC, RELAY, RUNTIME):  # the floors: benchmarks.floor
+        assert TARGET_LABELS[target] in output
     assert "adapter / iac-code agui" in output and "adapter / minimal relay" in output
     assert len(document["goals"]) >= 7
     for goal in document["goals"]:
