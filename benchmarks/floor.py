@@ -66,12 +66,8 @@ COLUMNS = (("first event (ms)", "ttfe_ms"), ("first text (ms)", "ttft_ms"), ("wh
 
 
 def _floor_server(bench: Bench, key: str, mode: str) -> Server:
-    port = free_port()
-    argv = [sys.executable, "-m", "benchmarks.relay", "--port", str(port), "--a2a-url", bench.runtime_url,
-            "--record-writes", mode, "--state-dir", str(bench.work / f"state-{key}")]
-    here = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
-    return Server(key, argv, port=port, log_path=bench.work / "logs" / f"{key}.log", env=env)
+    return bench._relay_server(free_port(), name=key, extra_args=(
+        "--record-writes", mode, "--state-dir", str(bench.work / f"state-{key}")))
 
 
 async def measure(bench: Bench) -> None:

@@ -151,9 +151,10 @@ class Bench:
         return Server(name, argv, port=port, log_path=self.work / "logs" / f"{name}.log", env=env,
                       cwd=str(self.work))
 
-    def _relay_server(self, port: int, name: str = "relay", a2a_url: str | None = None) -> Server:
+    def _relay_server(self, port: int, name: str = "relay", a2a_url: str | None = None,
+                      extra_args: Sequence[str] = ()) -> Server:
         argv = [sys.executable, "-m", "benchmarks.relay", "--port", str(port), "--a2a-url",
-                a2a_url or self.runtime_url, *self.relay_args]
+                a2a_url or self.runtime_url, *self.relay_args, *extra_args]
         here = str(Path(__file__).resolve().parent.parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
         return Server(name, argv, port=port, log_path=self.work / "logs" / f"{name}.log", env=env)
